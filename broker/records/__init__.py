@@ -1,0 +1,1 @@
+"""Record batches (message format v2): header parsing, validation, building, compression."""
