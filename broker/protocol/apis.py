@@ -1,0 +1,537 @@
+"""Request and response declarations of every API the broker speaks.
+
+Each API is declared once, as data, with Kafka's field names in snake_case and
+Kafka's version ranges (facts from apache/kafka's
+`clients/src/main/resources/common/message/<Name>{Request,Response}.json`).
+Only fields that exist somewhere in our version range are declared; to support a
+newer version, raise `max_version` and add the fields that version introduces
+(see README.md). `min_version`/`max_version` are the ranges we advertise
+(DESIGN.md section 1); which of them a handler accepts is the server's business.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from .types import (
+    BOOL,
+    BYTES,
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    Array,
+    Struct,
+)
+from .types import Field as F
+
+
+class ApiKey(enum.IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+
+
+PRODUCE = ApiKey.PRODUCE
+FETCH = ApiKey.FETCH
+LIST_OFFSETS = ApiKey.LIST_OFFSETS
+METADATA = ApiKey.METADATA
+OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
+OFFSET_FETCH = ApiKey.OFFSET_FETCH
+FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
+JOIN_GROUP = ApiKey.JOIN_GROUP
+HEARTBEAT = ApiKey.HEARTBEAT
+LEAVE_GROUP = ApiKey.LEAVE_GROUP
+SYNC_GROUP = ApiKey.SYNC_GROUP
+DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
+LIST_GROUPS = ApiKey.LIST_GROUPS
+API_VERSIONS = ApiKey.API_VERSIONS
+CREATE_TOPICS = ApiKey.CREATE_TOPICS
+DELETE_TOPICS = ApiKey.DELETE_TOPICS
+INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+
+
+@dataclass(frozen=True, eq=False)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    flexible_from: int | None  # first flexible version in Kafka (may lie above max_version)
+    request: Struct
+    response: Struct
+
+    def is_flexible(self, version: int) -> bool:
+        return self.flexible_from is not None and version >= self.flexible_from
+
+    def supports(self, version: int) -> bool:
+        return self.min_version <= version <= self.max_version
+
+
+# Fields every response of these versions starts with; named once for readability.
+THROTTLE_1 = F("throttle_time_ms", INT32, "1+")
+
+# The declarations are laid out like the JSON they come from; keep the formatter off them.
+# fmt: off
+
+PRODUCE_API = Api(
+    PRODUCE, "Produce", 0, 8, 9,
+    request=Struct(
+        F("transactional_id", STRING, "3+", nullable="3+", default=None),
+        F("acks", INT16),
+        F("timeout_ms", INT32),
+        F("topic_data", Array(Struct(
+            F("name", STRING),
+            F("partition_data", Array(Struct(
+                F("index", INT32),
+                F("records", RECORDS, nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("partition_responses", Array(Struct(
+                F("index", INT32),
+                F("error_code", INT16),
+                F("base_offset", INT64),
+                F("log_append_time_ms", INT64, "2+", default=-1),
+                F("log_start_offset", INT64, "5+", default=-1),
+                F("record_errors", Array(Struct(
+                    F("batch_index", INT32, "8+"),
+                    F("batch_index_error_message", STRING, "8+", nullable="8+", default=None),
+                )), "8+"),
+                F("error_message", STRING, "8+", nullable="8+", default=None),
+            ))),
+        ))),
+        THROTTLE_1,
+    ),
+)
+
+FETCH_API = Api(
+    FETCH, "Fetch", 4, 11, 12,
+    request=Struct(
+        F("replica_id", INT32, "0-14", default=-1),
+        F("max_wait_ms", INT32),
+        F("min_bytes", INT32),
+        F("max_bytes", INT32, "3+", default=0x7FFFFFFF),
+        F("isolation_level", INT8, "4+", default=0),
+        F("session_id", INT32, "7+", default=0),
+        F("session_epoch", INT32, "7+", default=-1),
+        F("topics", Array(Struct(
+            F("topic", STRING, "0-12"),
+            F("partitions", Array(Struct(
+                F("partition", INT32),
+                F("current_leader_epoch", INT32, "9+", default=-1),
+                F("fetch_offset", INT64),
+                F("log_start_offset", INT64, "5+", default=-1),
+                F("partition_max_bytes", INT32),
+            ))),
+        ))),
+        F("forgotten_topics_data", Array(Struct(
+            F("topic", STRING, "7-12"),
+            F("partitions", Array(INT32), "7+"),
+        )), "7+"),
+        F("rack_id", STRING, "11+", default=""),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16, "7+"),
+        F("session_id", INT32, "7+", default=0),
+        F("responses", Array(Struct(
+            F("topic", STRING, "0-12"),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("high_watermark", INT64),
+                F("last_stable_offset", INT64, "4+", default=-1),
+                F("log_start_offset", INT64, "5+", default=-1),
+                F("aborted_transactions", Array(Struct(
+                    F("producer_id", INT64, "4+"),
+                    F("first_offset", INT64, "4+"),
+                )), "4+", nullable="4+"),
+                F("preferred_read_replica", INT32, "11+", default=-1),
+                F("records", RECORDS, nullable="0+"),
+            ))),
+        ))),
+    ),
+)
+
+LIST_OFFSETS_API = Api(
+    LIST_OFFSETS, "ListOffsets", 1, 5, 6,
+    request=Struct(
+        F("replica_id", INT32),
+        F("isolation_level", INT8, "2+"),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("current_leader_epoch", INT32, "4+", default=-1),
+                F("timestamp", INT64),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "2+"),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("timestamp", INT64, "1+", default=-1),
+                F("offset", INT64, "1+", default=-1),
+                F("leader_epoch", INT32, "4+", default=-1),
+            ))),
+        ))),
+    ),
+)
+
+METADATA_API = Api(
+    METADATA, "Metadata", 0, 8, 9,
+    request=Struct(
+        # v0 has no null: an empty list there means "all topics", as null does from v1.
+        F("topics", Array(Struct(F("name", STRING))), nullable="1+"),
+        F("allow_auto_topic_creation", BOOL, "4+", default=True),
+        F("include_cluster_authorized_operations", BOOL, "8-10"),
+        F("include_topic_authorized_operations", BOOL, "8+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "3+"),
+        F("brokers", Array(Struct(
+            F("node_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, "1+", nullable="1+", default=None),
+        ))),
+        F("cluster_id", STRING, "2+", nullable="2+", default=None),
+        F("controller_id", INT32, "1+", default=-1),
+        F("topics", Array(Struct(
+            F("error_code", INT16),
+            F("name", STRING),
+            F("is_internal", BOOL, "1+", default=False),
+            F("partitions", Array(Struct(
+                F("error_code", INT16),
+                F("partition_index", INT32),
+                F("leader_id", INT32),
+                F("leader_epoch", INT32, "7+", default=-1),
+                F("replica_nodes", Array(INT32)),
+                F("isr_nodes", Array(INT32)),
+                F("offline_replicas", Array(INT32), "5+"),
+            ))),
+            F("topic_authorized_operations", INT32, "8+", default=-(2**31)),
+        ))),
+        F("cluster_authorized_operations", INT32, "8-10", default=-(2**31)),
+    ),
+)
+
+OFFSET_COMMIT_API = Api(
+    OFFSET_COMMIT, "OffsetCommit", 2, 7, 8,
+    request=Struct(
+        F("group_id", STRING),
+        F("generation_id_or_member_epoch", INT32, "1+", default=-1),
+        F("member_id", STRING, "1+"),
+        F("group_instance_id", STRING, "7+", nullable="7+", default=None),
+        F("retention_time_ms", INT64, "2-4", default=-1),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("committed_offset", INT64),
+                F("committed_leader_epoch", INT32, "6+", default=-1),
+                F("committed_metadata", STRING, nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "3+"),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            ))),
+        ))),
+    ),
+)
+
+OFFSET_FETCH_API = Api(
+    OFFSET_FETCH, "OffsetFetch", 1, 5, 6,
+    request=Struct(
+        F("group_id", STRING, "0-7"),
+        # null (v2+) asks for every partition the group has committed.
+        F("topics", Array(Struct(
+            F("name", STRING, "0-7"),
+            F("partition_indexes", Array(INT32), "0-7"),
+        )), "0-7", nullable="2-7"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "3+"),
+        F("topics", Array(Struct(
+            F("name", STRING, "0-7"),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32, "0-7"),
+                F("committed_offset", INT64, "0-7"),
+                F("committed_leader_epoch", INT32, "5-7", default=-1),
+                F("metadata", STRING, "0-7", nullable="0-7"),
+                F("error_code", INT16, "0-7"),
+            )), "0-7"),
+        )), "0-7"),
+        F("error_code", INT16, "2-7", default=0),
+    ),
+)
+
+FIND_COORDINATOR_API = Api(
+    FIND_COORDINATOR, "FindCoordinator", 0, 2, 3,
+    request=Struct(
+        F("key", STRING, "0-3"),
+        F("key_type", INT8, "1+", default=0),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16, "0-3"),
+        F("error_message", STRING, "1-3", nullable="1-3", default=None),
+        F("node_id", INT32, "0-3"),
+        F("host", STRING, "0-3"),
+        F("port", INT32, "0-3"),
+    ),
+)
+
+JOIN_GROUP_API = Api(
+    JOIN_GROUP, "JoinGroup", 0, 5, 6,
+    request=Struct(
+        F("group_id", STRING),
+        F("session_timeout_ms", INT32),
+        F("rebalance_timeout_ms", INT32, "1+", default=-1),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "5+", nullable="5+", default=None),
+        F("protocol_type", STRING),
+        F("protocols", Array(Struct(
+            F("name", STRING),
+            F("metadata", BYTES),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "2+"),
+        F("error_code", INT16),
+        F("generation_id", INT32, default=-1),
+        F("protocol_name", STRING),
+        F("leader", STRING),
+        F("member_id", STRING),
+        F("members", Array(Struct(
+            F("member_id", STRING),
+            F("group_instance_id", STRING, "5+", nullable="5+", default=None),
+            F("metadata", BYTES),
+        ))),
+    ),
+)
+
+HEARTBEAT_API = Api(
+    HEARTBEAT, "Heartbeat", 0, 3, 4,
+    request=Struct(
+        F("group_id", STRING),
+        F("generation_id", INT32),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16),
+    ),
+)
+
+LEAVE_GROUP_API = Api(
+    LEAVE_GROUP, "LeaveGroup", 0, 2, 4,
+    request=Struct(
+        F("group_id", STRING),
+        F("member_id", STRING, "0-2"),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16),
+    ),
+)
+
+SYNC_GROUP_API = Api(
+    SYNC_GROUP, "SyncGroup", 0, 3, 4,
+    request=Struct(
+        F("group_id", STRING),
+        F("generation_id", INT32),
+        F("member_id", STRING),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("assignments", Array(Struct(
+            F("member_id", STRING),
+            F("assignment", BYTES),
+        ))),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16),
+        F("assignment", BYTES),
+    ),
+)
+
+DESCRIBE_GROUPS_API = Api(
+    DESCRIBE_GROUPS, "DescribeGroups", 0, 2, 5,
+    request=Struct(
+        F("groups", Array(STRING)),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("groups", Array(Struct(
+            F("error_code", INT16),
+            F("group_id", STRING),
+            F("group_state", STRING),
+            F("protocol_type", STRING),
+            F("protocol_data", STRING),
+            F("members", Array(Struct(
+                F("member_id", STRING),
+                F("client_id", STRING),
+                F("client_host", STRING),
+                F("member_metadata", BYTES),
+                F("member_assignment", BYTES),
+            ))),
+        ))),
+    ),
+)
+
+LIST_GROUPS_API = Api(
+    LIST_GROUPS, "ListGroups", 0, 2, 3,
+    request=Struct(),
+    response=Struct(
+        THROTTLE_1,
+        F("error_code", INT16),
+        F("groups", Array(Struct(
+            F("group_id", STRING),
+            F("protocol_type", STRING),
+        ))),
+    ),
+)
+
+API_VERSIONS_API = Api(
+    API_VERSIONS, "ApiVersions", 0, 3, 3,
+    request=Struct(
+        F("client_software_name", STRING, "3+"),
+        F("client_software_version", STRING, "3+"),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("api_keys", Array(Struct(
+            F("api_key", INT16),
+            F("min_version", INT16),
+            F("max_version", INT16),
+        ))),
+        THROTTLE_1,
+        F("supported_features", Array(Struct(
+            F("name", STRING, "3+"),
+            F("min_version", INT16, "3+"),
+            F("max_version", INT16, "3+"),
+        )), "3+", tag=0),
+        F("finalized_features_epoch", INT64, "3+", default=-1, tag=1),
+        F("finalized_features", Array(Struct(
+            F("name", STRING, "3+"),
+            F("max_version_level", INT16, "3+"),
+            F("min_version_level", INT16, "3+"),
+        )), "3+", tag=2),
+        F("zk_migration_ready", BOOL, "3+", default=False, tag=3),
+    ),
+)
+
+CREATE_TOPICS_API = Api(
+    CREATE_TOPICS, "CreateTopics", 2, 4, 5,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("num_partitions", INT32),
+            F("replication_factor", INT16),
+            F("assignments", Array(Struct(
+                F("partition_index", INT32),
+                F("broker_ids", Array(INT32)),
+            ))),
+            F("configs", Array(Struct(
+                F("name", STRING),
+                F("value", STRING, nullable="0+"),
+            ))),
+        ))),
+        F("timeout_ms", INT32, default=60000),
+        F("validate_only", BOOL, "1+", default=False),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "2+"),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, "1+", nullable="0+", default=None),
+        ))),
+    ),
+)
+
+DELETE_TOPICS_API = Api(
+    DELETE_TOPICS, "DeleteTopics", 1, 3, 4,
+    request=Struct(
+        F("topic_names", Array(STRING), "0-5"),
+        F("timeout_ms", INT32),
+    ),
+    response=Struct(
+        THROTTLE_1,
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("error_code", INT16),
+        ))),
+    ),
+)
+
+INIT_PRODUCER_ID_API = Api(
+    INIT_PRODUCER_ID, "InitProducerId", 0, 1, 2,
+    request=Struct(
+        F("transactional_id", STRING, nullable="0+"),
+        F("transaction_timeout_ms", INT32),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("producer_id", INT64, default=-1),
+        F("producer_epoch", INT16),
+    ),
+)
+
+# fmt: on
+
+API_BY_KEY: dict[int, Api] = {
+    api.key: api
+    for api in (
+        PRODUCE_API,
+        FETCH_API,
+        LIST_OFFSETS_API,
+        METADATA_API,
+        OFFSET_COMMIT_API,
+        OFFSET_FETCH_API,
+        FIND_COORDINATOR_API,
+        JOIN_GROUP_API,
+        HEARTBEAT_API,
+        LEAVE_GROUP_API,
+        SYNC_GROUP_API,
+        DESCRIBE_GROUPS_API,
+        LIST_GROUPS_API,
+        API_VERSIONS_API,
+        CREATE_TOPICS_API,
+        DELETE_TOPICS_API,
+        INIT_PRODUCER_ID_API,
+    )
+}
