@@ -1,0 +1,65 @@
+"""``python -m schemas.registry start CONFIG``: replay the store, then serve HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import uvicorn
+
+from schemas.registry.app import create_app
+from schemas.registry.config import ConfigError, RegistryConfig, read_config
+from schemas.registry.service import Registry
+from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore, StoreError
+
+
+def open_store(config: RegistryConfig) -> SchemaStore:
+    if config.store_type == "memory":
+        return InMemoryStore()
+    return KafkaTopicStore(
+        config.bootstrap_servers,
+        config.topic,
+        timeout_ms=config.timeout_ms,
+        init_timeout_ms=config.init_timeout_ms,
+        replication_factor=config.replication_factor,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m schemas.registry")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("start", help="run the registry")
+    start.add_argument("config", help="Java-properties file, e.g. conf/registry.properties")
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = read_config(args.config)
+    except ConfigError as exc:
+        print(f"schema registry: bad config {args.config}: {exc}", file=sys.stderr)
+        return 2
+    store = open_store(config)
+    registry = Registry(store, config.compatibility_level)
+    try:
+        registry.load()
+    except StoreError as exc:
+        print(f"schema registry: cannot replay the store: {exc}", file=sys.stderr)
+        store.close()
+        return 1
+    try:
+        uvicorn.run(
+            create_app(registry),
+            host=config.listener.host,
+            port=config.listener.port,
+            log_level="info",
+        )
+    finally:
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
