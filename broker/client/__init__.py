@@ -1,0 +1,1 @@
+"""Our Kafka client library: blocking sockets, the producer, the simple consumer, admin calls."""
