@@ -85,7 +85,7 @@ class Api:
         return self.min_version <= version <= self.max_version
 
 
-# Fields every response of these versions starts with; named once for readability.
+# throttle_time_ms from v1 on, which most responses start with.
 THROTTLE_1 = F("throttle_time_ms", INT32, "1+")
 
 # The declarations are laid out like the JSON they come from; keep the formatter off them.
