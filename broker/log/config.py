@@ -1,0 +1,41 @@
+"""Per-log settings: Kafka's log.* broker keys and their per-topic overrides, as one value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# Index entries hold positions and relative offsets as int32.
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    # log.segment.bytes: roll when the active segment would grow past this.
+    segment_bytes: int = 1073741824
+    # log.roll.ms: roll when the active segment's first batch is older than this.
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    # log.retention.ms: delete segments whose newest record is older; -1 = keep forever.
+    retention_ms: int = 168 * 3600 * 1000
+    # log.retention.bytes: delete oldest segments while the log is bigger; -1 = no limit.
+    retention_bytes: int = -1
+    # log.flush.interval.messages: fsync after this many unflushed messages (default: never).
+    flush_interval_messages: int = 2**63 - 1
+    # log.flush.interval.ms: fsync when the last flush is this old; None = never.
+    flush_interval_ms: int | None = None
+    # log.index.interval.bytes: one offset-index entry per this many bytes of log.
+    index_interval_bytes: int = 4096
+    # file.delete.delay.ms: keep deleted segments open this long for in-flight fetches.
+    file_delete_delay_ms: int = 60000
+    # message.max.bytes: the largest batch the log accepts.
+    max_message_bytes: int = 1048588
+
+    def __post_init__(self) -> None:
+        # Positions in the offset index are int32, so a segment cannot pass 2 GiB.
+        if not 0 < self.segment_bytes <= INT32_MAX:
+            raise ValueError(f"segment_bytes must be in 1..{INT32_MAX}, not {self.segment_bytes}")
+        if self.segment_ms <= 0:
+            raise ValueError(f"segment_ms must be positive, not {self.segment_ms}")
+        if self.index_interval_bytes < 0:
+            raise ValueError(f"index_interval_bytes must be >= 0, not {self.index_interval_bytes}")
+        if self.flush_interval_messages <= 0:
+            raise ValueError("flush_interval_messages must be positive")

@@ -1,0 +1,599 @@
+"""The log of one partition: an ordered list of segments, the last one active.
+
+Offsets are assigned here, by rewriting each batch's baseOffset and partitionLeaderEpoch
+in place (both outside the CRC). Reads hand out FileRegions on the segment files, whole
+batches only, so the network layer can sendfile them. See README.md for the on-disk
+layout, recovery, retention and deletion rules.
+
+Not thread-safe: the broker drives every log from its one event-loop thread.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from broker.log.config import INT32_MAX, LogConfig
+from broker.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    parse_segment_name,
+)
+from broker.records.header import (
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    BatchHeader,
+    compute_crc,
+    set_base_offset,
+    set_crc,
+    set_leader_epoch,
+    write_header,
+)
+from broker.records.region import FileRegion
+
+log = logging.getLogger(__name__)
+
+# Reads fetch this many bytes of headers per pread (at least the index interval).
+_MIN_WINDOW, _MAX_WINDOW = 4096, 65536
+
+
+class OffsetOutOfRange(ValueError):
+    """The offset is below the log start or beyond the log end."""
+
+
+class RecordTooLarge(ValueError):
+    """A batch is bigger than max_message_bytes."""
+
+
+class LogDeleted(RuntimeError):
+    """The log was deleted (or closed) and can no longer be used."""
+
+
+class AppendInfo(NamedTuple):
+    first_offset: int
+    last_offset: int
+    # Largest batch maxTimestamp (-1 if none) and the base offset of the batch holding it.
+    max_timestamp: int
+    offset_of_max_timestamp: int
+
+
+class ReadResult(NamedTuple):
+    regions: list[FileRegion]
+    # Base offset of the first batch returned (may be below the offset asked for).
+    first_batch_offset: int
+    size: int
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Log:
+    def __init__(
+        self,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._dir = directory
+        self._segments = segments
+        self._config = config
+        self._window = _window_for(config)
+        self._now_ms = now_ms
+        self._log_start_offset = log_start_offset
+        self._recovery_point = self.log_end_offset
+        self._unflushed_messages = 0
+        self._last_flush_ms = now_ms()
+        # Segment files created since the last directory fsync.
+        self._dir_dirty = False
+        # (due time in ms, segment) of deleted segments whose fds stay open for a while.
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self._deleted = False
+
+    # -- opening ----------------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        recovery_point: int = 0,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        log_start_offset: int = 0,
+    ) -> Log:
+        """Load the segments in `directory` (created if missing) and recover everything
+        from the segment holding `recovery_point` on: see `_recover`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        bases = _clean_directory(directory)
+        segments = [LogSegment.open(directory, base) for base in bases]
+        for segment, following in zip(segments, segments[1:], strict=False):
+            segment.next_offset = following.base_offset
+        if not segments:
+            segments = [LogSegment.create(directory, log_start_offset)]
+            _fsync_dir(directory)
+        _recover(segments, recovery_point, config)
+        active = segments[-1]
+        if active.size:
+            active.created_ms = now_ms()
+        end = active.next_offset
+        start = min(max(log_start_offset, segments[0].base_offset), end)
+        opened = cls(directory, topic, partition, config, segments, start, now_ms)
+        log.info(
+            "opened log %s-%d: offsets %d..%d, %d segments",
+            topic,
+            partition,
+            start,
+            end,
+            len(segments),
+        )
+        return opened
+
+    # -- properties -------------------------------------------------------------------
+    @property
+    def dir(self) -> Path:
+        return self._dir
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @config.setter
+    def config(self, config: LogConfig) -> None:
+        self._config = config
+        self._window = _window_for(config)
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return list(self._segments)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[-1]
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
+
+    # -- appending --------------------------------------------------------------------
+    def append(
+        self,
+        records: bytearray,
+        batch_positions: list[tuple[int, BatchHeader]],
+        leader_epoch: int,
+        log_append_time_ms: int | None = None,
+    ) -> AppendInfo:
+        """Assign offsets from the log end to the validated batches in `records` and write
+        them. With `log_append_time_ms` the batches are stamped LogAppendTime (which, unlike
+        the offsets, is inside the CRC, so those batches get a new CRC)."""
+        self._check_live()
+        if not batch_positions:
+            raise ValueError("nothing to append")
+        self._check_sizes(batch_positions)
+        offset = self.log_end_offset
+        final = []
+        for pos, header in batch_positions:
+            set_base_offset(records, pos, offset)
+            set_leader_epoch(records, pos, leader_epoch)
+            header = header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            if log_append_time_ms is not None:
+                header = _stamp_log_append_time(records, pos, header, log_append_time_ms)
+            final.append((pos, header))
+            offset = header.next_offset
+        return self._write(records, final)
+
+    def append_as_follower(
+        self, records, batch_positions: list[tuple[int, BatchHeader]]
+    ) -> AppendInfo:
+        """Append batches that already carry their offsets (a replica copying its leader)."""
+        self._check_live()
+        if not batch_positions:
+            raise ValueError("nothing to append")
+        self._check_sizes(batch_positions)
+        expected = self.log_end_offset
+        for _, header in batch_positions:
+            if header.base_offset < expected:
+                raise ValueError(f"batch at offset {header.base_offset} is below {expected}")
+            expected = header.next_offset
+        return self._write(records, batch_positions)
+
+    def _check_sizes(self, batch_positions: list[tuple[int, BatchHeader]]) -> None:
+        limit = self._config.max_message_bytes
+        for _, header in batch_positions:
+            if header.size > limit:
+                raise RecordTooLarge(
+                    f"batch of {header.size} bytes exceeds max_message_bytes {limit}"
+                )
+
+    def _write(self, records, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
+        first, last = batches[0][1].base_offset, batches[-1][1].last_offset
+        now = self._now_ms()
+        segment = self._maybe_roll(len(records), last, now)
+        segment.append(records, batches, now, self._config.index_interval_bytes)
+        max_timestamp, offset_of_max, messages = -1, first, 0
+        for _, header in batches:
+            messages += header.records_count
+            if header.max_timestamp > max_timestamp:
+                max_timestamp, offset_of_max = header.max_timestamp, header.base_offset
+        self._unflushed_messages += messages
+        if self._unflushed_messages >= self._config.flush_interval_messages:
+            self.flush()
+        return AppendInfo(first, last, max_timestamp, offset_of_max)
+
+    def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        if (
+            active.size + size > self._config.segment_bytes
+            or now - active.created_ms > self._config.segment_ms
+            or last_offset - active.base_offset > INT32_MAX
+        ):
+            return self.roll()
+        return active
+
+    def roll(self) -> LogSegment:
+        """Seal the active segment and start a new one at the log end (no-op when empty)."""
+        self._check_live()
+        active = self._segments[-1]
+        if active.size == 0:
+            return active
+        active.seal()
+        segment = LogSegment.create(self._dir, self.log_end_offset)
+        self._segments.append(segment)
+        self._dir_dirty = True
+        return segment
+
+    # -- reading ----------------------------------------------------------------------
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
+        """Whole batches from the one holding `offset`, across segments, up to `max_bytes`
+        but always the first batch (KIP-74), never a batch whose base offset is at or past
+        `max_offset` (the high watermark)."""
+        self._check_live()
+        end_offset = self.log_end_offset
+        if offset < self._log_start_offset or offset > end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside {self._log_start_offset}..{end_offset} "
+                f"of {self.topic}-{self.partition}"
+            )
+        limit_offset = end_offset if max_offset is None else min(max_offset, end_offset)
+        if offset >= limit_offset:
+            return ReadResult([], offset, 0)
+        window = self._window
+        regions: list[FileRegion] = []
+        total, first_batch_offset = 0, offset
+        i = self._segment_index(offset)
+        while i < len(self._segments):
+            segment = self._segments[i]
+            i += 1
+            if regions:
+                start = 0
+            else:
+                found = segment.locate(offset, window)
+                if found is None:  # only in a gap of offsets: go on with the next segment
+                    continue
+                start, first = found
+                if first.base_offset >= limit_offset:
+                    break
+                first_batch_offset = first.base_offset
+            stops_here = limit_offset < segment.next_offset
+            end = segment.position_of(limit_offset, window) if stops_here else segment.size
+            budget = max_bytes - total
+            if end - start <= budget:
+                cut = end
+            else:
+                cut = segment.boundary_before(start + budget, start, end, window)
+                if cut == start and not regions:
+                    cut = start + first.size
+                stops_here = True
+            if cut > start:
+                regions.append(FileRegion(segment.fd, start, cut - start))
+                total += cut - start
+            if stops_here:
+                break
+        return ReadResult(regions, first_batch_offset, total)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first batch whose maxTimestamp is >= `timestamp_ms`:
+        its base offset and that maxTimestamp; None if there is none. Batch granularity
+        (records are not decoded): records early in that batch may be older than
+        `timestamp_ms`, as with a compressed batch in Kafka's older brokers; consumers skip
+        them only if they check. The time index picks the segment and a start position."""
+        self._check_live()
+        for segment in self._segments:
+            if segment.max_timestamp >= timestamp_ms:
+                found = segment.find_timestamp(timestamp_ms, self._window)
+                if found is not None:
+                    return max(found[0], self._log_start_offset), found[1]
+        return None
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the segment whose base offset is the largest <= offset."""
+        return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
+
+    # -- durability -------------------------------------------------------------------
+    def flush(self, up_to: int | None = None) -> None:
+        """fsync every segment holding offsets below `up_to` (default: the log end) that
+        has unflushed data, then advance the recovery point to it."""
+        self._check_live()
+        target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        if target <= self._recovery_point and not self._dir_dirty:
+            return
+        for segment in self._segments:
+            if segment.next_offset > self._recovery_point and segment.base_offset < target:
+                segment.flush()
+        if self._dir_dirty:
+            _fsync_dir(self._dir)
+            self._dir_dirty = False
+        self._recovery_point = max(self._recovery_point, target)
+        if target == self.log_end_offset:
+            self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+
+    @property
+    def has_unflushed_sealed_segments(self) -> bool:
+        """Rolled segments not yet fsynced (Kafka flushes them right after a roll)."""
+        return self._recovery_point < self._segments[-1].base_offset
+
+    # -- truncation and retention -----------------------------------------------------
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch holding an offset >= `offset` (replication). A batch is never
+        split, so the log end may land below `offset` if it falls inside a batch.
+        FileRegions already handed out over the removed range become invalid; followers
+        only truncate above the high watermark, which consumers never read."""
+        self._check_live()
+        if offset >= self.log_end_offset:
+            return
+        now = self._now_ms()
+        if offset < self._segments[0].base_offset:
+            doomed, self._segments = self._segments, [LogSegment.create(self._dir, offset)]
+            self._log_start_offset = offset
+            self._dir_dirty = True
+        else:
+            i = self._segment_index(offset)
+            doomed, self._segments = self._segments[i + 1 :], self._segments[: i + 1]
+            active = self._segments[-1]
+            active.truncate_to(offset, self._config.index_interval_bytes)
+            active.created_ms = now if active.size else None
+        self._schedule_deletion(doomed, now)
+        self._recovery_point = min(self._recovery_point, self.log_end_offset)
+        self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+
+    def delete_expired(self, now_ms: int, high_watermark: int | None = None) -> int:
+        """Retention, as Kafka does it: delete the oldest segments whose largest timestamp
+        is older than retention_ms, then the oldest while the log exceeds retention_bytes.
+        Only segments wholly below `high_watermark` (default: the log end) go. If every
+        segment goes, the active one is rolled first so the log keeps an empty segment at
+        its end offset. Returns the number of segments deleted."""
+        self._check_live()
+        hw = self.log_end_offset if high_watermark is None else high_watermark
+        config = self._config
+        deleted = 0
+        if config.retention_ms >= 0:
+            count = self._deletable_prefix(
+                hw, lambda s: now_ms - s.largest_timestamp() > config.retention_ms
+            )
+            deleted += self._delete_oldest(count, now_ms)
+        if config.retention_bytes >= 0:
+            excess = self.size_bytes - config.retention_bytes
+
+            def over_size(segment: LogSegment) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_oldest(self._deletable_prefix(hw, over_size), now_ms)
+        self.collect_deleted(now_ms)
+        return deleted
+
+    def _deletable_prefix(
+        self, high_watermark: int, predicate: Callable[[LogSegment], bool]
+    ) -> int:
+        count = 0
+        for i, segment in enumerate(self._segments):
+            last = i == len(self._segments) - 1
+            if last and segment.size == 0:
+                break
+            if segment.next_offset > high_watermark or not predicate(segment):
+                break
+            count += 1
+        return count
+
+    def _delete_oldest(self, count: int, now_ms: int) -> int:
+        if count == 0:
+            return 0
+        if count == len(self._segments):
+            self.roll()
+        doomed, self._segments = self._segments[:count], self._segments[count:]
+        for segment in doomed:
+            segment.rename_deleted()
+        self._schedule_deletion(doomed, now_ms, renamed=True)
+        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        log.info(
+            "deleted %d segments of %s-%d; log start offset now %d",
+            count,
+            self.topic,
+            self.partition,
+            self._log_start_offset,
+        )
+        return count
+
+    def _schedule_deletion(
+        self, segments: list[LogSegment], now_ms: int, renamed: bool = False
+    ) -> None:
+        for segment in segments:
+            if not renamed and not self._deleted:
+                segment.rename_deleted()
+            self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
+
+    def collect_deleted(self, now_ms: int) -> int:
+        """Close and unlink deleted segments whose delay is over. Returns how many."""
+        due = [s for t, s in self._pending_deletes if t <= now_ms]
+        self._pending_deletes = [(t, s) for t, s in self._pending_deletes if t > now_ms]
+        for segment in due:
+            segment.close()
+            if not self._deleted:
+                segment.unlink_deleted()
+        if self._deleted and not self._pending_deletes:
+            shutil.rmtree(self._dir, ignore_errors=True)
+        return len(due)
+
+    @property
+    def pending_deletions(self) -> int:
+        return len(self._pending_deletes)
+
+    # -- end of life ------------------------------------------------------------------
+    def delete(self) -> None:
+        """Remove the partition (topic deletion): the directory is renamed at once to
+        `<topic>-<partition>.<id>-delete`, so the name is free for a new topic, and is
+        removed once `file_delete_delay_ms` has passed (`collect_deleted`)."""
+        if self._deleted:
+            return
+        target = self._dir.with_name(f"{self._dir.name}.{uuid.uuid4().hex}-delete")
+        self._dir.rename(target)
+        self._dir = target
+        self._deleted = True
+        now = self._now_ms()
+        self._schedule_deletion(self._segments, now)
+        self._segments = []
+        self.collect_deleted(now)
+
+    @property
+    def deleted(self) -> bool:
+        return self._deleted
+
+    def close(self) -> None:
+        """Flush everything (the next open then recovers nothing) and close all files,
+        including segments still waiting for their delayed deletion."""
+        if self._deleted:
+            self.collect_deleted(2**63 - 1)
+            return
+        self._segments[-1].seal()
+        self.flush()
+        for segment in self._segments:
+            segment.close()
+        self.collect_deleted(2**63 - 1)
+
+    def _check_live(self) -> None:
+        if self._deleted:
+            raise LogDeleted(f"log {self.topic}-{self.partition} was deleted")
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.topic}-{self.partition}, offsets {self.log_start_offset}.."
+            f"{self.log_end_offset if self._segments else '?'}, {len(self._segments)} segments)"
+        )
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+def _window_for(config: LogConfig) -> int:
+    """Bytes per header pread: every batch start between two index entries lies within
+    index_interval_bytes of the first, so one pread covers a whole gap of the index."""
+    return min(max(config.index_interval_bytes, _MIN_WINDOW), _MAX_WINDOW) + HEADER_SIZE
+
+
+def _clean_directory(directory: Path) -> list[int]:
+    """Drop leftovers (deleted segments, index files without a log) and return the base
+    offsets of the segments, sorted."""
+    bases: list[int] = []
+    names = os.listdir(directory)
+    for name in names:
+        base = parse_segment_name(name)
+        if base is not None:
+            bases.append(base)
+    logs = {f"{base:020d}" for base in bases}
+    for name in names:
+        stem = name.split(".", 1)[0]
+        orphan_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem not in logs
+        if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or orphan_index:
+            (directory / name).unlink(missing_ok=True)
+    return sorted(bases)
+
+
+def _recover(segments: list[LogSegment], recovery_point: int, config: LogConfig) -> None:
+    """Walk and CRC-check every batch of the segment holding `recovery_point` and of all
+    later ones, truncating at the first bad or incomplete batch; segments after a
+    truncation are deleted. Earlier segments are trusted (flushed) but get their index
+    files rebuilt when those are missing or torn."""
+    first = max(bisect.bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
+    interval = config.index_interval_bytes
+    for segment in segments[:first]:
+        if not segment.index_files_look_sane():
+            log.warning("rebuilding missing or torn indexes of %s", segment.log_path)
+            segment.recover(index_interval=interval)
+    for i in range(first, len(segments)):
+        segment = segments[i]
+        truncated = segment.recover(index_interval=interval)
+        if truncated and i + 1 < len(segments):
+            for later in segments[i + 1 :]:
+                log.warning("deleting %s: it follows a truncated segment", later.log_path)
+                later.close()
+                for path in later.paths():
+                    path.unlink(missing_ok=True)
+            del segments[i + 1 :]
+            break
+    for segment in segments[first:]:
+        segment.flush()
+    _fsync_dir(segments[0].dir)
+
+
+def _stamp_log_append_time(
+    records: bytearray, pos: int, header: BatchHeader, now_ms: int
+) -> BatchHeader:
+    """Set the LogAppendTime attribute and maxTimestamp, then recompute the CRC over them."""
+    header = header._replace(
+        attributes=header.attributes | TIMESTAMP_TYPE_LOG_APPEND, max_timestamp=now_ms
+    )
+    write_header(records, pos, header)
+    crc = compute_crc(records, pos, header.size)
+    set_crc(records, pos, crc)
+    return header._replace(crc=crc)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

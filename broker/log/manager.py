@@ -1,0 +1,223 @@
+"""All the partition logs of a broker, spread over its log directories.
+
+Each log dir holds `<topic>-<partition>/` directories and three checkpoint files
+(see checkpoint.py). Start-up recovers every log from its checkpointed recovery point;
+after a clean shutdown that point equals the log end, so only the active segment is
+re-read. The broker calls `tick` from its event loop for the time-driven duties.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+from broker.log.checkpoint import (
+    HIGH_WATERMARK_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    read_checkpoint,
+    write_checkpoint,
+)
+from broker.log.config import LogConfig
+from broker.log.log import Log, wall_clock_ms
+
+log = logging.getLogger(__name__)
+
+DELETE_DIR_SUFFIX = "-delete"
+# log.retention.check.interval.ms default.
+RETENTION_CHECK_INTERVAL_MS = 300_000
+
+TopicPartition = tuple[str, int]
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """`<topic>-<partition>`; topics may contain '-', so split on the last one."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit():
+        return None
+    return topic, int(partition)
+
+
+class LogManager:
+    def __init__(
+        self,
+        log_dirs: list[Path],
+        default_config: LogConfig,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
+    ) -> None:
+        if not log_dirs:
+            raise ValueError("at least one log dir is needed")
+        self.log_dirs = [Path(d) for d in log_dirs]
+        self.default_config = default_config
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._now_ms = now_ms
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_of: dict[TopicPartition, Path] = {}
+        self._topic_configs: dict[str, LogConfig] = {}
+        # Deleted logs whose files wait for file_delete_delay_ms.
+        self._deleting: list[Log] = []
+        self._high_watermarks: dict[TopicPartition, int] = {}
+        self._last_retention_check = now_ms()
+
+    # -- start-up ---------------------------------------------------------------------
+    def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
+        """Open (and recover) every partition directory of every log dir."""
+        self._topic_configs.update(topic_configs or {})
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_FILE)
+            start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
+            self._high_watermarks.update(read_checkpoint(log_dir / HIGH_WATERMARK_FILE))
+            for name in sorted(os.listdir(log_dir)):
+                path = log_dir / name
+                if not path.is_dir():
+                    continue
+                if name.endswith(DELETE_DIR_SUFFIX):
+                    # A deletion interrupted by a restart: no fetch can hold its files now.
+                    shutil.rmtree(path, ignore_errors=True)
+                    continue
+                key = parse_log_dir_name(name)
+                if key is None:
+                    log.warning("ignoring %s: not a <topic>-<partition> directory", path)
+                    continue
+                if key in self._logs:
+                    raise RuntimeError(
+                        f"{key[0]}-{key[1]} is in both {self._dir_of[key]} and {log_dir}"
+                    )
+                self._logs[key] = Log.open(
+                    path,
+                    key[0],
+                    key[1],
+                    self._config_for(key[0]),
+                    recovery_point=recovery_points.get(key, 0),
+                    now_ms=self._now_ms,
+                    log_start_offset=start_offsets.get(key, 0),
+                )
+                self._dir_of[key] = log_dir
+        # Recovery flushed every log to its end: record that before anything else happens.
+        self.checkpoint()
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        """The high watermarks checkpointed before the last shutdown (or last checkpoint)."""
+        return dict(self._high_watermarks)
+
+    # -- the logs ---------------------------------------------------------------------
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
+        """The log of a new partition, in the log dir holding the fewest partitions;
+        `config` becomes the topic's config. An existing log is returned as it is."""
+        if config is not None:
+            self.set_topic_config(topic, config)
+        key = (topic, partition)
+        existing = self._logs.get(key)
+        if existing is not None:
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for d in self._dir_of.values():
+            counts[d] += 1
+        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        created = Log.open(
+            log_dir / f"{topic}-{partition}",
+            topic,
+            partition,
+            self._config_for(topic),
+            now_ms=self._now_ms,
+        )
+        self._logs[key] = created
+        self._dir_of[key] = log_dir
+        return created
+
+    def set_topic_config(self, topic: str, config: LogConfig | None) -> None:
+        """Per-topic overrides (None: back to the default), applied to its logs at once."""
+        if config is None:
+            self._topic_configs.pop(topic, None)
+        else:
+            self._topic_configs[topic] = config
+        for (t, _), topic_log in self._logs.items():
+            if t == topic:
+                topic_log.config = self._config_for(topic)
+
+    def delete_topic(self, topic: str) -> int:
+        """Delete every local partition of `topic`; returns how many there were."""
+        keys = [k for k in self._logs if k[0] == topic]
+        for key in keys:
+            doomed = self._logs.pop(key)
+            del self._dir_of[key]
+            self._high_watermarks.pop(key, None)
+            doomed.delete()
+            if doomed.pending_deletions:
+                self._deleting.append(doomed)
+        self._topic_configs.pop(topic, None)
+        return len(keys)
+
+    def _config_for(self, topic: str) -> LogConfig:
+        return self._topic_configs.get(topic, self.default_config)
+
+    # -- background duties ------------------------------------------------------------
+    def tick(self, now_ms: int | None = None) -> None:
+        """Flush rolled segments and logs due by flush_interval_ms, apply retention every
+        retention_check_interval_ms, and finish delayed deletions."""
+        now = self._now_ms() if now_ms is None else now_ms
+        for each in self._logs.values():
+            if each.has_unflushed_sealed_segments:
+                # Kafka flushes a rolled segment right after the roll.
+                each.flush(each.active_segment.base_offset)
+            interval = each.config.flush_interval_ms
+            if (
+                interval is not None
+                and each.log_end_offset > each.recovery_point
+                and now - each.last_flush_ms >= interval
+            ):
+                each.flush()
+        if now - self._last_retention_check >= self.retention_check_interval_ms:
+            self._last_retention_check = now
+            for each in self._logs.values():
+                each.delete_expired(now)
+        for each in self._logs.values():
+            each.collect_deleted(now)
+        still_deleting = []
+        for doomed in self._deleting:
+            doomed.collect_deleted(now)
+            if doomed.pending_deletions:
+                still_deleting.append(doomed)
+        self._deleting = still_deleting
+
+    # -- checkpoints and shutdown -----------------------------------------------------
+    def checkpoint(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
+        """Write each log dir's recovery points and log start offsets, and its high
+        watermarks when given."""
+        if high_watermarks is not None:
+            self._high_watermarks = {k: v for k, v in high_watermarks.items() if k in self._logs}
+        for log_dir in self.log_dirs:
+            here = {k: v for k, v in self._logs.items() if self._dir_of[k] == log_dir}
+            write_checkpoint(
+                log_dir / RECOVERY_POINT_FILE, {k: v.recovery_point for k, v in here.items()}
+            )
+            write_checkpoint(
+                log_dir / LOG_START_OFFSET_FILE, {k: v.log_start_offset for k, v in here.items()}
+            )
+            if high_watermarks is not None:
+                write_checkpoint(
+                    log_dir / HIGH_WATERMARK_FILE,
+                    {k: hw for k, hw in high_watermarks.items() if k in here},
+                )
+
+    def close(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
+        """Flush every log, checkpoint (recovery points = log ends) and close the files."""
+        for each in self._logs.values():
+            each.flush()
+        self.checkpoint(high_watermarks)
+        for each in self._logs.values():
+            each.close()
+        for doomed in self._deleting:
+            doomed.close()
+        self._deleting = []

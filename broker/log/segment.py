@@ -1,0 +1,344 @@
+"""One segment of a partition's log: a `.log` file of whole v2 batches plus its two indexes.
+
+A segment knows how to append batches (already carrying their final offsets), walk its
+batch headers, rebuild itself from its data (recovery) and find positions by offset or
+timestamp. Everything about when to roll, flush or delete lives in `log.py`.
+
+Not thread-safe: the broker drives every log from its one event-loop thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from broker.log.config import INT32_MAX
+from broker.log.index import OffsetIndex, TimeIndex
+from broker.records.header import (
+    HEADER_SIZE,
+    MIN_BATCH_LENGTH,
+    BatchHeader,
+    crc_is_valid,
+    parse_header,
+)
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+DELETED_SUFFIX = ".deleted"
+SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
+NAME_DIGITS = 20
+# Recovery reads the log sequentially in chunks this big.
+RECOVERY_CHUNK = 1 << 20
+MAGIC_V2 = 2
+
+
+class CorruptSegmentError(Exception):
+    """Data below the recovery point does not parse as v2 batches."""
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(file_name: str) -> int | None:
+    """Base offset of a `<20 digits>.log` file name, None for anything else."""
+    stem, dot, suffix = file_name.partition(".")
+    if dot and "." + suffix == LOG_SUFFIX and len(stem) == NAME_DIGITS and stem.isdigit():
+        return int(stem)
+    return None
+
+
+class LogSegment:
+    def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.fd = fd
+        self.size = size
+        # Offset after the last batch; the caller sets it for segments it does not walk.
+        self.next_offset = base_offset
+        # Wall-clock time of the first append (or of opening a non-empty segment): segment_ms.
+        self.created_ms: int | None = None
+        # Data written since the last fsync.
+        self.dirty = False
+        name = segment_name(base_offset)
+        self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset)
+        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset)
+        # Sealed segments load their indexes on first use (memory: 8 B per index entry).
+        self._indexes_ready = False
+        self._max_timestamp = -1
+        self._offset_of_max_timestamp = -1
+        self._bytes_since_index_entry = 0
+
+    # -- files ------------------------------------------------------------------------
+    @property
+    def log_path(self) -> Path:
+        return self.dir / (segment_name(self.base_offset) + LOG_SUFFIX)
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int) -> LogSegment:
+        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        segment = cls(directory, base_offset, fd, 0)
+        segment.offset_index.rewrite()
+        segment.time_index.rewrite()
+        segment._indexes_ready = True
+        return segment
+
+    @classmethod
+    def open(cls, directory: Path, base_offset: int) -> LogSegment:
+        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size)
+
+    def index_files_look_sane(self) -> bool:
+        """The cheap start-up check: both index files exist with whole entries."""
+        for index in (self.offset_index, self.time_index):
+            try:
+                size = index.path.stat().st_size
+            except FileNotFoundError:
+                return False
+            if size % index.ENTRY.size:
+                return False
+        return True
+
+    def _ensure_indexes(self) -> None:
+        if self._indexes_ready:
+            return
+        ok = (
+            self.offset_index.load()
+            and self.time_index.load()
+            and self.offset_index.is_consistent(self.size, self.next_offset)
+            and self.time_index.is_consistent(self.next_offset)
+        )
+        if not ok:
+            log.warning("rebuilding corrupt indexes of %s", self.log_path)
+            self.recover()
+            return
+        # A sealed segment's time index ends with its max timestamp (written at roll).
+        last = self.time_index.last()
+        if last is not None:
+            self._max_timestamp, rel = last
+            self._offset_of_max_timestamp = self.base_offset + rel
+        self._indexes_ready = True
+
+    # -- writing ----------------------------------------------------------------------
+    def append(
+        self, data, batches: list[tuple[int, BatchHeader]], now_ms: int, index_interval: int
+    ) -> None:
+        """Write `data` (whole batches whose headers already carry their final offsets) with
+        one write; `batches` are (position in data, header) for each batch."""
+        self._ensure_indexes()
+        start = self.size
+        try:
+            _write_all(self.fd, data)
+        except OSError:
+            # Never leave a torn batch behind a failed write (disk full, I/O error).
+            os.ftruncate(self.fd, start)
+            raise
+        if self.created_ms is None:
+            self.created_ms = now_ms
+        for pos, header in batches:
+            self._index_batch(header, start + pos, index_interval)
+        self.size = start + len(data)
+        self.next_offset = batches[-1][1].next_offset
+        self.dirty = True
+
+    def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> None:
+        if header.max_timestamp > self._max_timestamp:
+            self._max_timestamp = header.max_timestamp
+            self._offset_of_max_timestamp = header.base_offset
+        if self._bytes_since_index_entry >= index_interval:
+            self.offset_index.append_entry(header.base_offset, position)
+            self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+            self._bytes_since_index_entry = 0
+        self._bytes_since_index_entry += header.size
+
+    def seal(self) -> None:
+        """Becoming inactive: record the final max timestamp and write the index files."""
+        self._ensure_indexes()
+        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self.offset_index.write()
+        self.time_index.write()
+
+    def flush(self) -> None:
+        if self.dirty:
+            os.fsync(self.fd)
+            self.dirty = False
+        if self._indexes_ready:
+            self.offset_index.write(fsync=True)
+            self.time_index.write(fsync=True)
+
+    # -- recovery ---------------------------------------------------------------------
+    def recover(self, verify_crc: bool = True, index_interval: int = 4096) -> int:
+        """Walk every batch from the start, rebuilding the indexes and the max timestamp,
+        and truncate the file at the first batch that is incomplete or invalid (bad length,
+        magic, offsets or CRC). Returns the number of bytes cut off."""
+        self.offset_index.clear()
+        self.time_index.clear()
+        self._max_timestamp = self._offset_of_max_timestamp = -1
+        self._bytes_since_index_entry = 0
+        pos, expected = 0, self.base_offset
+        buf, buf_start = b"", 0
+        while pos + HEADER_SIZE <= self.size:
+            rel = pos - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self.fd, RECOVERY_CHUNK, pos), pos, 0
+            header = parse_header(buf, rel)
+            if not self._plausible(header, expected, self.size - pos):
+                break
+            if verify_crc:
+                if rel + header.size > len(buf):
+                    buf = os.pread(self.fd, max(RECOVERY_CHUNK, header.size), pos)
+                    buf_start, rel = pos, 0
+                if not crc_is_valid(buf, rel, header):
+                    break
+            self._index_batch(header, pos, index_interval)
+            pos += header.size
+            expected = header.next_offset
+        truncated = self.size - pos
+        if truncated:
+            log.warning("truncating %s at %d: %d invalid bytes", self.log_path, pos, truncated)
+            os.ftruncate(self.fd, pos)
+            self.size = pos
+            self.dirty = True
+        self.next_offset = expected
+        self.offset_index.rewrite()
+        self.time_index.rewrite()
+        self._indexes_ready = True
+        return truncated
+
+    def _plausible(self, header: BatchHeader, expected: int, remaining: int) -> bool:
+        return (
+            header.magic == MAGIC_V2
+            and header.batch_length >= MIN_BATCH_LENGTH
+            and header.size <= remaining
+            and header.base_offset >= expected
+            and header.last_offset_delta >= 0
+            and header.last_offset - self.base_offset <= INT32_MAX
+        )
+
+    def truncate_to(self, offset: int, index_interval: int) -> None:
+        """Drop every batch that holds an offset >= `offset` (a batch is never split)."""
+        found = self.locate(offset)
+        if found is None:
+            return
+        os.ftruncate(self.fd, found[0])
+        self.size = found[0]
+        self.dirty = True
+        self.recover(verify_crc=False, index_interval=index_interval)
+
+    # -- reading ----------------------------------------------------------------------
+    def headers(self, position: int, end: int, window: int) -> Iterator[tuple[int, BatchHeader]]:
+        """(position, header) of each batch starting in [position, end), reading `window`
+        bytes per pread so that the headers of many small batches come in one call."""
+        buf, buf_start = b"", 0
+        while position < end:
+            rel = position - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self.fd, window, position), position, 0
+                if len(buf) < HEADER_SIZE:
+                    raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+            header = parse_header(buf, rel)
+            if header.magic != MAGIC_V2 or header.batch_length < MIN_BATCH_LENGTH:
+                raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
+            yield position, header
+            position += header.size
+
+    def locate(
+        self, offset: int, window: int = 4096 + HEADER_SIZE
+    ) -> tuple[int, BatchHeader] | None:
+        """The batch holding `offset` (the first whose last offset is >= it), or None."""
+        if offset >= self.next_offset:
+            return None
+        self._ensure_indexes()
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.headers(start, self.size, window):
+            if header.next_offset > offset:
+                return position, header
+        return None
+
+    def position_of(self, offset: int, window: int) -> int:
+        """Position of the first batch whose base offset is >= `offset` (size if none)."""
+        if offset >= self.next_offset:
+            return self.size
+        self._ensure_indexes()
+        _, start = self.offset_index.lookup(offset)
+        for position, header in self.headers(start, self.size, window):
+            if header.base_offset >= offset:
+                return position
+        return self.size
+
+    def boundary_before(self, limit: int, start: int, end: int, window: int) -> int:
+        """The last batch boundary in [start, end] that is <= limit, where `start` and `end`
+        are boundaries: the index jumps near `limit`, then a short header walk."""
+        if limit >= end:
+            return end
+        self._ensure_indexes()
+        _, indexed = self.offset_index.lookup_position(limit)
+        for position, header in self.headers(max(indexed, start), end, window):
+            if position + header.size > limit:
+                return position
+        return end
+
+    def find_timestamp(self, timestamp: int, window: int) -> tuple[int, int] | None:
+        """(base offset, max timestamp) of the first batch whose max timestamp >= `timestamp`."""
+        self._ensure_indexes()
+        before = self.time_index.lookup_before(timestamp)
+        start = 0 if before is None else self.offset_index.lookup(before)[1]
+        for _, header in self.headers(start, self.size, window):
+            if header.max_timestamp >= timestamp:
+                return header.base_offset, header.max_timestamp
+        return None
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest batch maxTimestamp in the segment, -1 if no batch has one."""
+        self._ensure_indexes()
+        return self._max_timestamp
+
+    @property
+    def offset_of_max_timestamp(self) -> int:
+        self._ensure_indexes()
+        return self._offset_of_max_timestamp
+
+    def largest_timestamp(self) -> int:
+        """What retention compares: the max record timestamp, else the file's mtime (Kafka)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # -- end of life ------------------------------------------------------------------
+    def paths(self) -> list[Path]:
+        name = segment_name(self.base_offset)
+        return [self.dir / (name + suffix) for suffix in SUFFIXES]
+
+    def rename_deleted(self) -> None:
+        """Mark for deletion; the fd stays open so in-flight FileRegions still read."""
+        for path in self.paths():
+            try:
+                path.rename(path.with_name(path.name + DELETED_SUFFIX))
+            except FileNotFoundError:
+                pass
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def unlink_deleted(self) -> None:
+        for path in self.paths():
+            path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
+
+    def __repr__(self) -> str:
+        return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+
+def _write_all(fd: int, data) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
