@@ -180,7 +180,9 @@ class FrameDecoder:
 
     feed() returns the frames completed by the new data, without their size
     prefix. At most one incomplete frame is buffered, and its declared size is
-    checked against max_frame_bytes before any of its body is kept.
+    checked against max_frame_bytes before any of its body is kept. A bad size
+    raises FrameTooLarge (after the complete frames before it were returned, on
+    the next call); the stream is then out of sync and every later feed raises.
     """
 
     def __init__(self, max_frame_bytes: int):
@@ -212,7 +214,11 @@ class FrameDecoder:
                     self._error = FrameTooLarge(
                         f"frame size {size} outside 0..{self.max_frame_bytes}"
                     )
-                    raise self._error
+                    if not frames:
+                        raise self._error
+                    # Hand out the good frames before it; the next feed raises.
+                    pos = end
+                    break
                 if end - pos - 4 < size:
                     break
                 frames.append(bytes(view[pos + 4 : pos + 4 + size]))
