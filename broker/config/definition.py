@@ -1,0 +1,203 @@
+"""A small ConfigDef: keys declared once; values parsed, validated and documented from it.
+
+Why not a dataclass per component: Kafka users expect `key=value` properties files and
+`--override key=value`, errors that name the key and the offending value, and a reference
+page listing every key. One declaration per key gives all three.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A configuration value was refused; the message names the key and the value."""
+
+
+def _parse_bool(raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_list(raw: str) -> list[str]:
+    return [item.strip() for item in raw.split(",") if item.strip()]
+
+
+PARSERS: dict[str, Callable[[str], Any]] = {
+    "int": int,
+    "long": int,
+    "double": float,
+    "boolean": _parse_bool,
+    "string": str,
+    "list": _parse_list,
+    "password": str,
+}
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    type: str  # one of PARSERS
+    default: Any  # None means "no default": required unless `optional`
+    doc: str
+    validator: Callable[[Any], str | None] | None = None  # returns a problem, or None
+    optional: bool = False
+    group: str = "general"
+    # Shown in docs instead of a default that is computed at run time.
+    default_doc: str | None = None
+
+    def parse(self, raw: Any) -> Any:
+        if raw is None:
+            return None
+        if not isinstance(raw, str):
+            value = raw
+        else:
+            try:
+                value = PARSERS[self.type](raw.strip() if self.type != "password" else raw)
+            except ValueError as exc:
+                raise ConfigError(
+                    f"Invalid value {raw!r} for configuration {self.name}: {exc or 'not a ' + self.type}"
+                ) from None
+        if self.validator is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: {problem}")
+        return value
+
+
+# Validators: each returns None when the value is fine, else a short reason.
+def at_least(minimum: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"value must be at least {minimum}"
+
+
+def between(low: float, high: float) -> Callable[[Any], str | None]:
+    return lambda v: None if low <= v <= high else f"value must be between {low} and {high}"
+
+
+def one_of(*choices: str) -> Callable[[Any], str | None]:
+    return lambda v: None if v in choices else f"value must be one of {', '.join(choices)}"
+
+
+def non_empty(value: Any) -> str | None:
+    return None if value else "value must not be empty"
+
+
+@dataclass
+class ConfigDef:
+    """An ordered set of keys; `parse` turns raw strings into a validated mapping."""
+
+    title: str
+    keys: dict[str, Key] = field(default_factory=dict)
+
+    def define(self, name: str, type: str, default: Any, doc: str, **kwargs: Any) -> ConfigDef:
+        if name in self.keys:
+            raise ValueError(f"configuration key {name} declared twice")
+        if type not in PARSERS:
+            raise ValueError(f"unknown type {type} for {name}")
+        self.keys[name] = Key(name, type, default, doc, **kwargs)
+        return self
+
+    def parse(self, raw: Mapping[str, Any], *, allow_unknown: Iterable[str] = ()) -> dict[str, Any]:
+        """Validated values for every key (defaults filled in). Unknown keys are refused:
+        a typo must not silently fall back to a default."""
+        allowed_prefixes = tuple(allow_unknown)
+        unknown = [
+            k for k in raw if k not in self.keys and not k.startswith(allowed_prefixes or ("\0",))
+        ]
+        if unknown:
+            raise ConfigError(f"Unknown configuration {unknown[0]!r} (value {raw[unknown[0]]!r})")
+        values: dict[str, Any] = {}
+        for key in self.keys.values():
+            if key.name in raw:
+                values[key.name] = key.parse(raw[key.name])
+            elif key.default is None and not key.optional:
+                raise ConfigError(f"Missing required configuration {key.name}")
+            else:
+                values[key.name] = key.default
+        for name in raw:
+            if name not in self.keys:
+                values[name] = raw[name]
+        return values
+
+    def to_markdown(self) -> str:
+        lines = [
+            f"## {self.title}",
+            "",
+            "| key | type | default | description |",
+            "|---|---|---|---|",
+        ]
+        for key in self.keys.values():
+            default = key.default_doc if key.default_doc is not None else key.default
+            if isinstance(default, list):
+                default = ",".join(default)
+            shown = "(required)" if default is None and not key.optional else f"`{default}`"
+            if default is None and key.optional:
+                shown = "(none)"
+            lines.append(f"| `{key.name}` | {key.type} | {shown} | {key.doc} |")
+        return "\n".join(lines) + "\n"
+
+    def to_properties(self, settings: Mapping[str, str], header: str = "") -> str:
+        """A documented properties file: every key with its doc; keys in `settings` are set,
+        the others shown commented out at their defaults."""
+        out = [f"# {line}".rstrip() for line in header.splitlines()]
+        group = None
+        for key in self.keys.values():
+            if key.group != group:
+                group = key.group
+                out += ["", f"############################# {group} #############################"]
+            out.append("")
+            out += [f"# {line}" for line in textwrap.wrap(key.doc, 88)]
+            default = key.default_doc if key.default_doc is not None else key.default
+            if isinstance(default, list):
+                default = ",".join(default)
+            if isinstance(default, bool):
+                default = str(default).lower()
+            out.append(f"# type: {key.type}; default: {'(none)' if default is None else default}")
+            if key.name in settings:
+                out.append(f"{key.name}={settings[key.name]}")
+            else:
+                out.append(f"#{key.name}={'' if default is None else default}")
+        return "\n".join(out) + "\n"
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-style properties: `key=value` or `key: value`, `#`/`!` comments, trailing `\\`
+    continuations. Enough of java.util.Properties for the files Kafka users write."""
+    result: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = raw_line.strip() if not pending else raw_line.lstrip()
+        if not pending and (not line or line[0] in "#!"):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending += line[:-1]
+            continue
+        line = pending + line
+        pending = ""
+        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"Malformed properties line {raw_line!r}: expected key=value")
+        result[line[:sep].strip()] = line[sep + 1 :].strip()
+    return result
+
+
+def load_properties(path: str | Path, overrides: Iterable[str] = ()) -> dict[str, str]:
+    """A properties file plus `key=value` overrides (as `--override` passes them)."""
+    try:
+        raw = parse_properties(Path(path).read_text())
+    except OSError as exc:
+        raise ConfigError(f"Cannot read configuration file {path}: {exc.strerror}") from None
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Malformed override {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        raw[key.strip()] = value.strip()
+    return raw

@@ -1,0 +1,339 @@
+"""Every broker configuration key, declared once. Kafka's names and defaults where Kafka
+has the key, so an existing server.properties reads the same here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from broker.config.definition import ConfigDef, ConfigError, at_least, between, load_properties
+from broker.log.config import LogConfig
+
+HOUR_MS = 3600 * 1000
+
+
+def _listeners(value: list[str]) -> str | None:
+    for item in value:
+        try:
+            parse_listener(item)
+        except ValueError as exc:
+            return str(exc)
+    return None if value else "at least one listener is needed"
+
+
+def _log_dirs(value: list[str]) -> str | None:
+    return None if value else "at least one directory is needed"
+
+
+SERVER_CONFIG = (
+    ConfigDef("Broker (conf/server.properties)")
+    .define(
+        "broker.id",
+        "int",
+        0,
+        "Id of this broker in the cluster; unique per broker.",
+        validator=at_least(0),
+    )
+    .define(
+        "listeners",
+        "list",
+        ["PLAINTEXT://127.0.0.1:9092"],
+        "Where the broker listens: comma-separated `PLAINTEXT://host:port`. An empty host binds all "
+        "interfaces; port 0 picks a free port (tests).",
+        validator=_listeners,
+        group="network",
+    )
+    .define(
+        "advertised.listeners",
+        "list",
+        [],
+        "Addresses given to clients in Metadata; defaults to "
+        "`listeners` (with the port actually bound).",
+        optional=True,
+        validator=lambda v: _listeners(v) if v else None,
+        group="network",
+        default_doc="listeners",
+    )
+    .define(
+        "socket.request.max.bytes",
+        "int",
+        104857600,
+        "Largest request frame accepted; a larger declared size closes the connection.",
+        validator=at_least(1),
+        group="network",
+    )
+    .define(
+        "message.max.bytes",
+        "int",
+        1048588,
+        "Largest record batch accepted (after compression, "
+        "with batch overhead); larger batches get MESSAGE_TOO_LARGE.",
+        validator=at_least(0),
+        group="network",
+    )
+    .define(
+        "log.dirs",
+        "list",
+        ["/tmp/kafka-logs"],
+        "Directories holding the partition logs.",
+        validator=_log_dirs,
+        group="log",
+    )
+    .define(
+        "num.partitions",
+        "int",
+        1,
+        "Partitions of an auto-created topic.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "default.replication.factor",
+        "int",
+        1,
+        "Replication factor of an auto-created topic.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "auto.create.topics.enable",
+        "boolean",
+        True,
+        "Create a topic when a client asks Metadata or Produce for one that does not exist.",
+        group="log",
+    )
+    .define(
+        "delete.topic.enable",
+        "boolean",
+        True,
+        "Whether DeleteTopics may delete topics.",
+        group="log",
+    )
+    .define(
+        "log.segment.bytes",
+        "int",
+        1073741824,
+        "A segment rolls before it would exceed this size.",
+        validator=at_least(1024),
+        group="log",
+    )
+    .define(
+        "log.roll.hours",
+        "int",
+        168,
+        "A segment rolls once its first batch is this old.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "log.roll.ms",
+        "long",
+        None,
+        "Overrides log.roll.hours when set.",
+        optional=True,
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "log.retention.hours",
+        "int",
+        168,
+        "Segments whose newest record is older are deleted.",
+        group="log",
+    )
+    .define(
+        "log.retention.minutes",
+        "int",
+        None,
+        "Overrides log.retention.hours when set.",
+        optional=True,
+        group="log",
+    )
+    .define(
+        "log.retention.ms",
+        "long",
+        None,
+        "Overrides log.retention.minutes/hours when set; -1 keeps data forever.",
+        optional=True,
+        validator=at_least(-1),
+        group="log",
+    )
+    .define(
+        "log.retention.bytes",
+        "long",
+        -1,
+        "Oldest segments are deleted while a partition is larger; -1 means no limit.",
+        validator=at_least(-1),
+        group="log",
+    )
+    .define(
+        "log.retention.check.interval.ms",
+        "long",
+        300000,
+        "How often retention runs.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "log.flush.interval.messages",
+        "long",
+        9223372036854775807,
+        "fsync a partition after this "
+        "many unflushed messages (default: leave it to the OS, as Kafka does).",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "log.flush.interval.ms",
+        "long",
+        None,
+        "fsync a partition when its oldest unflushed data is this old; unset: leave it to the OS.",
+        optional=True,
+        validator=at_least(0),
+        group="log",
+    )
+    .define(
+        "log.flush.scheduler.interval.ms",
+        "long",
+        1000,
+        "How often the time-based flush is checked.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "log.index.interval.bytes",
+        "int",
+        4096,
+        "Bytes of log between two offset index entries.",
+        validator=at_least(1),
+        group="log",
+    )
+    .define(
+        "file.delete.delay.ms",
+        "long",
+        60000,
+        "Delay before a segment removed by retention is "
+        "unlinked; fetches in flight may still read it.",
+        validator=at_least(0),
+        group="log",
+    )
+    .define(
+        "transactional.id.expiration.ms",
+        "long",
+        604800000,
+        "Idle producer ids are forgotten after this long.",
+        validator=at_least(1),
+        group="producers",
+    )
+    .define(
+        "max.idempotence.batches.to.retain",
+        "int",
+        5,
+        "Recent batches per producer kept to answer "
+        "retried duplicates (the clients keep at most 5 in flight).",
+        validator=between(1, 1000),
+        group="producers",
+    )
+    .define(
+        "zookeeper.connect",
+        "string",
+        "",
+        "ZooKeeper connection string for cluster mode; empty "
+        "runs a single broker without ZooKeeper.",
+        optional=True,
+        group="cluster",
+    )
+)
+
+
+def parse_listener(text: str) -> tuple[str, str, int]:
+    """`PLAINTEXT://host:port` -> (protocol, host, port)."""
+    parts = urlsplit(text)
+    if parts.scheme.upper() != "PLAINTEXT" or not parts.netloc:
+        raise ValueError(f"listener {text!r} must look like PLAINTEXT://host:port")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is None:
+        raise ValueError(f"listener {text!r} has no valid port")
+    return "PLAINTEXT", parts.hostname or "", port
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    """The validated broker configuration, with derived values computed once."""
+
+    values: dict[str, Any]
+
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: list[str] = ()) -> BrokerConfig:
+        return cls.from_mapping(load_properties(path, overrides))
+
+    @classmethod
+    def from_mapping(cls, raw: dict[str, Any]) -> BrokerConfig:
+        return cls(SERVER_CONFIG.parse(raw))
+
+    def __getitem__(self, key: str) -> Any:
+        return self.values[key]
+
+    @property
+    def broker_id(self) -> int:
+        return self.values["broker.id"]
+
+    @property
+    def listeners(self) -> list[tuple[str, str, int]]:
+        return [parse_listener(item) for item in self.values["listeners"]]
+
+    @property
+    def advertised_listeners(self) -> list[tuple[str, str, int]] | None:
+        items = self.values["advertised.listeners"]
+        return [parse_listener(item) for item in items] if items else None
+
+    @property
+    def log_dirs(self) -> list[Path]:
+        return [Path(d) for d in self.values["log.dirs"]]
+
+    @property
+    def retention_ms(self) -> int:
+        v = self.values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60 * 1000
+        return v["log.retention.hours"] * HOUR_MS
+
+    @property
+    def log_config(self) -> LogConfig:
+        v = self.values
+        roll_ms = (
+            v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * HOUR_MS
+        )
+        return LogConfig(
+            segment_bytes=v["log.segment.bytes"],
+            segment_ms=roll_ms,
+            retention_ms=self.retention_ms,
+            retention_bytes=v["log.retention.bytes"],
+            flush_interval_messages=v["log.flush.interval.messages"],
+            flush_interval_ms=v["log.flush.interval.ms"],
+            index_interval_bytes=v["log.index.interval.bytes"],
+            file_delete_delay_ms=v["file.delete.delay.ms"],
+            max_message_bytes=v["message.max.bytes"],
+        )
+
+
+__all__ = ["SERVER_CONFIG", "BrokerConfig", "ConfigError", "parse_listener"]
+
+# What conf/server.properties sets (the embedded single-broker default); the file itself
+# is generated from SERVER_CONFIG by `python -m broker config-docs --properties`.
+SAMPLE_SETTINGS = {
+    "broker.id": "0",
+    "listeners": "PLAINTEXT://127.0.0.1:9092",
+    "log.dirs": "var/kafka-logs",
+    "num.partitions": "3",
+}
+SAMPLE_HEADER = """Broker configuration. Generated from broker/config/server.py (SERVER_CONFIG):
+regenerate with `python -m broker config-docs --properties > conf/server.properties`.
+Start a broker with `python -m broker start conf/server.properties [--override key=value ...]`."""

@@ -1,0 +1,141 @@
+"""The broker's lifecycle: load the logs, serve, run the background duties, stop cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import signal
+import time
+import uuid
+from pathlib import Path
+
+from broker.config.definition import parse_properties
+from broker.config.server import BrokerConfig
+from broker.log.manager import LogManager
+from broker.server.context import BrokerContext
+from broker.server.metadata import BrokerEndpoint, MetadataCache
+from broker.server.network import NetworkServer
+from broker.server.producer_ids import ProducerIdAllocator
+from broker.server.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+META_FILE = "meta.properties"
+PRODUCER_ID_FILE = "producer-id-block.json"
+HW_CHECKPOINT_INTERVAL_MS = 5000
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _cluster_id(log_dir: Path, broker_id: int) -> str:
+    """Read or create meta.properties, as Kafka does, so the cluster id survives restarts."""
+    path = log_dir / META_FILE
+    if path.exists():
+        props = parse_properties(path.read_text())
+        stored = int(props.get("broker.id", broker_id))
+        if stored != broker_id:
+            raise RuntimeError(
+                f"{path} belongs to broker.id {stored}, but this broker is configured as "
+                f"broker.id {broker_id}"
+            )
+        return props["cluster.id"]
+    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    path.write_text(f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
+    return cluster_id
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.ctx: BrokerContext | None = None
+        self.network: NetworkServer | None = None
+        self._background: asyncio.Task | None = None
+        self._stopped = asyncio.Event()
+
+    @property
+    def port(self) -> int:
+        return self.network.port
+
+    async def start(self) -> None:
+        cfg = self.config
+        for d in cfg.log_dirs:
+            d.mkdir(parents=True, exist_ok=True)
+        logs = LogManager(cfg.log_dirs, cfg.log_config, now_ms=now_ms,
+                          retention_check_interval_ms=cfg["log.retention.check.interval.ms"])
+        metadata = MetadataCache(
+            cluster_id=_cluster_id(cfg.log_dirs[0], cfg.broker_id), controller_id=cfg.broker_id
+        )
+        replicas = ReplicaManager(
+            cfg.broker_id,
+            logs,
+            metadata,
+            now_ms,
+            retain_batches=cfg["max.idempotence.batches.to.retain"],
+        )
+        replicas.load()
+        self.ctx = BrokerContext(
+            cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
+        )
+        _, host, port = cfg.listeners[0]
+        self.network = NetworkServer(self.ctx, host, port, cfg["socket.request.max.bytes"])
+        bound = await self.network.start()
+        advertised = cfg.advertised_listeners
+        adv_host, adv_port = (
+            (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
+        )
+        metadata.set_broker(BrokerEndpoint(cfg.broker_id, adv_host, adv_port or bound))
+        self._background = asyncio.create_task(self._duties())
+        log.info(
+            "broker %d serving on %s:%d (cluster %s, %d partitions)",
+            cfg.broker_id,
+            host or "*",
+            bound,
+            metadata.cluster_id,
+            len(replicas.partitions),
+        )
+
+    async def _duties(self) -> None:
+        """Flush by time, retention, delayed deletes, high-watermark checkpoints."""
+        cfg = self.config
+        interval = min(
+            cfg["log.flush.scheduler.interval.ms"], cfg["log.retention.check.interval.ms"], 1000
+        )
+        last_checkpoint = now_ms()
+        expiration = cfg["transactional.id.expiration.ms"]
+        while True:
+            await asyncio.sleep(interval / 1000)
+            t = now_ms()
+            try:
+                self.ctx.replicas.logs.tick(t)
+                for partition in self.ctx.replicas.partitions.values():
+                    partition.producers.expire(t, expiration)
+                if t - last_checkpoint >= HW_CHECKPOINT_INTERVAL_MS:
+                    self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
+                    last_checkpoint = t
+            except Exception:
+                log.exception("background duty failed; retrying next tick")
+
+    async def stop(self) -> None:
+        """Stop serving, then flush and checkpoint so the next start needs no recovery."""
+        if self._background is not None:
+            self._background.cancel()
+            await asyncio.gather(self._background, return_exceptions=True)
+        if self.network is not None:
+            await self.network.stop()
+        if self.ctx is not None:
+            self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
+            self.ctx.replicas.logs.close()
+        self._stopped.set()
+        log.info("broker %d stopped cleanly", self.config.broker_id)
+
+    async def run_until_signalled(self) -> None:
+        await self.start()
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        await self.stop()

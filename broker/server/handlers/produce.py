@@ -1,0 +1,79 @@
+"""Produce: validate each partition's batches, check producer sequences, append.
+
+acks=0 gets no response at all (the network layer drops it); acks=1 and acks=-1 are
+answered after the local append, which with one broker is also when the high watermark
+moves. Replication will make acks=-1 wait for the ISR instead.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.errors import ErrorCode
+from broker.records.validate import RecordsError, validate_produce_records
+
+
+def _partition_response(
+    index: int,
+    code: ErrorCode,
+    base_offset: int = -1,
+    log_start: int = -1,
+    message: str | None = None,
+) -> dict:
+    return {
+        "index": index,
+        "error_code": code,
+        "base_offset": base_offset,
+        "log_append_time_ms": -1,
+        "log_start_offset": log_start,
+        "record_errors": [],
+        "error_message": message,
+    }
+
+
+def handle(ctx, header, request: dict) -> dict:
+    acks = request["acks"]
+    now = ctx.now_ms()
+    responses = []
+    for topic in request["topic_data"]:
+        name = topic["name"]
+        partitions = []
+        for pdata in topic["partition_data"]:
+            partitions.append(_produce_partition(ctx, name, pdata, acks, now))
+        responses.append({"name": name, "partition_responses": partitions})
+    return {"responses": responses, "throttle_time_ms": 0}
+
+
+def _produce_partition(ctx, topic: str, pdata: dict, acks: int, now: int) -> dict:
+    index = pdata["index"]
+    if acks not in (0, 1, -1):
+        return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS)
+    partition = ctx.replicas.get(topic, index)
+    if partition is None:
+        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    records = pdata["records"]
+    if not records:
+        return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, message="no record batch")
+    try:
+        batches = validate_produce_records(records, partition.log.config.max_message_bytes)
+    except RecordsError as exc:
+        return _partition_response(index, ErrorCode(exc.error_code), message=str(exc))
+    result = partition.append_as_leader(bytearray(records), batches, now)
+    if result.error != ErrorCode.NONE:
+        return _partition_response(index, result.error, message=result.message)
+    return _partition_response(
+        index, ErrorCode.NONE, result.base_offset, partition.log.log_start_offset
+    )
+
+
+def error_response(request: dict, code: ErrorCode) -> dict:
+    return {
+        "responses": [
+            {
+                "name": t["name"],
+                "partition_responses": [
+                    _partition_response(p["index"], code) for p in t["partition_data"]
+                ],
+            }
+            for t in request["topic_data"]
+        ],
+        "throttle_time_ms": 0,
+    }
