@@ -121,13 +121,14 @@ class Log:
         from the segment holding `recovery_point` on: see `_recover`."""
         directory.mkdir(parents=True, exist_ok=True)
         bases = _clean_directory(directory)
-        segments = [LogSegment.open(directory, base) for base in bases]
+        interval = config.index_interval_bytes
+        segments = [LogSegment.open(directory, base, interval) for base in bases]
         for segment, following in zip(segments, segments[1:], strict=False):
             segment.next_offset = following.base_offset
         if not segments:
-            segments = [LogSegment.create(directory, log_start_offset)]
+            segments = [LogSegment.create(directory, log_start_offset, interval)]
             _fsync_dir(directory)
-        _recover(segments, recovery_point, config)
+        _recover(segments, recovery_point)
         active = segments[-1]
         if active.size:
             active.created_ms = now_ms()
@@ -157,6 +158,8 @@ class Log:
     def config(self, config: LogConfig) -> None:
         self._config = config
         self._window = _window_for(config)
+        for segment in self._segments:
+            segment.index_interval = config.index_interval_bytes
 
     @property
     def log_start_offset(self) -> int:
@@ -244,7 +247,7 @@ class Log:
         first, last = batches[0][1].base_offset, batches[-1][1].last_offset
         now = self._now_ms()
         segment = self._maybe_roll(len(records), last, now)
-        segment.append(records, batches, now, self._config.index_interval_bytes)
+        segment.append(records, batches, now)
         max_timestamp, offset_of_max, messages = -1, first, 0
         for _, header in batches:
             messages += header.records_count
@@ -274,7 +277,9 @@ class Log:
         if active.size == 0:
             return active
         active.seal()
-        segment = LogSegment.create(self._dir, self.log_end_offset)
+        segment = LogSegment.create(
+            self._dir, self.log_end_offset, self._config.index_interval_bytes
+        )
         self._segments.append(segment)
         self._dir_dirty = True
         return segment
@@ -381,14 +386,17 @@ class Log:
             return
         now = self._now_ms()
         if offset < self._segments[0].base_offset:
-            doomed, self._segments = self._segments, [LogSegment.create(self._dir, offset)]
+            doomed, self._segments = (
+                self._segments,
+                [LogSegment.create(self._dir, offset, self._config.index_interval_bytes)],
+            )
             self._log_start_offset = offset
             self._dir_dirty = True
         else:
             i = self._segment_index(offset)
             doomed, self._segments = self._segments[i + 1 :], self._segments[: i + 1]
             active = self._segments[-1]
-            active.truncate_to(offset, self._config.index_interval_bytes)
+            active.truncate_to(offset)
             active.created_ms = now if active.size else None
         self._schedule_deletion(doomed, now)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
@@ -551,20 +559,19 @@ def _clean_directory(directory: Path) -> list[int]:
     return sorted(bases)
 
 
-def _recover(segments: list[LogSegment], recovery_point: int, config: LogConfig) -> None:
+def _recover(segments: list[LogSegment], recovery_point: int) -> None:
     """Walk and CRC-check every batch of the segment holding `recovery_point` and of all
     later ones, truncating at the first bad or incomplete batch; segments after a
     truncation are deleted. Earlier segments are trusted (flushed) but get their index
     files rebuilt when those are missing or torn."""
     first = max(bisect.bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
-    interval = config.index_interval_bytes
     for segment in segments[:first]:
         if not segment.index_files_look_sane():
             log.warning("rebuilding missing or torn indexes of %s", segment.log_path)
-            segment.recover(index_interval=interval)
+            segment.recover()
     for i in range(first, len(segments)):
         segment = segments[i]
-        truncated = segment.recover(index_interval=interval)
+        truncated = segment.recover()
         if truncated and i + 1 < len(segments):
             for later in segments[i + 1 :]:
                 log.warning("deleting %s: it follows a truncated segment", later.log_path)

@@ -54,7 +54,9 @@ def parse_segment_name(file_name: str) -> int | None:
 
 
 class LogSegment:
-    def __init__(self, directory: Path, base_offset: int, fd: int, size: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, fd: int, size: int, index_interval: int
+    ) -> None:
         self.dir = directory
         self.base_offset = base_offset
         self.fd = fd
@@ -73,6 +75,8 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
+        # Density of index entries when this segment rebuilds its indexes on its own.
+        self.index_interval = index_interval
 
     # -- files ------------------------------------------------------------------------
     @property
@@ -80,20 +84,20 @@ class LogSegment:
         return self.dir / (segment_name(self.base_offset) + LOG_SUFFIX)
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int) -> LogSegment:
+    def create(cls, directory: Path, base_offset: int, index_interval: int) -> LogSegment:
         path = directory / (segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        segment = cls(directory, base_offset, fd, 0)
+        segment = cls(directory, base_offset, fd, 0, index_interval)
         segment.offset_index.rewrite()
         segment.time_index.rewrite()
         segment._indexes_ready = True
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int) -> LogSegment:
+    def open(cls, directory: Path, base_offset: int, index_interval: int) -> LogSegment:
         path = directory / (segment_name(base_offset) + LOG_SUFFIX)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-        return cls(directory, base_offset, fd, os.fstat(fd).st_size)
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size, index_interval)
 
     def index_files_look_sane(self) -> bool:
         """The cheap start-up check: both index files exist with whole entries."""
@@ -127,9 +131,7 @@ class LogSegment:
         self._indexes_ready = True
 
     # -- writing ----------------------------------------------------------------------
-    def append(
-        self, data, batches: list[tuple[int, BatchHeader]], now_ms: int, index_interval: int
-    ) -> None:
+    def append(self, data, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write `data` (whole batches whose headers already carry their final offsets) with
         one write; `batches` are (position in data, header) for each batch."""
         self._ensure_indexes()
@@ -143,7 +145,7 @@ class LogSegment:
         if self.created_ms is None:
             self.created_ms = now_ms
         for pos, header in batches:
-            self._index_batch(header, start + pos, index_interval)
+            self._index_batch(header, start + pos, self.index_interval)
         self.size = start + len(data)
         self.next_offset = batches[-1][1].next_offset
         self.dirty = True
@@ -174,7 +176,7 @@ class LogSegment:
             self.time_index.write(fsync=True)
 
     # -- recovery ---------------------------------------------------------------------
-    def recover(self, verify_crc: bool = True, index_interval: int = 4096) -> int:
+    def recover(self, verify_crc: bool = True) -> int:
         """Walk every batch from the start, rebuilding the indexes and the max timestamp,
         and truncate the file at the first batch that is incomplete or invalid (bad length,
         magic, offsets or CRC). Returns the number of bytes cut off."""
@@ -197,7 +199,7 @@ class LogSegment:
                     buf_start, rel = pos, 0
                 if not crc_is_valid(buf, rel, header):
                     break
-            self._index_batch(header, pos, index_interval)
+            self._index_batch(header, pos, self.index_interval)
             pos += header.size
             expected = header.next_offset
         truncated = self.size - pos
@@ -222,7 +224,7 @@ class LogSegment:
             and header.last_offset - self.base_offset <= INT32_MAX
         )
 
-    def truncate_to(self, offset: int, index_interval: int) -> None:
+    def truncate_to(self, offset: int) -> None:
         """Drop every batch that holds an offset >= `offset` (a batch is never split)."""
         found = self.locate(offset)
         if found is None:
@@ -230,7 +232,7 @@ class LogSegment:
         os.ftruncate(self.fd, found[0])
         self.size = found[0]
         self.dirty = True
-        self.recover(verify_crc=False, index_interval=index_interval)
+        self.recover(verify_crc=False)
 
     # -- reading ----------------------------------------------------------------------
     def headers(self, position: int, end: int, window: int) -> Iterator[tuple[int, BatchHeader]]:
