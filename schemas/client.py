@@ -86,7 +86,9 @@ class RegistryClient:
             cached = self._ids_by_subject_schema.get(key)
         if cached is not None:
             return cached
-        answer = self._call("POST", f"/subjects/{_subject_path(subject)}/versions", {"schema": text})
+        answer = self._call(
+            "POST", f"/subjects/{_subject_path(subject)}/versions", {"schema": text}
+        )
         schema_id = answer["id"]
         with self._lock:
             self._ids_by_subject_schema[key] = schema_id
@@ -96,7 +98,9 @@ class RegistryClient:
         """The version of ``subject`` holding ``schema`` (40401 / 40403 if none)."""
         text = _schema_text(schema)
         answer = self._call("POST", f"/subjects/{_subject_path(subject)}", {"schema": text})
-        found = RegisteredSchema(answer["subject"], answer["version"], answer["id"], answer["schema"])
+        found = RegisteredSchema(
+            answer["subject"], answer["version"], answer["id"], answer["schema"]
+        )
         with self._lock:
             self._ids_by_subject_schema[(subject, text)] = found.id
             self._schemas_by_id.setdefault(found.id, found.schema)
@@ -123,7 +127,9 @@ class RegistryClient:
 
     def version(self, subject: str, version: int | str = "latest") -> RegisteredSchema:
         answer = self._call("GET", f"/subjects/{_subject_path(subject)}/versions/{version}")
-        found = RegisteredSchema(answer["subject"], answer["version"], answer["id"], answer["schema"])
+        found = RegisteredSchema(
+            answer["subject"], answer["version"], answer["id"], answer["schema"]
+        )
         with self._lock:
             self._schemas_by_id.setdefault(found.id, found.schema)
         return found

@@ -152,5 +152,12 @@ class AvroDeserializer:
         reader = self._reader(schema_id, topic)
         try:
             return fastavro.schemaless_reader(io.BytesIO(body), writer, reader)
-        except (ValueError, TypeError, KeyError, EOFError, IndexError, SchemaResolutionError) as exc:
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            EOFError,
+            IndexError,
+            SchemaResolutionError,
+        ) as exc:
             raise SerializationError(f"cannot decode a value of schema {schema_id}: {exc}") from exc

@@ -69,3 +69,14 @@ def running_registry() -> Iterator[RunningRegistry]:
     server, registry = start_registry(store)
     with server as url:
         yield RunningRegistry(url, registry, store)
+
+
+@pytest.fixture
+def registry_server():
+    """Start registries on a given store: ``with registry_server(store) as url: ...``.
+    Two in a row on one store is a restart."""
+
+    def start(store: SchemaStore, level: Level = Level.BACKWARD) -> ServerThread:
+        return start_registry(store, level)[0]
+
+    return start

@@ -35,7 +35,10 @@ def test_docs_and_defaults_are_part_of_the_identity():
     base = catalog.load("AuditEvent")
     changed = catalog.load("AuditEvent")
     changed["doc"] = "another doc"
-    assert canonical.parse(json.dumps(base)).canonical != canonical.parse(json.dumps(changed)).canonical
+    assert (
+        canonical.parse(json.dumps(base)).canonical
+        != canonical.parse(json.dumps(changed)).canonical
+    )
 
 
 def test_text_is_compact_json_of_what_was_sent():
@@ -58,12 +61,24 @@ def test_recursive_records_are_valid():
         ("{not json", "Invalid schema JSON"),
         ('"Unknown"', "unknown type"),
         ('{"type":"record","name":"R"}', "fields"),
-        ('{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"a","type":"int"}]}', "duplicate field"),
+        (
+            '{"type":"record","name":"R","fields":[{"name":"a","type":"int"},{"name":"a","type":"int"}]}',
+            "duplicate field",
+        ),
         ('["int","int"]', "duplicate"),
         ('["null",["int"]]', "unions may not"),
-        ('{"type":"record","name":"R","fields":[{"name":"a","type":["null","int"],"default":1}]}', "invalid default"),
-        ('{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}', "invalid default"),
-        ('{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":3000000000}]}', "invalid default"),
+        (
+            '{"type":"record","name":"R","fields":[{"name":"a","type":["null","int"],"default":1}]}',
+            "invalid default",
+        ),
+        (
+            '{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":"x"}]}',
+            "invalid default",
+        ),
+        (
+            '{"type":"record","name":"R","fields":[{"name":"a","type":"int","default":3000000000}]}',
+            "invalid default",
+        ),
         ('{"type":"enum","name":"E","symbols":["A","A"]}', "duplicate enum"),
         ('{"type":"enum","name":"E","symbols":["A"],"default":"B"}', "enum default"),
         ('{"type":"fixed","name":"F"}', "size"),
@@ -71,7 +86,10 @@ def test_recursive_records_are_valid():
         ('{"type":"record","name":"1bad","fields":[]}', "invalid name"),
         ('{"type":"record","name":"R","fields":[{"name":"a","type":"int","order":"up"}]}', "order"),
         ("5", "a schema is"),
-        ('{"type":"record","name":"R","fields":[{"name":"x","type":{"type":"enum","name":"R","symbols":["A"]}}]}', "already defined"),
+        (
+            '{"type":"record","name":"R","fields":[{"name":"x","type":{"type":"enum","name":"R","symbols":["A"]}}]}',
+            "already defined",
+        ),
     ],
 )
 def test_invalid_schemas_are_refused_with_a_reason(text, reason):

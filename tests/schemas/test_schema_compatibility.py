@@ -39,7 +39,13 @@ MATRIX = [
 ]
 
 CASES = [
-    pytest.param(history, candidate, level, level in allowed, id=f"{'+'.join(history)}->{candidate}-{level.value}")
+    pytest.param(
+        history,
+        candidate,
+        level,
+        level in allowed,
+        id=f"{'+'.join(history)}->{candidate}-{level.value}",
+    )
     for history, candidate, allowed in MATRIX
     for level in ALL_LEVELS
 ]
@@ -88,7 +94,9 @@ def test_check_against_one_version_ignores_the_others(running_registry):
         subject = "pv-value"
         http.put(f"/config/{subject}", json={"compatibility": "NONE"})
         for name in ("v1", "v2", "v3"):
-            http.post(f"/subjects/{subject}/versions", json={"schema": catalog.load_str(NAMES[name])})
+            http.post(
+                f"/subjects/{subject}/versions", json={"schema": catalog.load_str(NAMES[name])}
+            )
         http.put(f"/config/{subject}", json={"compatibility": "BACKWARD_TRANSITIVE"})
         body = {"schema": catalog.load_str(NAMES["drop-default"])}
         latest = http.post(f"/compatibility/subjects/{subject}/versions/latest", json=body)
@@ -128,7 +136,9 @@ def test_promotions_go_one_way(writer, reader):
         assert not can_read(schema(writer), schema(reader))
 
 
-@pytest.mark.parametrize("a, b", [("int", "string"), ("boolean", "int"), ("null", "string"), ("double", "float")])
+@pytest.mark.parametrize(
+    "a, b", [("int", "string"), ("boolean", "int"), ("null", "string"), ("double", "float")]
+)
 def test_unrelated_primitives_do_not_resolve(a, b):
     assert read_problems(schema(b), schema(a))[0].startswith("TYPE_MISMATCH")
 
@@ -146,16 +156,21 @@ def test_fields_match_by_name_or_reader_alias_and_need_defaults():
     assert can_read(renamed, writer)  # writer's extra field is skipped
     missing = schema(record({"name": "a", "type": "int"}, {"name": "c", "type": "int"}))
     assert "READER_FIELD_MISSING_DEFAULT_VALUE" in read_problems(missing, writer)[0]
-    defaulted = schema(record({"name": "a", "type": "int"}, {"name": "c", "type": "int", "default": 0}))
+    defaulted = schema(
+        record({"name": "a", "type": "int"}, {"name": "c", "type": "int", "default": 0})
+    )
     assert can_read(defaulted, writer)
 
 
 def test_enum_symbols_missing_from_the_reader_need_a_reader_default():
     writer = schema({"type": "enum", "name": "E", "symbols": ["A", "B", "C"]})
-    assert "MISSING_ENUM_SYMBOLS" in read_problems(
-        schema({"type": "enum", "name": "E", "symbols": ["A", "B"]}), writer
-    )[0]
-    assert can_read(schema({"type": "enum", "name": "E", "symbols": ["A", "B"], "default": "A"}), writer)
+    assert (
+        "MISSING_ENUM_SYMBOLS"
+        in read_problems(schema({"type": "enum", "name": "E", "symbols": ["A", "B"]}), writer)[0]
+    )
+    assert can_read(
+        schema({"type": "enum", "name": "E", "symbols": ["A", "B"], "default": "A"}), writer
+    )
     assert can_read(schema({"type": "enum", "name": "E", "symbols": ["A", "B", "C", "D"]}), writer)
     assert not can_read(schema({"type": "enum", "name": "F", "symbols": ["A", "B", "C"]}), writer)
 
@@ -163,8 +178,14 @@ def test_enum_symbols_missing_from_the_reader_need_a_reader_default():
 def test_fixed_match_by_name_and_size():
     writer = schema({"type": "fixed", "name": "F", "size": 4})
     assert can_read(schema({"type": "fixed", "name": "F", "size": 4}), writer)
-    assert "FIXED_SIZE_MISMATCH" in read_problems(schema({"type": "fixed", "name": "F", "size": 8}), writer)[0]
-    assert "NAME_MISMATCH" in read_problems(schema({"type": "fixed", "name": "G", "size": 4}), writer)[0]
+    assert (
+        "FIXED_SIZE_MISMATCH"
+        in read_problems(schema({"type": "fixed", "name": "F", "size": 8}), writer)[0]
+    )
+    assert (
+        "NAME_MISMATCH"
+        in read_problems(schema({"type": "fixed", "name": "G", "size": 4}), writer)[0]
+    )
 
 
 def test_unions():
@@ -177,15 +198,27 @@ def test_unions():
 
 
 def test_arrays_and_maps_recurse():
-    assert can_read(schema({"type": "array", "items": "long"}), schema({"type": "array", "items": "int"}))
-    assert not can_read(schema({"type": "array", "items": "int"}), schema({"type": "array", "items": "long"}))
-    assert can_read(schema({"type": "map", "values": "double"}), schema({"type": "map", "values": "float"}))
-    assert not can_read(schema({"type": "map", "values": "int"}), schema({"type": "array", "items": "int"}))
+    assert can_read(
+        schema({"type": "array", "items": "long"}), schema({"type": "array", "items": "int"})
+    )
+    assert not can_read(
+        schema({"type": "array", "items": "int"}), schema({"type": "array", "items": "long"})
+    )
+    assert can_read(
+        schema({"type": "map", "values": "double"}), schema({"type": "map", "values": "float"})
+    )
+    assert not can_read(
+        schema({"type": "map", "values": "int"}), schema({"type": "array", "items": "int"})
+    )
 
 
 def test_recursive_types_terminate():
-    node = record({"name": "v", "type": "int"}, {"name": "next", "type": ["null", "R"], "default": None})
-    wider = record({"name": "v", "type": "long"}, {"name": "next", "type": ["null", "R"], "default": None})
+    node = record(
+        {"name": "v", "type": "int"}, {"name": "next", "type": ["null", "R"], "default": None}
+    )
+    wider = record(
+        {"name": "v", "type": "long"}, {"name": "next", "type": ["null", "R"], "default": None}
+    )
     assert can_read(schema(wider), schema(node))
     assert not can_read(schema(node), schema(wider))
 
