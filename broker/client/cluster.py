@@ -1,0 +1,253 @@
+"""What the client knows about the cluster: brokers, topics, partition leaders.
+
+Metadata requests go over a connection of their own, under a lock, so a producer's
+user threads can look up partition counts while its sender thread uses the
+per-broker connections handed out by `connection()`. Those per-broker connections are
+not locked: each is meant to be used by one thread (the sender, or the consumer's
+caller).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import NamedTuple
+
+from broker.client.connection import BrokerConnection
+from broker.client.errors import (
+    KafkaClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    LeaderNotAvailableError,
+    UnknownTopicOrPartitionError,
+    as_error_code,
+)
+from broker.protocol.apis import METADATA
+from broker.protocol.errors import ErrorCode
+
+
+class BrokerInfo(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None
+
+
+class PartitionMetadata(NamedTuple):
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: list[int]
+    isr: list[int]
+    error: ErrorCode
+
+
+class TopicMetadata(NamedTuple):
+    name: str
+    is_internal: bool
+    partitions: dict[int, PartitionMetadata]
+
+
+# A broker that cannot be reached or does not answer: try the next one.
+_UNREACHABLE = (KafkaConnectionError, KafkaTimeoutError)
+
+
+def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
+    """ "host:port,host:port" or a list of "host:port" -> [(host, port)]."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out = []
+    for item in items:
+        item = item.strip()
+        if not item:
+            continue
+        if "://" in item:  # tolerate listener syntax, PLAINTEXT://host:port
+            item = item.split("://", 1)[1]
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]") or "localhost", int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers given")
+    return out
+
+
+class ClusterMetadata:
+    """Cached cluster metadata plus one cached connection per broker."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        client_id: str = "kafka-hourly",
+        timeout_s: float = 30.0,
+    ):
+        self.bootstrap = parse_bootstrap(bootstrap_servers)
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self.controller_id = -1
+        self.cluster_id: str | None = None
+        self._lock = threading.RLock()
+        self._meta_conn: BrokerConnection | None = None
+        self._conns: dict[int, BrokerConnection] = {}
+        self.refresh()
+
+    # --- metadata -----------------------------------------------------------------
+
+    def refresh(
+        self, topics: list[str] | None = None, allow_auto_create: bool = False
+    ) -> dict[str, ErrorCode]:
+        """Fetch metadata for `topics` (None: every topic) and merge it into the cache.
+
+        Returns the topic-level error of each topic in the answer (NONE when fine).
+        Topics the broker does not know are dropped from the cache.
+        """
+        with self._lock:
+            response = self._metadata_request(topics, allow_auto_create)
+            self.brokers = {
+                b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b["rack"])
+                for b in response["brokers"]
+            }
+            self.controller_id = response["controller_id"]
+            self.cluster_id = response["cluster_id"]
+            if topics is None:
+                self.topics = {}
+            errors: dict[str, ErrorCode] = {}
+            for t in response["topics"]:
+                error = as_error_code(t["error_code"])
+                errors[t["name"]] = error
+                if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or (
+                    error != ErrorCode.NONE and not t["partitions"]
+                ):
+                    self.topics.pop(t["name"], None)
+                    continue
+                parts = {
+                    p["partition_index"]: PartitionMetadata(
+                        p["partition_index"],
+                        p["leader_id"],
+                        p["leader_epoch"],
+                        list(p["replica_nodes"]),
+                        list(p["isr_nodes"]),
+                        as_error_code(p["error_code"]),
+                    )
+                    for p in t["partitions"]
+                }
+                self.topics[t["name"]] = TopicMetadata(t["name"], t["is_internal"], parts)
+            return errors
+
+    def _metadata_request(self, topics: list[str] | None, allow_auto_create: bool) -> dict:
+        body = {
+            "topics": None if topics is None else [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_create,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        }
+        # The current metadata connection first, then every broker we know of, then
+        # the bootstrap list: a restarted or moved broker must not strand the client.
+        last_error: Exception | None = None
+        conn = self._meta_conn
+        if conn is not None and not conn.closed:
+            try:
+                return conn.request(METADATA, body)
+            except _UNREACHABLE as exc:
+                last_error = exc
+                conn.close()
+        self._meta_conn = None
+        candidates = [(b.host, b.port) for b in self.brokers.values()] + self.bootstrap
+        for address in dict.fromkeys(candidates):
+            try:
+                conn = BrokerConnection(*address, self.client_id, self.timeout_s)
+            except _UNREACHABLE as exc:
+                last_error = exc
+                continue
+            try:
+                response = conn.request(METADATA, body)
+            except _UNREACHABLE as exc:
+                last_error = exc
+                conn.close()
+                continue
+            self._meta_conn = conn
+            return response
+        raise KafkaConnectionError(f"no broker answered Metadata: {last_error}")
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """The partition ids of `topic` (metadata is fetched if the topic is not cached)."""
+        meta = self.topics.get(topic)
+        if meta is None:
+            self.refresh([topic])
+            meta = self.topics.get(topic)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        return sorted(meta.partitions)
+
+    def partition(self, topic: str, partition: int) -> PartitionMetadata:
+        """Cached metadata of one partition, fetched once if not cached."""
+        meta = self.topics.get(topic)
+        if meta is None or partition not in meta.partitions:
+            self.refresh([topic])
+            meta = self.topics.get(topic)
+            if meta is None:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+            if partition not in meta.partitions:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} has no partition {partition} "
+                    f"(partitions 0-{len(meta.partitions) - 1})"
+                )
+        return meta.partitions[partition]
+
+    def leader_for(self, topic: str, partition: int) -> int:
+        """The node id leading `topic`-`partition`; LeaderNotAvailableError while there is none."""
+        leader = self.partition(topic, partition).leader
+        if leader < 0 or leader not in self.brokers:
+            raise LeaderNotAvailableError(f"{topic}-{partition} has no leader right now")
+        return leader
+
+    # --- connections --------------------------------------------------------------
+
+    def connection(self, node_id: int) -> BrokerConnection:
+        """The cached connection to broker `node_id`, (re)connecting if needed."""
+        with self._lock:
+            info = self.brokers.get(node_id)
+            if info is None:
+                raise KafkaClientError(f"unknown broker {node_id}", ErrorCode.BROKER_NOT_AVAILABLE)
+            conn = self._conns.get(node_id)
+            if conn is not None and not conn.closed and (conn.host, conn.port) == info[1:3]:
+                return conn
+            if conn is not None:
+                conn.close()
+            conn = BrokerConnection(info.host, info.port, self.client_id, self.timeout_s)
+            self._conns[node_id] = conn
+            return conn
+
+    def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker (the controller if known), for cluster-wide calls."""
+        with self._lock:
+            order = sorted(self.brokers, key=lambda n: n != self.controller_id)
+            last_error: Exception | None = None
+            for node_id in order:
+                try:
+                    return self.connection(node_id)
+                except _UNREACHABLE as exc:
+                    last_error = exc
+            raise KafkaConnectionError(f"no broker reachable: {last_error}")
+
+    def drop_connection(self, node_id: int) -> None:
+        """Forget a broken connection; the next connection() reconnects."""
+        with self._lock:
+            conn = self._conns.pop(node_id, None)
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            for conn in self._conns.values():
+                conn.close()
+            self._conns.clear()
+            if self._meta_conn is not None:
+                self._meta_conn.close()
+                self._meta_conn = None
+
+    def __enter__(self) -> ClusterMetadata:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,298 @@
+"""One blocking TCP connection to a broker: version negotiation, requests, pipelining.
+
+A connection is used by one thread at a time. Requests may be pipelined: `send()`
+several, then `receive()` each; Kafka answers requests on a connection in order, so
+responses are read in the order they were sent and kept until asked for.
+
+Frames are read with exact lengths into a reusable buffer (`recv_into`), because a
+Fetch response of many megabytes is the raw-fetch hot path: no per-chunk bytes
+objects and no concatenation, just one copy out of the kernel and one when the codec
+slices the records out.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from collections import deque
+from typing import NamedTuple
+
+from broker.client.errors import (
+    KafkaClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnsupportedVersionError,
+)
+from broker.protocol.apis import (
+    API_BY_KEY,
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    FETCH,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+)
+from broker.protocol.errors import ErrorCode
+from broker.protocol.framing import decode_response, encode_request
+from broker.protocol.types import DecodeError
+
+CLIENT_SOFTWARE_NAME = "kafka-hourly"
+CLIENT_SOFTWARE_VERSION = "0.1"
+
+# The versions this client can speak: the declared range, narrowed where the client's
+# logic needs more (record batches v2 need Produce >= 3 and Fetch >= 4; Metadata v0
+# spells "all topics" differently and brings nothing we need).
+CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
+    PRODUCE: (3, 8),
+    FETCH: (4, 11),
+    LIST_OFFSETS: (1, 5),
+    METADATA: (1, 8),
+    API_VERSIONS: (0, 3),
+    CREATE_TOPICS: (2, 4),
+    DELETE_TOPICS: (1, 3),
+    INIT_PRODUCER_ID: (0, 1),
+}
+
+_SIZE = struct.Struct(">i")
+_ERROR_CODE_AFTER_CORRELATION_ID = struct.Struct(">ih")
+# Refuse absurd frame sizes rather than allocating them (a desynchronised stream).
+MAX_FRAME_BYTES = 1 << 30
+
+
+class _Pending(NamedTuple):
+    correlation_id: int
+    api_key: int
+    version: int
+
+
+class BrokerConnection:
+    """A blocking connection to one broker, negotiated with ApiVersions on connect."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str = "kafka-hourly",
+        timeout_s: float = 30.0,
+    ):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.versions: dict[int, tuple[int, int]] = {}
+        self._next_id = 0
+        self._pending: deque[_Pending] = deque()
+        self._done: dict[int, dict] = {}
+        self._buf = bytearray(64 * 1024)
+        self._head = bytearray(4)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=timeout_s)
+        except OSError as exc:
+            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            self.versions = self._negotiate()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"BrokerConnection({self.host}:{self.port})"
+
+    @property
+    def closed(self) -> bool:
+        return self._sock is None
+
+    # --- versions -----------------------------------------------------------------
+
+    def _negotiate(self) -> dict[int, tuple[int, int]]:
+        """Ask ApiVersions at v3; on UNSUPPORTED_VERSION use the ranges in the v0 answer."""
+        body = {
+            "client_software_name": CLIENT_SOFTWARE_NAME,
+            "client_software_version": CLIENT_SOFTWARE_VERSION,
+        }
+        for version in (3, 0):
+            cid = self._send_frame(API_VERSIONS, version, body, True)
+            frame = self._read_frame()
+            if len(frame) < _ERROR_CODE_AFTER_CORRELATION_ID.size:
+                raise KafkaConnectionError(f"short ApiVersions response from {self}")
+            # The error code sits right after the correlation id in every version, and
+            # an UNSUPPORTED_VERSION answer is a v0 body whatever version we asked for.
+            got_cid, error = _ERROR_CODE_AFTER_CORRELATION_ID.unpack_from(frame)
+            self._pending.popleft()
+            if got_cid != cid:
+                raise KafkaConnectionError(f"ApiVersions answered with correlation id {got_cid}")
+            decode_as = 0 if error == ErrorCode.UNSUPPORTED_VERSION else version
+            _, response = self._decode(API_VERSIONS, decode_as, frame)
+            ranges = {
+                k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
+            }
+            if error == ErrorCode.NONE:
+                return ranges
+            if error == ErrorCode.UNSUPPORTED_VERSION and ranges:
+                return ranges
+            if error != ErrorCode.UNSUPPORTED_VERSION:
+                raise KafkaClientError(f"ApiVersions from {self.host}:{self.port}", error)
+        raise UnsupportedVersionError(f"{self.host}:{self.port} refused ApiVersions v3 and v0")
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of `api_key` that both the broker and this client speak."""
+        ours = CLIENT_VERSIONS.get(api_key)
+        if ours is None:
+            api = API_BY_KEY.get(api_key)
+            if api is None:
+                raise UnsupportedVersionError(f"this client does not speak api_key {api_key}")
+            ours = (api.min_version, api.max_version)
+        theirs = self.versions.get(api_key)
+        name = API_BY_KEY[api_key].name if api_key in API_BY_KEY else str(api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(f"{self.host}:{self.port} does not offer {name}")
+        high = min(ours[1], theirs[1])
+        if high < max(ours[0], theirs[0]):
+            raise UnsupportedVersionError(
+                f"{name}: broker {self.host}:{self.port} speaks v{theirs[0]}-{theirs[1]}, "
+                f"this client v{ours[0]}-{ours[1]}"
+            )
+        return high
+
+    # --- requests -----------------------------------------------------------------
+
+    def request(self, api_key: int, body: dict, version: int | None = None) -> dict:
+        """Send one request and wait for its response body."""
+        return self.receive(self.send(api_key, body, version))
+
+    def send(
+        self, api_key: int, body: dict, version: int | None = None, expect_response: bool = True
+    ) -> int:
+        """Send a request without waiting; returns its correlation id for receive().
+
+        With expect_response=False (Produce with acks=0) the broker sends nothing back,
+        so nothing is queued for it.
+        """
+        if version is None:
+            version = self.version_for(api_key)
+        return self._send_frame(api_key, version, body, expect_response)
+
+    def receive(self, correlation_id: int, timeout_s: float | None = None) -> dict:
+        """The response body of a request sent earlier on this connection.
+
+        Responses of requests sent before it are read (and kept) on the way. A broken
+        or timed-out connection is closed: the stream can no longer be trusted.
+        """
+        done = self._done.pop(correlation_id, None)
+        if done is not None:
+            return done
+        if self._sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        if not any(p.correlation_id == correlation_id for p in self._pending):
+            raise ValueError(f"no request with correlation id {correlation_id} is outstanding")
+        if timeout_s is not None:
+            self._settimeout(timeout_s)
+        try:
+            while True:
+                pending = self._pending[0]
+                frame = self._read_frame()
+                got_cid, body = self._decode(pending.api_key, pending.version, frame)
+                self._pending.popleft()
+                if got_cid != pending.correlation_id:
+                    self.close()
+                    raise KafkaConnectionError(
+                        f"{self.host}:{self.port} answered correlation id {got_cid}, "
+                        f"expected {pending.correlation_id}"
+                    )
+                if got_cid == correlation_id:
+                    return body
+                self._done[got_cid] = body
+        finally:
+            if timeout_s is not None and self._sock is not None:
+                self._settimeout(self.timeout_s)
+
+    def close(self) -> None:
+        sock, self._sock = getattr(self, "_sock", None), None
+        if sock is not None:
+            try:
+                sock.close()
+            except OSError:
+                pass
+        self._pending.clear()
+
+    def __enter__(self) -> BrokerConnection:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- bytes on the wire --------------------------------------------------------
+
+    def _settimeout(self, timeout_s: float) -> None:
+        assert self._sock is not None
+        self._sock.settimeout(timeout_s)
+
+    def _send_frame(self, api_key: int, version: int, body: dict, expect_response: bool) -> int:
+        if self._sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        cid = self._next_id
+        self._next_id = (cid + 1) & 0x7FFFFFFF
+        frame = encode_request(api_key, version, cid, self.client_id, body)
+        try:
+            self._sock.sendall(frame)
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
+        if expect_response:
+            self._pending.append(_Pending(cid, api_key, version))
+        return cid
+
+    def _read_frame(self) -> memoryview:
+        """The next response frame without its size prefix, as a view of the reused buffer.
+
+        The view is valid until the next read; decoding copies what it keeps.
+        """
+        self._read_exact(memoryview(self._head))
+        (size,) = _SIZE.unpack(self._head)
+        if not 4 <= size <= MAX_FRAME_BYTES:
+            self.close()
+            raise KafkaConnectionError(f"{self.host}:{self.port} sent a frame of size {size}")
+        if size > len(self._buf):
+            # A fresh buffer rather than a resize: views of the old one may still exist.
+            self._buf = bytearray(max(size, 2 * len(self._buf)))
+        view = memoryview(self._buf)[:size]
+        self._read_exact(view)
+        return view
+
+    def _read_exact(self, view: memoryview) -> None:
+        sock = self._sock
+        if sock is None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+        recv_into = sock.recv_into
+        got = 0
+        want = len(view)
+        try:
+            while got < want:
+                n = recv_into(view[got:])
+                if n == 0:
+                    raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+                got += n
+        except TimeoutError as exc:
+            self.close()
+            raise KafkaTimeoutError(f"no response from {self.host}:{self.port} in time") from exc
+        except OSError as exc:
+            self.close()
+            raise KafkaConnectionError(
+                f"receive from {self.host}:{self.port} failed: {exc}"
+            ) from exc
+        except KafkaConnectionError:
+            self.close()
+            raise
+
+    def _decode(self, api_key: int, version: int, frame) -> tuple[int, dict]:
+        try:
+            return decode_response(api_key, version, frame)
+        except DecodeError as exc:
+            self.close()
+            raise KafkaConnectionError(
+                f"undecodable {API_BY_KEY[api_key].name} v{version} response "
+                f"from {self.host}:{self.port}: {exc}"
+            ) from exc

@@ -1,0 +1,577 @@
+"""The producer: batches records per partition and sends them from a background thread.
+
+`send()` only appends the record to its partition's open batch under one lock and
+returns a Future; a sender thread turns ready batches (full, lingered long enough, or
+flushed) into record batches v2 (`build_batch`, compression included) and sends one
+Produce request per leader with every ready partition, waiting for the answers before
+the next round. One request in flight per broker keeps each partition's batches in
+order, so idempotent sequences never arrive out of order.
+
+Partitioning follows the Java client: keyed records go to
+murmur2(key) mod partitions (`partitioner.partition_for_key`); records without a key
+stick to one randomly chosen partition per topic until its batch is sent or full.
+
+Idempotence (on by default, as in Kafka 3): an InitProducerId gives the producer an
+id and epoch; each partition's batches carry consecutive sequence numbers, and a
+batch retried after an error or a lost connection keeps its sequence, so the broker
+drops the duplicate. It needs acks=-1 ("all"); with acks 0 or 1 it is switched off.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from concurrent.futures._base import PENDING
+from typing import NamedTuple
+
+from broker.client.cluster import ClusterMetadata
+from broker.client.errors import (
+    KafkaClientError,
+    KafkaConnectionError,
+    KafkaTimeoutError,
+    UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
+    as_error_code,
+    error_for,
+)
+from broker.client.partitioner import partition_for_key
+from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
+from broker.protocol.errors import ErrorCode, retriable
+from broker.records.batch import build_batch
+from broker.records.compression import CODEC_NAMES
+from broker.records.header import CODEC_ZSTD
+
+log = logging.getLogger(__name__)
+
+# Bytes a record adds to a batch beyond its key and value (length, attributes,
+# timestamp and offset deltas, key/value lengths, header count), rounded up so a
+# "full" batch never exceeds batch_size once encoded.
+_RECORD_OVERHEAD = 16
+# A request carries at most this many bytes of batches; the rest wait a round.
+_MAX_REQUEST_BYTES = 32 * 1024 * 1024
+_SEQUENCE_MOD = 1 << 31
+_RETRY_BACKOFF_S = 0.1
+_BYTES = (bytes, bytearray)
+
+
+class RecordMetadata(NamedTuple):
+    topic: str
+    partition: int
+    offset: int  # -1 with acks=0 (the broker does not answer)
+    timestamp: int  # CreateTime given or taken at send(), or the broker's LogAppendTime
+
+
+class _RecordFuture(Future):
+    """A Future that shares one Condition with the other records of its batch.
+
+    Future() allocates a Condition (and its RLock) per instance, which dominated the
+    producer's per-record cost. Sharing is safe because a batch's futures are all
+    resolved together while holding the shared condition, so no waiter is woken for a
+    future that is not done; cancel() is refused for the same reason (a record handed
+    to the producer cannot be taken back either).
+    """
+
+    def __init__(self, condition: threading.Condition):
+        # Future.__init__ is deliberately not called: it would allocate the Condition.
+        self._condition = condition
+        self._state = PENDING
+        self._result = None
+        self._exception = None
+        self._waiters = []
+        self._done_callbacks = []
+
+    def cancel(self) -> bool:
+        return False
+
+
+class _Batch:
+    """The records of one partition that will travel as one record batch."""
+
+    __slots__ = (
+        "topic",
+        "partition",
+        "records",
+        "futures",
+        "size",
+        "created",
+        "condition",
+        "done",
+        "payload",
+        "producer_id",
+        "base_sequence",
+        "attempts",
+        "retry_at",
+    )
+
+    def __init__(self, topic: str, partition: int, now: float):
+        self.topic = topic
+        self.partition = partition
+        self.records: list[tuple] = []
+        self.futures: list[_RecordFuture] = []
+        self.size = 0
+        self.created = now
+        self.condition = threading.Condition()
+        self.done = threading.Event()
+        self.payload: bytes | None = None  # built (and sealed) when first drained
+        self.producer_id = -1
+        self.base_sequence = -1
+        self.attempts = 0
+        self.retry_at = 0.0
+
+
+class Producer:
+    """Asynchronous, batching producer; see the module docstring."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        acks: int | str = -1,
+        compression: str = "none",
+        linger_ms: float = 5,
+        batch_size: int = 1048576,
+        enable_idempotence: bool = True,
+        client_id: str = "kafka-hourly",
+        request_timeout_ms: int = 30000,
+        retries: int = 2147483647,
+        delivery_timeout_ms: int = 120000,
+    ):
+        acks = -1 if acks == "all" else int(acks)
+        if acks not in (-1, 0, 1):
+            raise ValueError(f"acks must be -1 ('all'), 0 or 1, not {acks}")
+        if compression not in CODEC_NAMES:
+            raise ValueError(f"compression must be one of {sorted(CODEC_NAMES)}")
+        self.acks = acks
+        self.codec = CODEC_NAMES[compression]
+        self.linger_s = linger_ms / 1000
+        self.batch_size = batch_size
+        self.idempotent = enable_idempotence and acks == -1
+        self.request_timeout_ms = request_timeout_ms
+        self.retries = retries
+        self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.cluster = ClusterMetadata(bootstrap_servers, client_id, request_timeout_ms / 1000)
+
+        self._lock = threading.Lock()
+        self._wakeup = threading.Condition(self._lock)
+        self._queues: dict[tuple[str, int], deque[_Batch]] = {}
+        self._incomplete: set[_Batch] = set()
+        self._sticky: dict[str, int] = {}
+        self._num_partitions: dict[str, int] = {}
+        self._flushing = 0
+        self._closing = False
+        self._closed = False
+        self._drain_start = 0
+
+        # Sender-thread state.
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._sequences: dict[tuple[str, int], int] = {}
+        self._refresh_needed = False
+        self._sender = threading.Thread(target=self._run, name="kafka-producer-sender", daemon=True)
+        self._sender.start()
+
+    # --- the user's side ----------------------------------------------------------
+
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+    ) -> Future:
+        """Queue one record; the Future resolves to its RecordMetadata once acknowledged."""
+        if self._closing:
+            raise KafkaClientError("the producer is closed")
+        if value is not None and not isinstance(value, _BYTES):
+            raise TypeError(f"value must be bytes or None, not {type(value).__name__}")
+        if key is not None and not isinstance(key, _BYTES):
+            raise TypeError(f"key must be bytes or None, not {type(key).__name__}")
+        count = self._num_partitions.get(topic) or self._load_partitions(topic)
+        if partition is None:
+            if key is not None:
+                partition = partition_for_key(key, count)
+        elif not 0 <= partition < count:
+            raise UnknownTopicOrPartitionError(
+                f"topic {topic!r} has partitions 0-{count - 1}, not {partition}"
+            )
+        if timestamp_ms is None:
+            timestamp_ms = int(time.time() * 1000)
+        size = _RECORD_OVERHEAD + (len(value) if value is not None else 0)
+        if key is not None:
+            size += len(key)
+        if headers:
+            headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
+            size += sum(len(k) + len(v or b"") + 4 for k, v in headers)
+        with self._lock:
+            if partition is None:
+                partition = self._sticky.get(topic)
+                if partition is None:
+                    partition = self._sticky[topic] = random.randrange(count)
+            queue = self._queues.get((topic, partition))
+            if queue is None:
+                queue = self._queues[(topic, partition)] = deque()
+            batch = queue[-1] if queue else None
+            if (
+                batch is None
+                or batch.payload is not None
+                or (batch.size + size > self.batch_size and batch.records)
+            ):
+                batch = _Batch(topic, partition, time.monotonic())
+                queue.append(batch)
+                self._incomplete.add(batch)
+                self._wakeup.notify()  # the sender's next deadline may now be sooner
+            batch.records.append((key, value, timestamp_ms, headers))
+            future = _RecordFuture(batch.condition)
+            batch.futures.append(future)
+            batch.size += size
+            if batch.size >= self.batch_size:
+                if self._sticky.get(topic) == partition:
+                    self._sticky[topic] = random.randrange(count)
+                self._wakeup.notify()
+        return future
+
+    def _load_partitions(self, topic: str) -> int:
+        """The partition count of `topic`, waiting while an auto-created topic gets leaders.
+
+        Raises UnknownTopicOrPartitionError at once if the broker does not know the topic
+        and will not create it.
+        """
+        deadline = time.monotonic() + self.request_timeout_ms / 1000
+        while True:
+            error = self.cluster.refresh([topic], allow_auto_create=True).get(topic)
+            meta = self.cluster.topics.get(topic)
+            if meta is not None and meta.partitions:
+                self._num_partitions[topic] = len(meta.partitions)
+                return len(meta.partitions)
+            if error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                raise UnknownTopicOrPartitionError(
+                    f"topic {topic!r} does not exist and the broker does not create it"
+                )
+            if error is not None and error != ErrorCode.NONE and not retriable(error):
+                raise error_for(error, f"metadata of topic {topic!r}")
+            if time.monotonic() > deadline:
+                raise KafkaTimeoutError(f"no metadata for topic {topic!r} ({error})")
+            time.sleep(_RETRY_BACKOFF_S)
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued so far, ignoring linger, and wait for the outcomes.
+
+        Raises KafkaTimeoutError if records are still unacknowledged after `timeout`
+        seconds. Individual failures are reported through the records' futures.
+        """
+        with self._lock:
+            batches = list(self._incomplete)
+            self._flushing += 1
+            self._wakeup.notify()
+        try:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            for batch in batches:
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                if not batch.done.wait(left):
+                    raise KafkaTimeoutError(f"flush did not finish within {timeout}s")
+        finally:
+            with self._lock:
+                self._flushing -= 1
+
+    def close(self, timeout: float | None = None) -> None:
+        """Flush, then stop the sender. Records still unsent after `timeout` fail."""
+        if self._closed:
+            return
+        self._closing = True
+        try:
+            self.flush(timeout)
+        except KafkaTimeoutError:
+            pass
+        with self._lock:
+            self._closed = True
+            self._wakeup.notify()
+        self._sender.join(timeout)
+        self.cluster.close()  # unblocks a sender still waiting on the network
+        self._sender.join(self.request_timeout_ms / 1000)
+        with self._lock:
+            leftover = list(self._incomplete)
+        for batch in leftover:
+            self._fail(batch, KafkaTimeoutError("the producer was closed before delivery"))
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- the sender thread --------------------------------------------------------
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                batches = self._wait_for_ready()
+            if batches is None:
+                return
+            try:
+                self._send_round(batches)
+            except Exception as exc:  # never leave futures hanging on a bug
+                log.exception("producer sender round failed")
+                for batch in batches:
+                    if not batch.done.is_set():
+                        self._fail(batch, KafkaClientError(f"sender failed: {exc!r}"))
+
+    def _wait_for_ready(self) -> list[_Batch] | None:
+        """Under the lock: wait until some batches may be sent and take them off their queues.
+
+        None means the producer is closed (or closing with nothing left) and the sender
+        should stop.
+        """
+        while True:
+            if self._closed:
+                return None
+            now = time.monotonic()
+            urgent = self._flushing > 0 or self._closing
+            ready: list[tuple[str, int]] = []
+            wait: float | None = None
+            for tp, queue in self._queues.items():
+                if not queue:
+                    continue
+                batch = queue[0]
+                if batch.retry_at > now:
+                    due = batch.retry_at
+                elif urgent or len(queue) > 1 or batch.size >= self.batch_size:
+                    ready.append(tp)
+                    continue
+                else:
+                    due = batch.created + self.linger_s
+                    if due <= now:
+                        ready.append(tp)
+                        continue
+                wait = due - now if wait is None else min(wait, due - now)
+            if ready:
+                return self._drain(ready)
+            if self._closing and not self._incomplete:
+                return None
+            self._wakeup.wait(wait)
+
+    def _drain(self, ready: list[tuple[str, int]]) -> list[_Batch]:
+        # Rotate the starting partition so a request-size cap never starves the same ones.
+        start = self._drain_start % len(ready)
+        self._drain_start += 1
+        taken: list[_Batch] = []
+        total = 0
+        for tp in ready[start:] + ready[:start]:
+            queue = self._queues[tp]
+            if taken and total + queue[0].size > _MAX_REQUEST_BYTES:
+                break
+            batch = queue.popleft()
+            if not queue:
+                del self._queues[tp]
+            if self._sticky.get(tp[0]) == tp[1] and batch.payload is None:
+                # Java's sticky partitioner moves on once the sticky batch is sent.
+                count = self._num_partitions.get(tp[0], 1)
+                self._sticky[tp[0]] = random.randrange(count)
+            total += batch.size
+            taken.append(batch)
+        return taken
+
+    def _requeue(self, batch: _Batch, error: KafkaClientError) -> None:
+        """Put a failed batch back at the front of its queue, or fail it if out of chances."""
+        batch.attempts += 1
+        now = time.monotonic()
+        if batch.attempts > self.retries or now - batch.created > self.delivery_timeout_s:
+            self._fail(batch, error)
+            return
+        batch.retry_at = now + _RETRY_BACKOFF_S
+        with self._lock:
+            tp = (batch.topic, batch.partition)
+            queue = self._queues.get(tp)
+            if queue is None:
+                queue = self._queues[tp] = deque()
+            queue.appendleft(batch)
+
+    def _send_round(self, batches: list[_Batch]) -> None:
+        if self._refresh_needed:
+            self._refresh_needed = False
+            try:
+                self.cluster.refresh(sorted({b.topic for b in batches}), allow_auto_create=True)
+            except KafkaClientError as exc:
+                log.warning("metadata refresh failed: %s", exc)
+        if self.idempotent and self._producer_id < 0:
+            try:
+                self._init_producer_id()
+            except KafkaClientError as exc:
+                for batch in batches:
+                    self._requeue(batch, exc)
+                self._refresh_needed = True
+                return
+
+        by_leader: dict[int, list[_Batch]] = {}
+        for batch in batches:
+            try:
+                leader = self.cluster.leader_for(batch.topic, batch.partition)
+            except KafkaClientError as exc:
+                self._refresh_needed = True
+                self._requeue(batch, exc)
+                continue
+            self._seal(batch)
+            by_leader.setdefault(leader, []).append(batch)
+
+        sent = []
+        for leader, group in by_leader.items():
+            try:
+                conn = self.cluster.connection(leader)
+                version = conn.version_for(PRODUCE)
+                if self.codec == CODEC_ZSTD and version < 7:
+                    raise UnsupportedVersionError(
+                        f"zstd needs Produce v7, the broker speaks up to v{version}"
+                    )
+                cid = conn.send(PRODUCE, self._produce_body(group), version, self.acks != 0)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self.cluster.drop_connection(leader)
+                self._refresh_needed = True
+                for batch in group:
+                    self._requeue(batch, exc)
+                continue
+            except KafkaClientError as exc:
+                for batch in group:
+                    self._fail(batch, exc)
+                continue
+            if self.acks == 0:
+                for batch in group:
+                    self._complete(batch, -1, -1)
+                continue
+            sent.append((leader, conn, cid, group))
+
+        for leader, conn, cid, group in sent:
+            try:
+                response = conn.receive(cid)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                self.cluster.drop_connection(leader)
+                self._refresh_needed = True
+                for batch in group:
+                    self._requeue(batch, exc)
+                continue
+            self._handle_response(response, group)
+
+    def _seal(self, batch: _Batch) -> None:
+        """Build the batch bytes once; with idempotence, give it its sequence numbers.
+
+        A batch keeps its bytes (and so its sequence) across retries, which is what lets
+        the broker recognise a retry of a batch it already appended.
+        """
+        if batch.payload is not None and batch.producer_id == self._producer_id:
+            return
+        base_sequence = -1
+        if self.idempotent:
+            tp = (batch.topic, batch.partition)
+            base_sequence = self._sequences.get(tp, 0)
+            self._sequences[tp] = (base_sequence + len(batch.records)) % _SEQUENCE_MOD
+        batch.producer_id = self._producer_id
+        batch.base_sequence = base_sequence
+        batch.payload = build_batch(
+            batch.records,
+            self.codec,
+            producer_id=self._producer_id,
+            producer_epoch=self._producer_epoch,
+            base_sequence=base_sequence,
+        )
+
+    def _produce_body(self, group: list[_Batch]) -> dict:
+        topics: dict[str, list[dict]] = {}
+        for batch in group:
+            topics.setdefault(batch.topic, []).append(
+                {"index": batch.partition, "records": batch.payload}
+            )
+        return {
+            "transactional_id": None,
+            "acks": self.acks,
+            "timeout_ms": self.request_timeout_ms,
+            "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
+        }
+
+    def _handle_response(self, response: dict, group: list[_Batch]) -> None:
+        by_tp = {(b.topic, b.partition): b for b in group}
+        for t in response["responses"]:
+            for p in t["partition_responses"]:
+                batch = by_tp.pop((t["name"], p["index"]), None)
+                if batch is None:
+                    continue
+                error = as_error_code(p["error_code"])
+                if error in (ErrorCode.NONE, ErrorCode.DUPLICATE_SEQUENCE_NUMBER):
+                    # A duplicate was appended by an earlier attempt whose answer we lost.
+                    self._complete(batch, p["base_offset"], p["log_append_time_ms"])
+                elif error == ErrorCode.UNKNOWN_PRODUCER_ID and self.idempotent:
+                    # The broker lost our producer state: start over with a new id; the
+                    # batch is rebuilt with fresh sequences when it is next sent.
+                    self._reset_producer_id()
+                    self._requeue(batch, error_for(error, p["error_message"]))
+                elif retriable(error):
+                    if error in (
+                        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                        ErrorCode.LEADER_NOT_AVAILABLE,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    ):
+                        self._refresh_needed = True
+                    self._requeue(batch, error_for(error, p["error_message"]))
+                else:
+                    if error == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and self.idempotent:
+                        # Sequences of this partition are broken; later batches restart
+                        # under a new producer id instead of failing one after another.
+                        self._reset_producer_id()
+                    detail = p["error_message"] or f"produce to {batch.topic}-{batch.partition}"
+                    self._fail(batch, error_for(error, detail))
+        for batch in by_tp.values():
+            self._requeue(batch, KafkaClientError("partition missing from Produce response"))
+
+    def _init_producer_id(self) -> None:
+        conn = self.cluster.any_connection()
+        try:
+            response = conn.request(
+                INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000}
+            )
+        except (KafkaConnectionError, KafkaTimeoutError):
+            conn.close()
+            raise
+        if response["error_code"]:
+            raise error_for(response["error_code"], "InitProducerId")
+        self._producer_id = response["producer_id"]
+        self._producer_epoch = response["producer_epoch"]
+        self._sequences.clear()
+
+    def _reset_producer_id(self) -> None:
+        self._producer_id = -1
+        self._producer_epoch = -1
+        self._sequences.clear()
+
+    # --- outcomes -----------------------------------------------------------------
+
+    def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
+        topic, partition = batch.topic, batch.partition
+        new = tuple.__new__
+        with batch.condition:
+            if batch.done.is_set():  # failed meanwhile by close()
+                return
+            for i, (future, record) in enumerate(zip(batch.futures, batch.records, strict=True)):
+                offset = base_offset + i if base_offset >= 0 else -1
+                timestamp = log_append_time if log_append_time >= 0 else record[2]
+                future.set_result(new(RecordMetadata, (topic, partition, offset, timestamp)))
+            batch.done.set()
+        self._forget(batch)
+
+    def _fail(self, batch: _Batch, error: BaseException) -> None:
+        with batch.condition:
+            if batch.done.is_set():
+                return
+            for future in batch.futures:
+                future.set_exception(error)
+            batch.done.set()
+        self._forget(batch)
+
+    def _forget(self, batch: _Batch) -> None:
+        batch.records = []  # the records and their bytes are no longer needed
+        batch.payload = None
+        with self._lock:
+            self._incomplete.discard(batch)
+            if self._closing:
+                self._wakeup.notify()
