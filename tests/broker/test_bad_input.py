@@ -14,6 +14,7 @@ import time
 
 import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import KafkaAdminClient, NewTopic
 
 from broker.protocol.apis import API_VERSIONS, PRODUCE
 from broker.protocol.errors import ErrorCode
@@ -97,12 +98,18 @@ class GoodClient(threading.Thread):
 
 @pytest.fixture
 def noisy(broker_factory):
-    b = broker_factory({"socket.request.max.bytes": str(MAX_REQUEST)})
+    b = broker_factory({"socket.request.max.bytes": str(MAX_REQUEST), "message.max.bytes": "500000"})
+    admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+    admin.create_topics([NewTopic("bad-target", num_partitions=1, replication_factor=1)])
+    admin.close()
     _roundtrip(
         b.port, PRODUCE, 8, _produce_body("bad-target", build_batch([(None, b"seed", 0, [])]))
     )
     good = GoodClient(b.bootstrap)
     good.start()
+    deadline = time.monotonic() + 20
+    while good.sent == 0 and good.error is None and time.monotonic() < deadline:
+        time.sleep(0.05)
     yield b
     good.stop.set()
     good.join(30)
@@ -158,7 +165,7 @@ def test_bad_batches_get_error_codes(noisy):
     # Truncated batch.
     assert _produce_code(port, bytes(good[:-3])) == ErrorCode.CORRUPT_MESSAGE
     # Larger than message.max.bytes.
-    huge = build_batch([(None, os.urandom(1_100_000), 0, [])])
+    huge = build_batch([(None, os.urandom(600_000), 0, [])])
     assert _produce_code(port, huge) == ErrorCode.MESSAGE_TOO_LARGE
     # Produce v0-v2 are advertised (for librdkafka's feature probes) but refused.
     assert _produce_code(port, bytes(good), version=2) == ErrorCode.UNSUPPORTED_VERSION
