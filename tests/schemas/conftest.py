@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+import httpx
 import pytest
 import uvicorn
 
@@ -80,3 +81,25 @@ def registry_server():
         return start_registry(store, level)[0]
 
     return start
+
+
+def _snapshot(http: httpx.Client) -> dict:
+    """Everything a client can see: subjects, versions (deleted too), ids, configs."""
+    seen = {"config": http.get("/config").json(), "subjects": {}}
+    for subject in http.get("/subjects?deleted=true").json():
+        versions = http.get(f"/subjects/{subject}/versions?deleted=true").json()
+        seen["subjects"][subject] = {
+            "live": http.get(f"/subjects/{subject}/versions").json()
+            if subject in http.get("/subjects").json()
+            else [],
+            "versions": [
+                http.get(f"/subjects/{subject}/versions/{v}?deleted=true").json() for v in versions
+            ],
+            "config": http.get(f"/config/{subject}").json(),
+        }
+    return seen
+
+
+@pytest.fixture
+def registry_snapshot():
+    return _snapshot

@@ -19,24 +19,7 @@ V2 = catalog.load_str("PageViewEvent.v2")
 AUDIT = catalog.load_str("AuditEvent")
 
 
-def snapshot(http: httpx.Client) -> dict:
-    """Everything a client can see: subjects, versions (deleted too), ids, configs."""
-    seen = {"config": http.get("/config").json(), "subjects": {}}
-    for subject in http.get("/subjects?deleted=true").json():
-        versions = http.get(f"/subjects/{subject}/versions?deleted=true").json()
-        seen["subjects"][subject] = {
-            "live": http.get(f"/subjects/{subject}/versions").json()
-            if subject in http.get("/subjects").json()
-            else [],
-            "versions": [
-                http.get(f"/subjects/{subject}/versions/{v}?deleted=true").json() for v in versions
-            ],
-            "config": http.get(f"/config/{subject}").json(),
-        }
-    return seen
-
-
-def test_restart_replays_to_the_same_state(registry_server):
+def test_restart_replays_to_the_same_state(registry_server, registry_snapshot):
     store = InMemoryStore()
     server = registry_server(store)
     with server as url, httpx.Client(base_url=url) as http:
@@ -50,12 +33,12 @@ def test_restart_replays_to_the_same_state(registry_server):
         http.delete("/subjects/pv-value/versions/1")
         http.put("/config", json={"compatibility": "FULL_TRANSITIVE"})
         http.put("/config/audit-value", json={"compatibility": "NONE"})
-        before = snapshot(http)
+        before = registry_snapshot(http)
 
     # A new registry on the same log: same subjects, versions, ids and configs.
     server = registry_server(store, Level.BACKWARD)
     with server as url, httpx.Client(base_url=url) as http:
-        assert snapshot(http) == before
+        assert registry_snapshot(http) == before
         assert before["config"] == {"compatibilityLevel": "FULL_TRANSITIVE"}
         assert before["subjects"]["pv-value"]["live"] == [2]
         assert "gone-value" not in before["subjects"]

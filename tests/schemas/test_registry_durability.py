@@ -1,0 +1,136 @@
+"""Restart durability on our broker: the registry keeps its log in the `_schemas`
+topic, so stopping and starting the registry, and the broker under it, changes
+no subject, version, id or config."""
+
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from schemas import catalog
+from schemas.store import KafkaTopicStore
+
+SCHEMAS = {name: catalog.load_str(name) for name in catalog.names()}
+
+
+def kafka_store(bootstrap: str) -> KafkaTopicStore:
+    return KafkaTopicStore(bootstrap, "_schemas", timeout_ms=10_000, init_timeout_ms=30_000)
+
+
+def populate(http: httpx.Client) -> dict[str, int]:
+    ids = {}
+    http.put(
+        "/config/page-views-value", json={"compatibility": "FULL_TRANSITIVE"}
+    ).raise_for_status()
+    http.put("/config/page-views-value", json={"compatibility": "BACKWARD"}).raise_for_status()
+    for name in ("PageViewEvent.v1", "PageViewEvent.v2", "PageViewEvent.v3"):
+        answer = http.post("/subjects/page-views-value/versions", json={"schema": SCHEMAS[name]})
+        ids[name] = answer.raise_for_status().json()["id"]
+    for topic, name in (
+        ("searches", "SearchEvent"),
+        ("clicks", "ClickEvent"),
+        ("_audit", "AuditEvent"),
+    ):
+        answer = http.post(f"/subjects/{topic}-value/versions", json={"schema": SCHEMAS[name]})
+        ids[name] = answer.raise_for_status().json()["id"]
+    http.post(
+        "/subjects/page-views-copy-value/versions", json={"schema": SCHEMAS["PageViewEvent.v1"]}
+    )
+    http.delete("/subjects/page-views-value/versions/2").raise_for_status()
+    http.delete("/subjects/clicks-value").raise_for_status()
+    http.delete("/subjects/clicks-value?permanent=true").raise_for_status()
+    http.delete("/subjects/searches-value").raise_for_status()
+    http.put("/config", json={"compatibility": "FULL"}).raise_for_status()
+    return ids
+
+
+def test_registry_and_broker_restart_keep_everything(
+    broker_factory, registry_server, registry_snapshot
+):
+    broker = broker_factory()
+    store = kafka_store(broker.bootstrap)
+    with registry_server(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        ids = populate(http)
+        before = registry_snapshot(http)
+    store.close()
+    assert before["subjects"]["page-views-value"]["live"] == [1, 3]
+    assert "clicks-value" not in before["subjects"]
+
+    # Restart the registry alone, then the broker under it too.
+    store = kafka_store(broker.bootstrap)
+    with registry_server(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        assert registry_snapshot(http) == before
+    store.close()
+
+    broker.stop()
+    broker = broker_factory(log_dir=broker.log_dir, port=broker.port)
+    store = kafka_store(broker.bootstrap)
+    with registry_server(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        assert registry_snapshot(http) == before
+        for name, schema_id in ids.items():
+            if name != "ClickEvent":  # permanently deleted with clicks-value
+                assert http.get(f"/schemas/ids/{schema_id}").status_code == 200
+        # New ids continue past every id ever given, including the hard-deleted one.
+        answer = http.post(
+            "/subjects/fresh-value/versions",
+            json={"schema": '{"type":"record","name":"Fresh","fields":[]}'},
+        )
+        assert answer.json()["id"] == max(ids.values()) + 1
+    store.close()
+
+
+def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
+    broker = broker_factory()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "registry.properties"
+    config.write_text(
+        f"listeners=http://127.0.0.1:{port}\n"
+        f"kafkastore.bootstrap.servers=PLAINTEXT://{broker.bootstrap}\n"
+        "kafkastore.timeout.ms=10000\n"
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def run() -> subprocess.Popen:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "schemas.registry", "start", str(config)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(url, timeout=1)
+                return process
+            except httpx.TransportError:
+                assert process.poll() is None, "registry exited"
+                assert time.monotonic() < deadline, "registry did not start"
+                time.sleep(0.1)
+
+    def stop(process: subprocess.Popen) -> None:
+        process.terminate()
+        process.wait(timeout=20)
+
+    process = run()
+    try:
+        first = httpx.post(
+            f"{url}/subjects/_audit-value/versions", json={"schema": SCHEMAS["AuditEvent"]}
+        ).json()["id"]
+        second = httpx.post(
+            f"{url}/subjects/clicks-value/versions", json={"schema": SCHEMAS["ClickEvent"]}
+        ).json()["id"]
+    finally:
+        stop(process)
+    process = run()
+    try:
+        assert httpx.get(f"{url}/subjects").json() == ["_audit-value", "clicks-value"]
+        assert httpx.get(f"{url}/subjects/clicks-value/versions/latest").json()["id"] == second
+        again = httpx.post(
+            f"{url}/subjects/_audit-value/versions", json={"schema": SCHEMAS["AuditEvent"]}
+        )
+        assert again.json() == {"id": first}
+    finally:
+        stop(process)
