@@ -36,6 +36,8 @@ class SparseIndex:
         self.values = array("i")
         # Entries [0, _written) are already in the file; the rest are pending.
         self._written = 0
+        # The file is known to be on disk (fsynced) as it is now.
+        self._synced = False
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -77,12 +79,15 @@ class SparseIndex:
         if count < self._written:
             os.truncate(self.path, count * self.ENTRY.size)
             self._written = count
+            self._synced = False
 
     def clear(self) -> None:
         self.truncate_entries(0)
 
     def write(self, fsync: bool = False) -> None:
         """Append the pending entries to the file (creating it), optionally fsync it."""
+        if self._written == len(self.keys) and (self._synced or not fsync):
+            return
         pending = b"".join(
             self.ENTRY.pack(self.keys[i], self.values[i])
             for i in range(self._written, len(self.keys))
@@ -95,11 +100,13 @@ class SparseIndex:
                 os.fsync(fd)
         finally:
             os.close(fd)
+        self._synced = fsync or (self._synced and not pending)
         self._written = len(self.keys)
 
     def rewrite(self) -> None:
         """Replace the file with exactly the in-memory entries (after a rebuild)."""
         self._written = 0
+        self._synced = False
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         os.close(fd)
         self.write()

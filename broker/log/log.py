@@ -307,6 +307,8 @@ class Log:
             segment = self._segments[i]
             i += 1
             if regions:
+                if total >= max_bytes:
+                    break
                 start = 0
             else:
                 found = segment.locate(offset, window)

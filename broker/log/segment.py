@@ -207,7 +207,9 @@ class LogSegment:
             log.warning("truncating %s at %d: %d invalid bytes", self.log_path, pos, truncated)
             os.ftruncate(self.fd, pos)
             self.size = pos
-            self.dirty = True
+        # What was read may exist only in the page cache (the process died, not the
+        # machine): the next flush must fsync it before the recovery point covers it.
+        self.dirty = True
         self.next_offset = expected
         self.offset_index.rewrite()
         self.time_index.rewrite()
