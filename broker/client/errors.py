@@ -19,6 +19,7 @@ class KafkaClientError(Exception):
     def __init__(self, message: str | None = None, code: int | None = None):
         if code is not None:
             self.code = as_error_code(code)
+        self.detail = message
         text = self.code.name if message is None else f"{self.code.name}: {message}"
         super().__init__(text)
 

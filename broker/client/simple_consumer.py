@@ -62,6 +62,7 @@ class FetchResult:
         "last_stable_offset",
         "log_start_offset",
         "records_bytes",
+        "error_message",
         "_next_offset",
     )
 
@@ -75,6 +76,7 @@ class FetchResult:
         last_stable_offset: int = -1,
         log_start_offset: int = -1,
         records_bytes: bytes = b"",
+        error_message: str | None = None,
     ):
         self.topic = topic
         self.partition = partition
@@ -84,6 +86,7 @@ class FetchResult:
         self.last_stable_offset = last_stable_offset
         self.log_start_offset = log_start_offset
         self.records_bytes = records_bytes
+        self.error_message = error_message
         self._next_offset: int | None = None
 
     def __repr__(self) -> str:
@@ -123,7 +126,10 @@ class FetchResult:
                 self.log_start_offset,
                 self.high_watermark,
             )
-        raise error_for(self.error, f"fetch of {self.topic}-{self.partition}@{self.fetch_offset}")
+        raise error_for(
+            self.error,
+            self.error_message or f"fetch of {self.topic}-{self.partition} at {self.fetch_offset}",
+        )
 
 
 # Partition errors after which fresh metadata (a new leader, a restarted broker) may help.
@@ -231,13 +237,22 @@ class SimpleConsumer:
         for key, req in pending.items():
             try:
                 leader = self.cluster.leader_for(req.topic, req.partition)
-            except UnknownTopicOrPartitionError:
+            except UnknownTopicOrPartitionError as exc:
                 results[key] = FetchResult(
-                    req.topic, req.partition, req.offset, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    req.topic,
+                    req.partition,
+                    req.offset,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    error_message=exc.detail,
                 )
                 continue
             except KafkaClientError as exc:  # no leader yet, or metadata unreachable
-                results.setdefault(key, FetchResult(req.topic, req.partition, req.offset, exc.code))
+                results.setdefault(
+                    key,
+                    FetchResult(
+                        req.topic, req.partition, req.offset, exc.code, error_message=str(exc)
+                    ),
+                )
                 retry.append(key)
                 refresh = True
                 last_error = exc
