@@ -246,7 +246,7 @@ class Log:
     def _write(self, records, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
         first, last = batches[0][1].base_offset, batches[-1][1].last_offset
         now = self._now_ms()
-        segment = self._maybe_roll(len(records), last, now)
+        segment = self._maybe_roll(len(records), first, last, now)
         segment.append(records, batches, now)
         max_timestamp, offset_of_max, messages = -1, first, 0
         for _, header in batches:
@@ -258,17 +258,26 @@ class Log:
             self.flush()
         return AppendInfo(first, last, max_timestamp, offset_of_max)
 
-    def _maybe_roll(self, size: int, last_offset: int, now: int) -> LogSegment:
+    def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
         active = self._segments[-1]
+        # Only a follower copying a leader's offsets can jump this far past the log end.
+        overflow = last_offset - active.base_offset > INT32_MAX
         if active.size == 0:
-            return active
+            if overflow:
+                self._segments[-1] = self._new_segment(first_offset)
+                active.close()
+                for path in active.paths():
+                    path.unlink(missing_ok=True)
+                self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+            return self._segments[-1]
         if (
             active.size + size > self._config.segment_bytes
             or now - active.created_ms > self._config.segment_ms
-            or last_offset - active.base_offset > INT32_MAX
+            or overflow
         ):
-            return self.roll()
-        return active
+            active.seal()
+            self._segments.append(self._new_segment(first_offset))
+        return self._segments[-1]
 
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end (no-op when empty)."""
@@ -277,12 +286,12 @@ class Log:
         if active.size == 0:
             return active
         active.seal()
-        segment = LogSegment.create(
-            self._dir, self.log_end_offset, self._config.index_interval_bytes
-        )
-        self._segments.append(segment)
+        self._segments.append(self._new_segment(self.log_end_offset))
+        return self._segments[-1]
+
+    def _new_segment(self, base_offset: int) -> LogSegment:
         self._dir_dirty = True
-        return segment
+        return LogSegment.create(self._dir, base_offset, self._config.index_interval_bytes)
 
     # -- reading ----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
@@ -388,12 +397,8 @@ class Log:
             return
         now = self._now_ms()
         if offset < self._segments[0].base_offset:
-            doomed, self._segments = (
-                self._segments,
-                [LogSegment.create(self._dir, offset, self._config.index_interval_bytes)],
-            )
+            doomed, self._segments = self._segments, [self._new_segment(offset)]
             self._log_start_offset = offset
-            self._dir_dirty = True
         else:
             i = self._segment_index(offset)
             doomed, self._segments = self._segments[i + 1 :], self._segments[: i + 1]

@@ -223,3 +223,17 @@ def test_index_lookups_agree_with_a_full_scan(tmp_path_factory, sizes, interval,
             if segment.base_offset <= offset < segment.next_offset:
                 indexed, _ = segment.offset_index.lookup(offset)
                 assert segment.base_offset <= indexed <= containing[0]
+
+
+def test_follower_offsets_far_past_the_segment_base_start_a_new_segment(tmp_path):
+    from broker.records.batch import build_batch
+
+    log = open_log(tmp_path)
+    far = 2**31 + 10
+    log.append_as_follower(*produced(build_batch([(None, b"v", 1, [])], base_offset=far)))
+    assert [s.base_offset for s in log.segments] == [far]
+    assert log.log_start_offset == far
+    assert not (log.dir / "00000000000000000000.log").exists()
+    log.append_as_follower(*produced(build_batch([(None, b"w", 2, [])], base_offset=2 * far)))
+    assert [s.base_offset for s in log.segments] == [far, 2 * far]
+    assert batch_offsets(data_of(log.read(far, 1 << 20))) == [(far, far), (2 * far, 2 * far)]

@@ -238,3 +238,14 @@ def test_delete_removes_the_partition_after_the_delay(tmp_path):
         log.read(0, 100)
     log.collect_deleted(clock.now + 1000)
     assert os.listdir(tmp_path) == []
+
+
+def test_truncate_below_the_log_start_starts_over_at_that_offset(tmp_path):
+    clock = Clock(100_000)
+    log = timestamped_log(tmp_path, clock, retention_ms=1_000)
+    log.delete_expired(clock.now, high_watermark=5)
+    assert log.log_start_offset == 4
+    log.truncate_to(2)
+    assert (log.log_start_offset, log.log_end_offset) == (2, 2)
+    assert [s.base_offset for s in log.segments] == [2]
+    assert append(log, batch(1)).first_offset == 2

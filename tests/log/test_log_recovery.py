@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from broker.log import Log, LogConfig
 from broker.log.segment import LogSegment
+from broker.records.batch import iter_batches
 from tests.log.batches import append, batch, batch_offsets, data_of
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=64)
@@ -156,3 +159,33 @@ def test_clean_close_then_open_keeps_everything(tmp_path):
     assert data_of(again.read(0, 1 << 30)) == before
     assert again.log_end_offset == end
     assert again.segments[0].max_timestamp == 1_001
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cut=st.integers(0, 10_000), junk=st.binary(max_size=200))
+def test_any_torn_tail_recovers_to_the_last_whole_batch(tmp_path_factory, cut, junk):
+    path = tmp_path_factory.mktemp("log")
+    log, segments = crashed_log(path, batches=30)
+    last = segments[-1]
+    keep = cut % (last.size + 1)
+    # The batches wholly inside the kept bytes survive; a whole batch in the junk cannot
+    # (its CRC would have to match by chance).
+    whole = [b for b in batch_offsets_of_file(last) if b[1] <= keep]
+    os.truncate(last.log_path, keep)
+    with open(last.log_path, "ab") as f:
+        f.write(junk)
+    expected_end = whole[-1][0] if whole else last.base_offset
+    recovered = reopen(path)
+    assert recovered.log_end_offset == expected_end
+    if expected_end > 0:
+        data = data_of(recovered.read(0, 1 << 30))
+        assert batch_offsets(data)[-1][1] == expected_end - 1
+    recovered.close()
+
+
+def batch_offsets_of_file(segment: LogSegment) -> list[tuple[int, int]]:
+    """(next offset, end position) of each batch of a closed segment, read from its file."""
+    data = segment.log_path.read_bytes()
+    return [(h.next_offset, pos + h.size) for pos, h in iter_batches(data)]
