@@ -347,9 +347,8 @@ class Log:
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first batch whose maxTimestamp is >= `timestamp_ms`:
         its base offset and that maxTimestamp; None if there is none. Batch granularity
-        (records are not decoded): records early in that batch may be older than
-        `timestamp_ms`, as with a compressed batch in Kafka's older brokers; consumers skip
-        them only if they check. The time index picks the segment and a start position."""
+        (records are not decoded), so records early in that batch may be older than
+        `timestamp_ms`. The time index picks the segment and where to start scanning."""
         self._check_live()
         for segment in self._segments:
             if segment.max_timestamp >= timestamp_ms:
