@@ -100,7 +100,10 @@ class TopicErrors(KafkaClientError):
             f"{name}: {code.name}" + (f" ({msg})" if msg else "")
             for name, (code, msg) in errors.items()
         )
-        super().__init__(f"{operation} failed for {detail}", first)
+        self.code = first
+        self.detail = f"{operation} failed for {detail}"
+        # The codes are in the detail already; no leading code name as other errors have.
+        Exception.__init__(self, self.detail)
 
 
 _BY_CODE: dict[ErrorCode, type[KafkaClientError]] = {

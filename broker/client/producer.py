@@ -25,7 +25,7 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from concurrent.futures._base import PENDING
+from concurrent.futures._base import FINISHED, PENDING
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
@@ -68,24 +68,43 @@ class RecordMetadata(NamedTuple):
 class _RecordFuture(Future):
     """A Future that shares one Condition with the other records of its batch.
 
-    Future() allocates a Condition (and its RLock) per instance, which dominated the
-    producer's per-record cost. Sharing is safe because a batch's futures are all
-    resolved together while holding the shared condition, so no waiter is woken for a
-    future that is not done; cancel() is refused for the same reason (a record handed
-    to the producer cannot be taken back either).
+    Future() allocates a Condition (and its RLock) per instance and set_result() takes
+    it, notifies and runs callbacks per record; together they cost more than encoding
+    the record. Here a batch's futures share its condition and are resolved together
+    by `_resolve_batch` while holding it, so no waiter is ever woken for a future that
+    is not done yet. cancel() is refused for the same reason (and a record handed to
+    the producer cannot be taken back anyway).
     """
 
+    # Read from the class until first written: fewer stores per record.
+    _state = PENDING
+    _result = None
+    _exception = None
+
     def __init__(self, condition: threading.Condition):
-        # Future.__init__ is deliberately not called: it would allocate the Condition.
+        # Future.__init__ is deliberately not called: it would allocate a Condition.
         self._condition = condition
-        self._state = PENDING
-        self._result = None
-        self._exception = None
         self._waiters = []
         self._done_callbacks = []
 
     def cancel(self) -> bool:
         return False
+
+
+def _resolve_batch(condition: threading.Condition, futures: list, results: list) -> None:
+    """set_result for every future of a batch, with one notify for the whole batch.
+
+    Futures nobody registered a callback or a concurrent.futures.wait() on (nearly all
+    of them) only get their state set; the rest go through Future.set_result.
+    """
+    with condition:
+        for future, result in zip(futures, results, strict=True):
+            if future._waiters or future._done_callbacks:
+                future.set_result(result)
+            else:
+                future._result = result
+                future._state = FINISHED
+        condition.notify_all()
 
 
 class _Batch:
@@ -549,13 +568,22 @@ class Producer:
     def _complete(self, batch: _Batch, base_offset: int, log_append_time: int) -> None:
         topic, partition = batch.topic, batch.partition
         new = tuple.__new__
+        if base_offset < 0:
+            offsets = [-1] * len(batch.records)
+        else:
+            offsets = range(base_offset, base_offset + len(batch.records))
+        if log_append_time >= 0:
+            timestamps = [log_append_time] * len(batch.records)
+        else:
+            timestamps = [record[2] for record in batch.records]
+        results = [
+            new(RecordMetadata, (topic, partition, offset, timestamp))
+            for offset, timestamp in zip(offsets, timestamps, strict=True)
+        ]
         with batch.condition:
             if batch.done.is_set():  # failed meanwhile by close()
                 return
-            for i, (future, record) in enumerate(zip(batch.futures, batch.records, strict=True)):
-                offset = base_offset + i if base_offset >= 0 else -1
-                timestamp = log_append_time if log_append_time >= 0 else record[2]
-                future.set_result(new(RecordMetadata, (topic, partition, offset, timestamp)))
+            _resolve_batch(batch.condition, batch.futures, results)
             batch.done.set()
         self._forget(batch)
 
