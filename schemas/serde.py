@@ -43,15 +43,19 @@ def frame(schema_id: int, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC_BYTE, schema_id) + body
 
 
-def unframe(data: bytes) -> tuple[int, memoryview]:
-    """The schema id and the Avro body of a framed value."""
+def _schema_id_of(data: bytes) -> int:
     if data is None or len(data) < _HEADER.size:
         size = 0 if data is None else len(data)
         raise SerializationError(f"framed value too short: {size} bytes, need at least 5")
     magic, schema_id = _HEADER.unpack_from(data)
     if magic != MAGIC_BYTE:
         raise SerializationError(f"unknown magic byte {magic}, expected {MAGIC_BYTE}")
-    return schema_id, memoryview(data)[_HEADER.size :]
+    return schema_id
+
+
+def unframe(data: bytes) -> tuple[int, memoryview]:
+    """The schema id and the Avro body of a framed value."""
+    return _schema_id_of(data), memoryview(data)[_HEADER.size :]
 
 
 def parse_schema(schema: str | dict) -> Any:
@@ -147,11 +151,14 @@ class AvroDeserializer:
         return self._writer(latest.id)
 
     def __call__(self, data: bytes, topic: str | None = None) -> Any:
-        schema_id, body = unframe(data)
+        schema_id = _schema_id_of(data)
         writer = self._writer(schema_id)
         reader = self._reader(schema_id, topic)
+        # Seeking past the header is cheaper than wrapping a sliced memoryview.
+        body = io.BytesIO(data)
+        body.seek(_HEADER.size)
         try:
-            return fastavro.schemaless_reader(io.BytesIO(body), writer, reader)
+            return fastavro.schemaless_reader(body, writer, reader)
         except (
             ValueError,
             TypeError,
