@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 
@@ -233,3 +234,22 @@ def test_auto_created_topic_on_first_send(broker, consumer):
     with Producer(broker.bootstrap) as producer:
         meta = producer.send(topic, b"hello").result(timeout=10)
     assert consumer.fetch(topic, meta.partition, 0).records().__next__().value == b"hello"
+
+
+def test_long_poll_fetch_returns_when_records_arrive(broker, consumer):
+    topic = new_topic(broker.bootstrap)
+    consumer.latest_offset(topic, 0)  # metadata and connection ready before timing
+
+    def produce_later():
+        time.sleep(0.3)
+        with Producer(broker.bootstrap) as producer:
+            producer.send(topic, b"late", partition=0)
+
+    writer = threading.Thread(target=produce_later)
+    writer.start()
+    started = time.monotonic()
+    result = consumer.fetch(topic, 0, 0, max_wait_ms=5000, min_bytes=1)
+    elapsed = time.monotonic() - started
+    writer.join()
+    assert [r.value for r in result.records()] == [b"late"]
+    assert 0.2 < elapsed < 4.5  # woken by the append, not by max_wait
