@@ -399,7 +399,8 @@ class Producer:
         batch.attempts += 1
         now = time.monotonic()
         if batch.attempts > self.retries or now - batch.created > self.delivery_timeout_s:
-            self._fail(batch, error)
+            # The last attempt may have been appended without our hearing of it.
+            self._give_up(batch, error, maybe_appended=True)
             return
         batch.retry_at = now + _RETRY_BACKOFF_S
         with self._lock:
@@ -454,7 +455,7 @@ class Producer:
                 continue
             except KafkaClientError as exc:
                 for batch in group:
-                    self._fail(batch, exc)
+                    self._give_up(batch, exc, maybe_appended=False)
                 continue
             if self.acks == 0:
                 for batch in group:
@@ -539,7 +540,7 @@ class Producer:
                         # under a new producer id instead of failing one after another.
                         self._reset_producer_id()
                     detail = p["error_message"] or f"produce to {batch.topic}-{batch.partition}"
-                    self._fail(batch, error_for(error, detail))
+                    self._give_up(batch, error_for(error, detail), maybe_appended=False)
         for batch in by_tp.values():
             self._requeue(batch, KafkaClientError("partition missing from Produce response"))
 
@@ -586,6 +587,25 @@ class Producer:
             _resolve_batch(batch.condition, batch.futures, results)
             batch.done.set()
         self._forget(batch)
+
+    def _give_up(self, batch: _Batch, error: KafkaClientError, maybe_appended: bool) -> None:
+        """Fail a batch for good, keeping the partition's idempotent sequence gap-free.
+
+        A batch the broker refused took sequence numbers the broker never saw; the next
+        batch would be OUT_OF_ORDER. If it was the partition's latest sealed batch (one
+        is in flight at a time, so it normally is), its numbers are handed back. If it
+        may have been appended, or cannot be rolled back, the producer takes a new id,
+        which restarts every sequence at zero.
+        """
+        if self.idempotent and batch.payload is not None and batch.producer_id >= 0:
+            if batch.producer_id == self._producer_id:
+                tp = (batch.topic, batch.partition)
+                end = (batch.base_sequence + len(batch.records)) % _SEQUENCE_MOD
+                if not maybe_appended and self._sequences.get(tp) == end:
+                    self._sequences[tp] = batch.base_sequence
+                else:
+                    self._reset_producer_id()
+        self._fail(batch, error)
 
     def _fail(self, batch: _Batch, error: BaseException) -> None:
         with batch.condition:

@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import KafkaClientError, KafkaTimeoutError
+from broker.client.errors import KafkaClientError, KafkaTimeoutError, MessageTooLargeError
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
 from tests.conftest import ROOT, free_port
@@ -143,3 +143,18 @@ def test_cli_topics_produce_consume(broker):
     described = cli(broker.bootstrap, "topics", "--describe", name).stdout.decode()
     assert "partitions=2" in described
     assert cli(broker.bootstrap, "topics", "--delete", name).returncode == 0
+
+
+def test_a_refused_batch_does_not_break_the_sequence_of_later_ones(broker):
+    """MESSAGE_TOO_LARGE fails only its own record; the idempotent sequence stays gap-free."""
+    topic = new_topic(broker.bootstrap)
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        assert producer.send(topic, b"first", partition=0).result(10).offset == 0
+        too_big = producer.send(topic, bytes(2 * 1024 * 1024), partition=0)
+        with pytest.raises(MessageTooLargeError):
+            too_big.result(10)
+        after = [producer.send(topic, b"after-%d" % i, partition=0) for i in range(5)]
+        assert [f.result(10).offset for f in after] == [1, 2, 3, 4, 5]
+    with SimpleConsumer(broker.bootstrap) as consumer:
+        values = [r.value for r in consumer.fetch(topic, 0, 0).records()]
+    assert values == [b"first"] + [b"after-%d" % i for i in range(5)]
