@@ -152,3 +152,20 @@ def test_large_frames_are_read_whole(broker):
         values = [r.value for r in result.records()]
     assert len(values) == 300
     assert all(v == bytes([i % 256]) * 20_000 for i, v in enumerate(values))
+
+
+def test_bootstrap_skips_dead_servers_and_parses_lists(broker):
+    from broker.client.cluster import ClusterMetadata, parse_bootstrap
+
+    assert parse_bootstrap("a:1, PLAINTEXT://b:2") == [("a", 1), ("b", 2)]
+    assert parse_bootstrap(["[::1]:9092"]) == [("::1", 9092)]
+    with pytest.raises(ValueError):
+        parse_bootstrap("no-port")
+    dead = f"127.0.0.1:{free_port()}"
+    with ClusterMetadata([dead, broker.bootstrap], timeout_s=5) as cluster:
+        assert cluster.controller_id in cluster.brokers
+        node = cluster.controller_id
+        conn = cluster.connection(node)
+        assert cluster.connection(node) is conn  # cached
+        cluster.drop_connection(node)
+        assert cluster.connection(node) is not conn
