@@ -76,15 +76,20 @@ def _read_request_header(r: Reader, header_version: int) -> RequestHeader:
     return RequestHeader(api_key, api_version, correlation_id, client_id)
 
 
-def decode_request_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int]:
-    """The header of a request frame (without size prefix) and where its body starts."""
+def decode_request_header(
+    frame: bytes | bytearray | memoryview, header_version: int | None = None
+) -> tuple[RequestHeader, int]:
+    """The header of a request frame (without size prefix) and where its body starts.
+
+    The header version follows the API and version in the frame unless given.
+    """
     r = Reader(frame)
-    if r.remaining() < 4:
-        raise DecodeError("request frame shorter than api_key + api_version")
-    api_key = r.int16()
-    api_version = r.int16()
-    r.pos = 0
-    header = _read_request_header(r, request_header_version(api_key, api_version))
+    if header_version is None:
+        if r.remaining() < 4:
+            raise DecodeError("request frame shorter than api_key + api_version")
+        header_version = request_header_version(r.int16(), r.int16())
+        r.pos = 0
+    header = _read_request_header(r, header_version)
     return header, r.pos
 
 

@@ -172,6 +172,18 @@ def test_malformed_header(frame):
         decode_request_header(frame)
 
 
+def test_explicit_header_versions():
+    # v0: no client_id (ControlledShutdown v0 only)
+    assert decode_request_header(h("0007 0000 00000005 abcd"), 0) == (
+        RequestHeader(7, 0, 5, None),
+        8,
+    )
+    frame = h("0012 0003 00000001 0001") + b"c" + h("01 05 01 ff")  # one unknown header tag
+    assert decode_request_header(frame, 2) == (RequestHeader(18, 3, 1, "c"), 15)
+    with pytest.raises(DecodeError):
+        decode_request_header(frame[:-1], 2)
+
+
 def test_header_versions():
     assert request_header_version(18, 3) == 2
     assert request_header_version(18, 2) == 1
