@@ -448,9 +448,11 @@ class _Records(_Bytes):
         write_bytes = super().encoder(flexible, True)
 
         def write(w: Writer, v: Any) -> None:
-            if not isinstance(v, list):
+            if v is None or is_bytes_like(v):
                 write_bytes(w, v)
                 return
+            if not isinstance(v, list):
+                v = [v]  # a single region (FileRegion is a tuple, so test for list)
             w.length(sum(len(p) for p in v), flexible, True)
             for p in v:
                 if is_bytes_like(p):

@@ -244,6 +244,36 @@ def test_fetch_response_frame_counts_regions_in_its_size():
     assert parts[0][4:8] == (77).to_bytes(4, "big")
 
 
+def test_fetch_response_with_real_file_regions(tmp_path):
+    from broker.records.region import FileRegion
+
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"0123456789" * 1000)
+    with open(path, "rb") as f:
+        regions = [FileRegion(f.fileno(), 10, 2000), FileRegion(f.fileno(), 5000, 30)]
+        body = {
+            "responses": [
+                {
+                    "topic": "t",
+                    "partitions": [
+                        {"partition_index": 0, "records": regions},
+                        {"partition_index": 1, "records": regions[1]},
+                    ],
+                }
+            ]
+        }
+        parts = encode_response(1, 11, 5, body)
+        assert [type(p) for p in parts] == [bytes, FileRegion, FileRegion, bytes, FileRegion]
+        # What a transport without sendfile would put on the wire:
+        wire = b"".join(p if isinstance(p, bytes) else p.read() for p in parts)
+    assert int.from_bytes(wire[:4], "big") == len(wire) - 4
+    corr, decoded = decode_response(1, 11, wire[4:])
+    assert corr == 5
+    p0, p1 = decoded["responses"][0]["partitions"]
+    assert p0["records"] == (b"0123456789" * 1000)[10:2010] + (b"0123456789" * 3)
+    assert p1["records"] == b"0123456789" * 3
+
+
 def test_frame_decoder_reassembles_frames_split_anywhere():
     frames = [b"", b"a", b"hello" * 100, bytes(range(256))]
     stream = b"".join(len(f).to_bytes(4, "big") + f for f in frames)
