@@ -157,6 +157,8 @@ class Producer:
         request_timeout_ms: int = 30000,
         retries: int = 2147483647,
         delivery_timeout_ms: int = 120000,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60000,
     ):
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
@@ -171,10 +173,14 @@ class Producer:
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.delivery_timeout_s = delivery_timeout_ms / 1000
+        self.buffer_memory = buffer_memory
+        self.max_block_s = max_block_ms / 1000
         self.cluster = ClusterMetadata(bootstrap_servers, client_id, request_timeout_ms / 1000)
 
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)
+        self._space = threading.Condition(self._lock)  # send() waits here when the buffer is full
+        self._buffered = 0  # bytes of records queued or in flight
         self._queues: dict[tuple[str, int], deque[_Batch]] = {}
         self._incomplete: set[_Batch] = set()
         self._sticky: dict[str, int] = {}
@@ -227,10 +233,12 @@ class Producer:
             headers = list(headers.items()) if isinstance(headers, dict) else list(headers)
             size += sum(len(k) + len(v or b"") + 4 for k, v in headers)
         with self._lock:
+            if self._buffered >= self.buffer_memory:
+                self._wait_for_space()
             if partition is None:
                 partition = self._sticky.get(topic)
                 if partition is None:
-                    partition = self._sticky[topic] = random.randrange(count)
+                    partition = self._sticky[topic] = _other_partition(count, -1)
             queue = self._queues.get((topic, partition))
             if queue is None:
                 queue = self._queues[(topic, partition)] = deque()
@@ -248,11 +256,25 @@ class Producer:
             future = _RecordFuture(batch.condition)
             batch.futures.append(future)
             batch.size += size
+            self._buffered += size
             if batch.size >= self.batch_size:
                 if self._sticky.get(topic) == partition:
-                    self._sticky[topic] = random.randrange(count)
+                    self._sticky[topic] = _other_partition(count, partition)
                 self._wakeup.notify()
         return future
+
+    def _wait_for_space(self) -> None:
+        """Under the lock: block send() while buffer_memory bytes wait to be sent (backpressure)."""
+        deadline = time.monotonic() + self.max_block_s
+        while self._buffered >= self.buffer_memory:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise KafkaTimeoutError(
+                    f"{self._buffered} bytes still unsent after {self.max_block_s}s "
+                    f"(buffer_memory {self.buffer_memory})"
+                )
+            self._wakeup.notify()  # a full buffer is worth sending now
+            self._space.wait(left)
 
     def _load_partitions(self, topic: str) -> int:
         """The partition count of `topic`, waiting while an auto-created topic gets leaders.
@@ -389,7 +411,7 @@ class Producer:
             if self._sticky.get(tp[0]) == tp[1] and batch.payload is None:
                 # Java's sticky partitioner moves on once the sticky batch is sent.
                 count = self._num_partitions.get(tp[0], 1)
-                self._sticky[tp[0]] = random.randrange(count)
+                self._sticky[tp[0]] = _other_partition(count, tp[1])
             total += batch.size
             taken.append(batch)
         return taken
@@ -621,5 +643,15 @@ class Producer:
         batch.payload = None
         with self._lock:
             self._incomplete.discard(batch)
+            self._buffered -= batch.size
+            self._space.notify_all()
             if self._closing:
                 self._wakeup.notify()
+
+
+def _other_partition(count: int, current: int) -> int:
+    """A random partition other than `current` (when there is another), for sticky records."""
+    if count <= 1:
+        return 0
+    choice = random.randrange(count - 1) if current >= 0 else random.randrange(count)
+    return choice + 1 if 0 <= current <= choice else choice

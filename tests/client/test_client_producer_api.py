@@ -158,3 +158,19 @@ def test_a_refused_batch_does_not_break_the_sequence_of_later_ones(broker):
     with SimpleConsumer(broker.bootstrap) as consumer:
         values = [r.value for r in consumer.fetch(topic, 0, 0).records()]
     assert values == [b"first"] + [b"after-%d" % i for i in range(5)]
+
+
+def test_buffer_memory_applies_backpressure(broker_factory):
+    b = broker_factory()
+    topic = new_topic(b.bootstrap, 2)
+    with Producer(b.bootstrap, buffer_memory=5_000, linger_ms=50, max_block_ms=2000) as producer:
+        futures = [producer.send(topic, bytes(100)) for _ in range(500)]  # blocks, then proceeds
+        assert producer._buffered <= 5_000 + 200
+        producer.flush(timeout=10)
+        assert all(f.result().offset >= 0 for f in futures)
+        assert {f.result().partition for f in futures} == {0, 1}  # sticky moved on per batch
+        b.stop()
+        with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
+            for _ in range(100):
+                producer.send(topic, bytes(100))
+        b.start()
