@@ -61,3 +61,15 @@ def test_validate_only_creates_nothing(admin):
     assert name not in admin.list_topics()
     bad = admin.create_topics([NewTopic(name, 0)], validate_only=True)
     assert bad == {name: ErrorCode.INVALID_PARTITIONS}
+
+
+def test_fetching_a_deleted_topic_raises_unknown_topic(broker, admin):
+    from broker.client.simple_consumer import SimpleConsumer
+
+    name = f"adm-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(name, 1)], raise_errors=True)
+    with SimpleConsumer(broker.bootstrap, timeout_s=10) as consumer:
+        assert consumer.fetch(name, 0, 0).error == ErrorCode.NONE  # cached as existing
+        admin.delete_topics([name], raise_errors=True)
+        with pytest.raises(UnknownTopicOrPartitionError):
+            consumer.fetch(name, 0, 0)
