@@ -442,6 +442,10 @@ class Producer:
         if self.idempotent and self._producer_id < 0:
             try:
                 self._init_producer_id()
+            except UnsupportedVersionError as exc:  # retrying cannot help
+                for batch in batches:
+                    self._fail(batch, exc)
+                return
             except KafkaClientError as exc:
                 for batch in batches:
                     self._requeue(batch, exc)
