@@ -116,6 +116,35 @@ def check_batch(buf, pos: int = 0) -> BatchHeader:
     return header
 
 
+def check_record_framing(data, count: int) -> None:
+    """Check that exactly `count` length-prefixed records fill `data`, without decoding
+    their fields: the cheap structural check the broker makes on every produced batch
+    (about a tenth of parse_records' cost). Raises CorruptRecordError."""
+    end = len(data)
+    if count * _MIN_RECORD_SIZE > end:
+        raise CorruptRecordError(f"{count} records cannot fit in {end} bytes")
+    pos = 0
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = decode_zigzag(data, pos, end)
+            if length < _MIN_RECORD_SIZE - 1:
+                raise CorruptRecordError(f"bad record length {length}")
+            pos += length
+    except IndexError:
+        raise CorruptRecordError("record length runs past the end of the batch") from None
+    if pos != end:
+        raise CorruptRecordError(f"{count} records end at byte {pos} of {end}")
+
+
 def parse_records(
     data: bytes,
     count: int,

@@ -63,8 +63,12 @@ class Broker:
         cfg = self.config
         for d in cfg.log_dirs:
             d.mkdir(parents=True, exist_ok=True)
-        logs = LogManager(cfg.log_dirs, cfg.log_config, now_ms=now_ms,
-                          retention_check_interval_ms=cfg["log.retention.check.interval.ms"])
+        logs = LogManager(
+            cfg.log_dirs,
+            cfg.log_config,
+            now_ms=now_ms,
+            retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+        )
         metadata = MetadataCache(
             cluster_id=_cluster_id(cfg.log_dirs[0], cfg.broker_id), controller_id=cfg.broker_id
         )

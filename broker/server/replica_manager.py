@@ -60,12 +60,22 @@ class ReplicaManager:
     def load(self) -> None:
         """Open (and recover) the logs on disk and host every partition found, with the
         checkpointed high watermarks and each topic's overrides."""
-        self.logs.load({topic: apply_overrides(self.logs.default_config, overrides)
-                        for topic, overrides in self.topic_overrides.items()})
+        self.logs.load(
+            {
+                topic: apply_overrides(self.logs.default_config, overrides)
+                for topic, overrides in self.topic_overrides.items()
+            }
+        )
         hws = self.logs.high_watermarks()
         for log in self.logs.logs():
-            self._host(Partition(log, self.broker_id, high_watermark=hws.get((log.topic, log.partition)),
-                                 retain_batches=self.retain_batches))
+            self._host(
+                Partition(
+                    log,
+                    self.broker_id,
+                    high_watermark=hws.get((log.topic, log.partition)),
+                    retain_batches=self.retain_batches,
+                )
+            )
 
     def _host(self, partition: Partition) -> None:
         partition.on_high_watermark = self._high_watermark_moved

@@ -170,3 +170,18 @@ def test_error_carries_a_message():
         validate_produce_records(batch() + batch(), MAX)
     assert "exactly one record batch" in info.value.message
     assert info.value.error_code == 87
+
+
+def test_framing_check_passes_a_record_whose_fields_are_broken_full_parse_refuses_it():
+    """The default check walks record lengths only; `parse_every_record` decodes fields."""
+    raw = bytearray(build_batch([(b"key", b"value", 1000, [])]))
+    # The record: length, attributes, ts delta, offset delta, key length (zigzag 3 = 6)...
+    # Claim a key of 60 bytes: the framing is intact, the fields are not.
+    key_len_at = 61 + 1 + 1 + 1 + 1
+    assert raw[key_len_at] == 6
+    raw[key_len_at] = 120
+    set_crc(raw, 0, compute_crc(raw, 0, len(raw)))
+    assert validate_produce_records(bytes(raw), MAX)
+    with pytest.raises(RecordsError) as info:
+        validate_produce_records(bytes(raw), MAX, parse_every_record=True)
+    assert info.value.error_code == ErrorCode.INVALID_RECORD

@@ -53,7 +53,11 @@ def _produce_partition(ctx, topic: str, pdata: dict, acks: int, now: int) -> dic
     if not records:
         return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, message="no record batch")
     try:
-        batches = validate_produce_records(records, partition.log.config.max_message_bytes)
+        batches = validate_produce_records(
+            records,
+            partition.log.config.max_message_bytes,
+            parse_every_record=ctx.config["produce.record.validation"] == "full",
+        )
     except RecordsError as exc:
         return _partition_response(index, ErrorCode(exc.error_code), message=str(exc))
     result = partition.append_as_leader(bytearray(records), batches, now)
