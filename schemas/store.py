@@ -27,7 +27,14 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
+
+from broker.client.admin import AdminClient, NewTopic
+from broker.client.errors import KafkaClientError
+from broker.client.producer import Producer
+from broker.client.simple_consumer import SimpleConsumer
+from broker.protocol.errors import ErrorCode
 
 Entry = tuple[dict, dict | None]
 
@@ -83,9 +90,12 @@ class InMemoryStore:
 class KafkaTopicStore:
     """The log kept in a single-partition Kafka topic (``_schemas``) on our broker.
 
-    It speaks only the Kafka protocol through kafka-python, so any Kafka-protocol
-    broker serves. One partition keeps one total order of entries; ``acks='all'``
-    makes an append durable on every in-sync replica before it returns.
+    It goes through our own client library (``broker.client``), so the product
+    runs on its own Kafka client: the AdminClient creates the topic with one
+    partition if it is missing (one partition keeps one total order of entries),
+    the Producer appends with acks=-1 (durable on every in-sync replica before
+    ``append`` returns; idempotent, so a retried append is not written twice) and
+    the SimpleConsumer replays from the earliest offset to the end offset.
     """
 
     PARTITION = 0
@@ -104,95 +114,98 @@ class KafkaTopicStore:
         self.timeout_ms = timeout_ms
         self.init_timeout_ms = init_timeout_ms
         self.replication_factor = replication_factor
-        self._producer = None
+        self._producer: Producer | None = None
+        self._topic_ready = False
 
     def _ensure_topic(self) -> None:
-        from kafka import KafkaAdminClient
-        from kafka.admin import NewTopic
-        from kafka.errors import KafkaError, TopicAlreadyExistsError
-
+        if self._topic_ready:
+            return
         try:
-            admin = KafkaAdminClient(
-                bootstrap_servers=self.bootstrap_servers,
-                request_timeout_ms=self.init_timeout_ms,
+            with AdminClient(
+                self.bootstrap_servers,
                 client_id="schema-registry-admin",
-            )
-        except KafkaError as exc:
+                request_timeout_ms=self.init_timeout_ms,
+            ) as admin:
+                if self.topic not in admin.list_topics():
+                    outcome = admin.create_topics(
+                        [NewTopic(self.topic, 1, self.replication_factor)],
+                        timeout_ms=self.init_timeout_ms,
+                    )
+                    # TOPIC_ALREADY_EXISTS: another registry instance created it first.
+                    code = outcome.get(self.topic, ErrorCode.NONE)
+                    if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):
+                        detail = admin.last_errors.get(self.topic, (code, None))[1]
+                        raise StoreError(
+                            f"cannot create topic {self.topic!r}: {code.name} {detail or ''}"
+                        )
+        except (KafkaClientError, ValueError) as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
-        try:
-            if self.topic in admin.list_topics():
-                return
-            admin.create_topics(
-                [NewTopic(self.topic, 1, self.replication_factor)],
-                timeout_ms=self.init_timeout_ms,
-            )
-        except TopicAlreadyExistsError:
-            pass  # another registry instance created it first
-        except KafkaError as exc:
-            raise StoreError(f"cannot create topic {self.topic!r}: {exc}") from exc
-        finally:
-            admin.close()
+        self._topic_ready = True
 
     def replay(self) -> Iterator[Entry]:
-        from kafka import KafkaConsumer, TopicPartition
-        from kafka.errors import KafkaError
-
         self._ensure_topic()
-        partition = TopicPartition(self.topic, self.PARTITION)
         try:
-            consumer = KafkaConsumer(
-                bootstrap_servers=self.bootstrap_servers,
-                group_id=None,
-                enable_auto_commit=False,
+            consumer = SimpleConsumer(
+                self.bootstrap_servers,
                 client_id="schema-registry-replay",
-                request_timeout_ms=max(self.init_timeout_ms, 30000) + 5000,
+                timeout_s=self.init_timeout_ms / 1000,
             )
-        except KafkaError as exc:
+        except KafkaClientError as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
         try:
-            consumer.assign([partition])
-            consumer.seek_to_beginning(partition)
-            # Read up to the end offset as of now: everything appended before we
-            # started, which is everything, since this registry is the only writer.
-            end = consumer.end_offsets([partition])[partition]
-            deadline = time.monotonic() + self.init_timeout_ms / 1000
-            while consumer.position(partition) < end:
-                if time.monotonic() > deadline:
-                    raise StoreError(
-                        f"replay of {self.topic!r} stopped at offset "
-                        f"{consumer.position(partition)} of {end} after {self.init_timeout_ms} ms"
-                    )
-                batches = consumer.poll(timeout_ms=200)
-                for record in batches.get(partition, []):
-                    if record.offset >= end:
-                        break
-                    yield decode(record.key), decode(record.value)
-        except KafkaError as exc:
+            yield from self._read_to_end(consumer)
+        except KafkaClientError as exc:
             raise StoreError(f"replay of {self.topic!r} failed: {exc}") from exc
         finally:
             consumer.close()
 
-    def append(self, key: dict, value: dict | None) -> None:
-        from kafka import KafkaProducer
-        from kafka.errors import KafkaError
+    def _read_to_end(self, consumer: SimpleConsumer) -> Iterator[Entry]:
+        offset = consumer.earliest_offset(self.topic, self.PARTITION)
+        # Read up to the end offset as of now: everything appended before we
+        # started, which is everything, since this registry is the only writer.
+        end = consumer.latest_offset(self.topic, self.PARTITION)
+        deadline = time.monotonic() + self.init_timeout_ms / 1000
+        while offset < end:
+            result = consumer.fetch(self.topic, self.PARTITION, offset, max_bytes=1 << 20)
+            for record in result.records():
+                if record.offset >= end:
+                    return
+                yield decode(record.key), decode(record.value)
+            if result.next_offset > offset:
+                offset = result.next_offset
+            elif time.monotonic() > deadline:
+                raise StoreError(
+                    f"replay of {self.topic!r} stopped at offset {offset} of {end} "
+                    f"after {self.init_timeout_ms} ms"
+                )
+            else:
+                time.sleep(0.05)  # nothing readable yet (a leader still loading): ask again
 
+    def append(self, key: dict, value: dict | None) -> None:
         try:
+            self._ensure_topic()
             if self._producer is None:
-                self._producer = KafkaProducer(
-                    bootstrap_servers=self.bootstrap_servers,
-                    acks="all",
+                self._producer = Producer(
+                    self.bootstrap_servers,
+                    acks=-1,
+                    linger_ms=0,  # the registry waits for each append: nothing to batch
                     client_id="schema-registry",
-                    # One in flight keeps entries in order even if a send is retried.
-                    max_in_flight_requests_per_connection=1,
+                    request_timeout_ms=self.timeout_ms,
+                    delivery_timeout_ms=self.timeout_ms,
+                    max_block_ms=self.timeout_ms,
                 )
             future = self._producer.send(
-                self.topic, key=encode(key), value=encode(value), partition=self.PARTITION
+                self.topic, encode(value), key=encode(key), partition=self.PARTITION
             )
-            future.get(timeout=max(self.timeout_ms, 1) / 1000)
-        except KafkaError as exc:
+            future.result(timeout=max(self.timeout_ms, 1) / 1000)
+        except FutureTimeout as exc:
+            raise StoreError(
+                f"append to {self.topic!r} not acknowledged within {self.timeout_ms} ms"
+            ) from exc
+        except KafkaClientError as exc:
             raise StoreError(f"append to {self.topic!r} failed: {exc}") from exc
 
     def close(self) -> None:
         if self._producer is not None:
-            self._producer.close()
+            self._producer.close(self.timeout_ms / 1000)
             self._producer = None

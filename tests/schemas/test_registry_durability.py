@@ -8,9 +8,11 @@ import sys
 import time
 
 import httpx
+import pytest
 
+from broker.client.admin import AdminClient
 from schemas import catalog
-from schemas.store import KafkaTopicStore
+from schemas.store import KafkaTopicStore, StoreError
 
 SCHEMAS = {name: catalog.load_str(name) for name in catalog.names()}
 
@@ -79,6 +81,28 @@ def test_registry_and_broker_restart_keep_everything(
         )
         assert answer.json()["id"] == max(ids.values()) + 1
     store.close()
+
+
+def test_store_creates_one_partition_and_replays_in_order(broker):
+    store = KafkaTopicStore(broker.bootstrap, "_schemas_order", timeout_ms=10_000)
+    assert list(store.replay()) == []  # creates the topic
+    entries = [({"keytype": "CONFIG", "subject": f"s{i}", "magic": 0}, {"n": i}) for i in range(50)]
+    entries.append((entries[3][0], None))  # a tombstone replays as a None value
+    for key, value in entries:
+        store.append(key, value)
+    store.close()
+    with AdminClient(broker.bootstrap) as admin:
+        described = admin.describe_topics(["_schemas_order"])["_schemas_order"]
+    assert len(described.partitions) == 1
+    assert list(KafkaTopicStore(broker.bootstrap, "_schemas_order").replay()) == entries
+
+
+def test_unreachable_broker_is_a_store_error():
+    store = KafkaTopicStore("127.0.0.1:1", timeout_ms=1000, init_timeout_ms=1000)
+    with pytest.raises(StoreError, match="cannot reach"):
+        list(store.replay())
+    with pytest.raises(StoreError):
+        store.append({"keytype": "CONFIG", "subject": None, "magic": 0}, None)
 
 
 def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
