@@ -67,6 +67,19 @@ class _Pending(NamedTuple):
     version: int
 
 
+_BUFFER_POOL = 3
+
+
+def _unexported(buf: bytearray) -> bool:
+    """True when no memoryview of buf is alive: a bytearray refuses to resize then."""
+    try:
+        buf.append(0)
+    except BufferError:
+        return False
+    buf.pop()
+    return True
+
+
 class BrokerConnection:
     """A blocking connection to one broker, negotiated with ApiVersions on connect."""
 
@@ -85,8 +98,8 @@ class BrokerConnection:
         self._next_id = 0
         self._pending: deque[_Pending] = deque()
         self._done: dict[int, dict] = {}
-        self._buf = bytearray(64 * 1024)
         self._head = bytearray(4)
+        self._buffers: list[bytearray] = []
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
@@ -248,19 +261,30 @@ class BrokerConnection:
     def _read_frame(self) -> memoryview:
         """The next response frame without its size prefix, as a view of the reused buffer.
 
-        The view is valid until the next read; decoding copies what it keeps.
+        Views into it (records) stay valid: its buffer is not reused while they live.
         """
         self._read_exact(memoryview(self._head))
         (size,) = _SIZE.unpack(self._head)
         if not 4 <= size <= MAX_FRAME_BYTES:
             self.close()
             raise KafkaConnectionError(f"{self.host}:{self.port} sent a frame of size {size}")
-        if size > len(self._buf):
-            # A fresh buffer rather than a resize: views of the old one may still exist.
-            self._buf = bytearray(max(size, 2 * len(self._buf)))
-        view = memoryview(self._buf)[:size]
+        view = memoryview(self._buffer_for(size))[:size]
         self._read_exact(view)
         return view
+
+    def _buffer_for(self, size: int) -> bytearray:
+        """A buffer no caller still holds a view of. Decoded records are views into the
+        frame (no copy), so a buffer is reused only once its views are gone; a few are
+        pooled because a caller typically keeps the previous result while fetching the
+        next. Reuse matters: a fresh multi-megabyte buffer costs a page fault per page."""
+        for buf in self._buffers:
+            if len(buf) >= size and _unexported(buf):
+                return buf
+        buf = bytearray(max(size, 64 * 1024))
+        self._buffers.append(buf)
+        if len(self._buffers) > _BUFFER_POOL:
+            self._buffers.pop(0)
+        return buf
 
     def _read_exact(self, view: memoryview) -> None:
         sock = self._sock

@@ -253,3 +253,19 @@ def test_long_poll_fetch_returns_when_records_arrive(broker, consumer):
     writer.join()
     assert [r.value for r in result.records()] == [b"late"]
     assert 0.2 < elapsed < 4.5  # woken by the append, not by max_wait
+
+
+def test_fetched_records_stay_valid_while_later_fetches_reuse_buffers(broker, consumer):
+    """Records are views into the response frame; a buffer is reused only once no view of
+    it is alive, so results kept across many fetches keep their bytes."""
+    topic = new_topic(broker.bootstrap)
+    with Producer(broker.bootstrap, linger_ms=0) as producer:
+        for i in range(40):
+            producer.send(topic, f"value-{i}".encode() * 50, partition=0).result(10)
+    kept = [consumer.fetch(topic, 0, offset, max_bytes=1) for offset in range(40)]
+    for _ in range(5):  # churn the buffer pool
+        consumer.fetch(topic, 0, 0)
+    for offset, result in enumerate(kept):
+        first = next(iter(result.records()))
+        assert first.offset == offset
+        assert first.value == f"value-{offset}".encode() * 50
