@@ -1,0 +1,231 @@
+"""Every key of conf/ingest.yaml, declared once (the broker's ConfigDef), so the load,
+the CLI, the DAGs and the generated reference agree. YAML nesting is flattened to
+dotted keys: `topics: {whitelist: [...]}` is `topics.whitelist`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
+
+
+def _regexes(value: list[str]) -> str | None:
+    import re
+
+    for item in value:
+        try:
+            re.compile(item)
+        except re.error as exc:
+            return f"{item!r} is not a regular expression: {exc}"
+    return None
+
+
+INGEST_CONFIG = (
+    ConfigDef("Hourly load (conf/ingest.yaml)")
+    .define(
+        "bootstrap.servers",
+        "list",
+        ["127.0.0.1:9092"],
+        "Brokers to bootstrap from.",
+        group="sources",
+    )
+    .define(
+        "registry.url",
+        "string",
+        "http://127.0.0.1:8081",
+        "Schema registry (Confluent REST API).",
+        group="sources",
+    )
+    .define(
+        "topics.whitelist",
+        "list",
+        [".*"],
+        "Topics to load: regular expressions, a topic matching any is loaded (full match).",
+        validator=_regexes,
+        group="topics",
+    )
+    .define(
+        "topics.blacklist",
+        "list",
+        ["_.*"],
+        "Topics never loaded even when whitelisted "
+        "(full match); by default internal topics such as _schemas and _audit.",
+        validator=_regexes,
+        group="topics",
+    )
+    .define(
+        "root",
+        "string",
+        "var/warehouse",
+        "Root of the load: a path or file:// URI, "
+        "webhdfs://host:port/path, or hdfs://namenode/path.",
+        group="output",
+    )
+    .define(
+        "format",
+        "string",
+        "parquet",
+        "Data file format.",
+        validator=one_of("parquet", "avro"),
+        group="output",
+    )
+    .define(
+        "time.field",
+        "string",
+        "header.time",
+        "Dotted path of the event-time field used to "
+        "partition by hour; records without it use their Kafka timestamp.",
+        group="output",
+    )
+    .define(
+        "offsets.new.partition.start",
+        "string",
+        "earliest",
+        "Where a partition never loaded before starts.",
+        validator=one_of("earliest", "latest"),
+        group="offsets",
+    )
+    .define(
+        "offsets.on.gap",
+        "string",
+        "continue",
+        "When a stored offset is below the earliest retained "
+        "offset: record the gap and continue from earliest, or fail the run.",
+        validator=one_of("continue", "fail"),
+        group="offsets",
+    )
+    .define(
+        "limits.max.records.per.partition",
+        "long",
+        5_000_000,
+        "At most this many offsets per partition in one run; the rest is loaded next run.",
+        validator=at_least(1),
+        group="limits",
+    )
+    .define(
+        "limits.max.bytes.per.partition",
+        "long",
+        1_073_741_824,
+        "At most about this many bytes per partition in one run (checked per fetch).",
+        validator=at_least(1),
+        group="limits",
+    )
+    .define(
+        "limits.max.records.per.task",
+        "long",
+        2_000_000,
+        "A larger range is split across several tasks.",
+        validator=at_least(1),
+        group="limits",
+    )
+    .define(
+        "fetch.max.bytes",
+        "int",
+        8_388_608,
+        "Bytes per fetch request of a task.",
+        validator=at_least(1024),
+        group="limits",
+    )
+    .define(
+        "audit.topic",
+        "string",
+        "_audit",
+        "Topic of the producers' monitoring events.",
+        group="audit",
+    )
+    .define(
+        "audit.window.ms",
+        "long",
+        600_000,
+        "Audit window; must match the producers'.",
+        validator=at_least(1000),
+        group="audit",
+    )
+    .define(
+        "audit.threshold",
+        "double",
+        1.0,
+        "Fraction of the producers' count that makes a window complete (1.0: exact).",
+        validator=between(0.0, 1.0),
+        group="audit",
+    )
+    .define(
+        "audit.publish",
+        "boolean",
+        True,
+        "Publish the loader's counts to the audit topic as tier hadoop.",
+        group="audit",
+    )
+    .define("spark.master", "string", "local[2]", "Spark master for the load.", group="spark")
+    .define(
+        "spark.app.name", "string", "kafka-hourly-load", "Spark application name.", group="spark"
+    )
+    .define(
+        "lock.stale.ms",
+        "long",
+        3_600_000,
+        "A run lock older than this (a dead driver) may be broken by the next run.",
+        validator=at_least(1000),
+        group="output",
+    )
+    .define(
+        "webhdfs.user",
+        "string",
+        "",
+        "User for webhdfs:// roots (empty: the process user).",
+        optional=True,
+        group="output",
+    )
+    .define(
+        "webhdfs.kerberos",
+        "boolean",
+        False,
+        "Use Kerberos (SPNEGO) for webhdfs:// roots.",
+        group="output",
+    )
+)
+
+
+def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flatten(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _as_raw(value: Any) -> Any:
+    """YAML gives typed values. Lists stay lists (a regex may hold a comma); scalars go
+    back to text so every key is parsed and validated the same way as an override."""
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value if value is None else str(value)
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> dict[str, Any]:
+    raw: dict[str, Any] = {}
+    if path is not None:
+        try:
+            tree = yaml.safe_load(Path(path).read_text()) or {}
+        except OSError as exc:
+            raise ConfigError(f"Cannot read configuration file {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"Configuration file {path} is not valid YAML: {exc}") from None
+        if not isinstance(tree, Mapping):
+            raise ConfigError(f"Configuration file {path} must hold a mapping of keys")
+        raw = {k: _as_raw(v) for k, v in flatten(tree).items()}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"Malformed override {item!r}: expected key=value")
+        key, value = item.split("=", 1)
+        raw[key.strip()] = value.strip()
+    return INGEST_CONFIG.parse(raw)

@@ -1,0 +1,126 @@
+"""Planning a run, driver side: which topics, which partitions, which offset ranges.
+
+Each partition gets [first, next): first is where the previous committed run stopped
+(or earliest/latest for a partition never loaded), next is the high watermark capped by
+the per-run record limit. A stored offset below the log start is a gap: offsets deleted
+by retention before anyone loaded them. It is recorded (manifest, audit), and loading
+continues from the log start -- or the run fails, if so configured.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from broker.client.simple_consumer import SimpleConsumer
+
+
+class GapError(RuntimeError):
+    """A partition lost offsets to retention and offsets.on.gap is `fail`."""
+
+
+@dataclass(frozen=True)
+class PartitionRange:
+    topic: str
+    partition: int
+    leader: int
+    first: int
+    next: int
+    earliest: int  # log start at planning time
+    latest: int  # high watermark at planning time
+    gap: tuple[int, int] | None = None  # [from, to) lost to retention
+
+    @property
+    def size(self) -> int:
+        return self.next - self.first
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One Spark task: [start, end) of one partition. A range larger than the per-task
+    limit becomes several tasks, numbered by `index`."""
+
+    topic: str
+    partition: int
+    leader: int
+    start: int
+    end: int
+    index: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}+{self.partition}+{self.start}"
+
+
+def select_topics(topics: Iterable[str], whitelist: list[str], blacklist: list[str]) -> list[str]:
+    allow = [re.compile(p) for p in whitelist]
+    deny = [re.compile(p) for p in blacklist]
+    return sorted(
+        t
+        for t in topics
+        if any(p.fullmatch(t) for p in allow) and not any(p.fullmatch(t) for p in deny)
+    )
+
+
+def plan_ranges(
+    consumer: SimpleConsumer,
+    topics: list[str],
+    stored: dict[tuple[str, int], int],
+    *,
+    new_partition_start: str = "earliest",
+    on_gap: str = "continue",
+    max_records_per_partition: int,
+) -> list[PartitionRange]:
+    """The range of every partition of `topics` (empty ranges included, so the manifest
+    carries every partition's offset forward)."""
+    consumer.cluster.refresh(topics)
+    ranges = []
+    for topic in topics:
+        for partition in consumer.partitions_for(topic):
+            earliest = consumer.earliest_offset(topic, partition)
+            latest = consumer.latest_offset(topic, partition)
+            start = stored.get((topic, partition))
+            gap = None
+            if start is None:
+                start = earliest if new_partition_start == "earliest" else latest
+            elif start < earliest:
+                if on_gap == "fail":
+                    raise GapError(
+                        f"{topic}-{partition}: offsets [{start}, {earliest}) were deleted by retention "
+                        "before they were loaded (offsets.on.gap=fail)"
+                    )
+                gap = (start, earliest)
+                start = earliest
+            elif start > latest:
+                # The partition's log was truncated or recreated below what we stored.
+                raise GapError(
+                    f"{topic}-{partition}: stored offset {start} is past the high watermark {latest}; "
+                    "the topic was recreated or truncated -- rerun with an explicit range"
+                )
+            end = min(latest, start + max_records_per_partition)
+            ranges.append(
+                PartitionRange(
+                    topic,
+                    partition,
+                    consumer.cluster.leader_for(topic, partition),
+                    start,
+                    end,
+                    earliest,
+                    latest,
+                    gap,
+                )
+            )
+    return ranges
+
+
+def split_tasks(ranges: list[PartitionRange], max_records_per_task: int) -> list[TaskSpec]:
+    tasks = []
+    for r in ranges:
+        start, index = r.first, 0
+        while start < r.next:
+            end = min(r.next, start + max_records_per_task)
+            tasks.append(TaskSpec(r.topic, r.partition, r.leader, start, end, index))
+            start, index = end, index + 1
+    # Largest first: Spark schedules in order, so long tasks do not straggle at the end.
+    return sorted(tasks, key=lambda t: t.end - t.start, reverse=True)
