@@ -1,0 +1,255 @@
+"""Decoding Confluent-framed Avro values of one topic into Arrow batches of its
+target schema.
+
+Per chunk of fetched records (one partition): the 5-byte frames are checked and
+the schema ids read for all rows at once; rows are grouped by writer schema id;
+each group is decoded by the columnar decoder compiled for (writer, target), or
+by fastavro row by row when the columnar one does not read that schema; rows
+that fail are re-read by fastavro one by one, which either rescues them (the
+two disagree only on corrupt data, and fastavro is the reference) or names the
+reason they are quarantined. Rows come out in their input order, with the
+``_kafka_*`` columns and ``_schema_id`` appended.
+
+Every input record is either in the batch or quarantined, never dropped:
+``len(chunk) == batch.num_rows + len(quarantined)``. Reasons:
+
+* ``null value`` — a tombstone (value None): an Avro topic has no meaning for
+  it, and keeping it makes the ledger balance; it is quarantined, not loaded;
+* ``not Confluent framing: ...`` — shorter than 5 bytes or magic byte not 0;
+* ``unknown schema id N`` — the registry answers 404 for the id;
+* ``writer schema N not resolvable to the target: ...`` — Avro resolution of the
+  writer schema as the target schema fails (checked once per id);
+* ``undecodable body: ...`` — fastavro's error for that value (truncated,
+  trailing bytes, bad UTF-8, a null where the target has none, ...).
+
+Other registry failures (connection refused, 5xx) raise: a registry outage must
+fail (and retry) the task, not quarantine a partition's data.
+
+The target schema is the latest version of ``<topic>-value`` when the decoder is
+made (or one given); schemas are fetched once per id and cached, as are the
+compiled plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from broker.records.batch import Record
+from ingest.decoders import columnar
+from ingest.decoders.arrow_types import KAFKA_FIELDS, UnsupportedSchema, arrow_schema_for, as_parsed
+from ingest.decoders.base import DecodedChunk, Quarantined, chunks
+from ingest.decoders.rowwise import BadRow, RowDecoder
+from schemas.canonical import InvalidSchema, ParsedSchema, parse
+from schemas.client import RegistryClient, RegistryError
+from schemas.compatibility import read_problems
+from schemas.serde import topic_subject
+
+FRAME = 5
+
+
+@dataclass
+class _Writer:
+    """What the decoder knows about one writer schema id."""
+
+    schema_id: int
+    refused: str | None = None  # the quarantine reason for all its rows
+    rows: RowDecoder | None = None
+    plan: columnar.Node | None = None  # None: read row by row
+
+
+class ConfluentAvroDecoder:
+    def __init__(
+        self,
+        registry: RegistryClient,
+        topic: str,
+        target_schema: str | dict | ParsedSchema | None = None,
+        *,
+        chunk_size: int = 20_000,
+        columnar_decoding: bool = True,
+    ) -> None:
+        self.registry = registry
+        self.topic = topic
+        if target_schema is None:
+            target_schema = registry.latest(topic_subject(topic)).schema
+        self.target = as_parsed(target_schema)
+        self.schema = arrow_schema_for(self.target)
+        self.value_type = pa.struct(list(self.schema)[: -len(KAFKA_FIELDS)])
+        self.chunk_size = chunk_size
+        self.columnar_decoding = columnar_decoding
+        self._writers: dict[int, _Writer] = {}
+
+    # -- writer schemas -----------------------------------------------------
+
+    def _writer(self, schema_id: int) -> _Writer:
+        found = self._writers.get(schema_id)
+        if found is None:
+            found = self._writers[schema_id] = self._load_writer(schema_id)
+        return found
+
+    def _load_writer(self, schema_id: int) -> _Writer:
+        try:
+            text = self.registry.schema(schema_id)
+        except RegistryError as exc:
+            if exc.status == 404:
+                return _Writer(schema_id, refused=f"unknown schema id {schema_id}")
+            raise
+        try:
+            writer = parse(text)
+        except InvalidSchema as exc:
+            return _Writer(schema_id, refused=f"writer schema {schema_id} is invalid: {exc}")
+        problems = read_problems(self.target, writer)
+        if problems:
+            reason = "; ".join(problems)
+            return _Writer(
+                schema_id,
+                refused=f"writer schema {schema_id} not resolvable to the target: {reason}",
+            )
+        found = _Writer(schema_id, rows=RowDecoder(writer, self.target))
+        if self.columnar_decoding:
+            try:
+                found.plan = columnar.compile_plan(writer, self.target)
+            except (UnsupportedSchema, columnar.Unresolvable):
+                found.plan = None  # fastavro reads it row by row
+        return found
+
+    # -- decoding -----------------------------------------------------------
+
+    def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
+        """Decode one chunk (bounded by the caller: see ``decode_stream``)."""
+        count = len(records)
+        values = [r.value for r in records]
+        pad = max([columnar.required_pad(w.plan) for w in self._writers.values() if w.plan] + [64])
+        data, starts, ends = columnar.pack(values, pad)
+        ids, reasons = self._frames(values, data, starts, ends)
+
+        parts: list[pa.StructArray] = []
+        part_rows: list[pa.Array] = []
+        framed = pc.is_valid(ids)
+        for schema_id in pc.unique(ids.filter(framed)).to_pylist():
+            mask = pc.equal(ids, schema_id).fill_null(False)
+            indices = pc.indices_nonzero(mask)
+            writer = self._writer(schema_id)
+            if writer.refused:
+                for i in indices.to_pylist():
+                    reasons[i] = writer.refused
+                continue
+            struct, kept = self._decode_group(writer, values, indices, data, starts, ends, reasons)
+            parts.append(struct)
+            part_rows.append(kept)
+
+        if parts:
+            struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+            rows = part_rows[0] if len(part_rows) == 1 else pa.concat_arrays(part_rows)
+            if len(parts) > 1:  # back to offset order
+                order = pc.sort_indices(rows)
+                struct, rows = struct.take(order), rows.take(order)
+        else:
+            struct = pa.array([], self.value_type)
+            rows = pa.array([], pa.int64())
+        batch = self._with_kafka_columns(struct, rows, ids, partition, records)
+        quarantined = [
+            Quarantined(
+                records[i].offset,
+                records[i].key,
+                records[i].value,
+                reason,
+                _frame_id(records[i].value),
+            )
+            for i, reason in sorted(reasons.items())
+        ]
+        assert batch.num_rows + len(quarantined) == count, "a record was dropped"
+        return DecodedChunk(partition, batch, quarantined)
+
+    def decode_stream(
+        self, partition: int, records: Iterable[Record], chunk_size: int | None = None
+    ) -> Iterator[DecodedChunk]:
+        for chunk in chunks(records, chunk_size or self.chunk_size):
+            yield self.decode(partition, chunk)
+
+    def _frames(self, values, data, starts, ends) -> tuple[pa.Array, dict[int, str]]:
+        """The schema id of each row (null when unframed) and reasons for the unframed."""
+        reasons: dict[int, str] = {}
+        size = pc.subtract(ends, starts)
+        short = pc.less(size, FRAME)
+        magic = data.take(starts)
+        word = pa.scalar(0, pa.int64())
+        for k in range(1, FRAME):
+            byte = data.take(pc.add(starts, k)).cast(pa.int64())
+            word = pc.add(pc.multiply(word, 256), byte)
+        # Big-endian int32 (ids are positive; a negative one is unknown anyway).
+        ids = pc.if_else(pc.greater_equal(word, 1 << 31), pc.subtract(word, 1 << 32), word)
+        unframed = pc.or_(short, pc.not_equal(magic, 0))
+        if pc.any(unframed).as_py():
+            for i in pc.indices_nonzero(unframed).to_pylist():
+                value = values[i]
+                if value is None:
+                    reasons[i] = "null value"
+                elif len(value) < FRAME:
+                    reasons[i] = f"not Confluent framing: {len(value)} bytes, need at least 5"
+                else:
+                    reasons[i] = f"not Confluent framing: magic byte {value[0]}, expected 0"
+            ids = pc.if_else(unframed, pa.scalar(None, pa.int64()), ids)
+        return ids, reasons
+
+    def _decode_group(self, writer, values, indices, data, starts, ends, reasons):
+        """Decode the rows ``indices`` (all of one writer schema): the struct of the
+        decoded rows and their indices; reasons filled in for the others."""
+        if writer.plan is not None:
+            struct, bad = columnar.decode_rows(
+                writer.plan, data, pc.add(starts.take(indices), FRAME), ends.take(indices)
+            )
+            if not pc.any(bad).as_py():
+                return struct, indices
+            good = pc.invert(bad)
+            suspects = indices.filter(bad).to_pylist()
+            struct, indices = struct.filter(good), indices.filter(good)
+        else:
+            suspects = indices.to_pylist()
+        rescued, rescued_rows = [], []
+        for i in suspects:
+            try:
+                rescued.append(writer.rows.read(values[i], FRAME))
+                rescued_rows.append(i)
+            except BadRow as exc:
+                reasons[i] = str(exc)
+        if writer.plan is None:
+            return writer.rows.to_arrow(rescued), pa.array(rescued_rows, pa.int64())
+        if rescued:
+            struct = pa.concat_arrays([struct, writer.rows.to_arrow(rescued)])
+            indices = pa.concat_arrays([indices, pa.array(rescued_rows, pa.int64())])
+            order = pc.sort_indices(indices)
+            struct, indices = struct.take(order), indices.take(order)
+        return struct, indices
+
+    def _with_kafka_columns(self, struct, rows, ids, partition, records) -> pa.RecordBatch:
+        count = len(rows)
+        if count == 0:
+            return pa.RecordBatch.from_pylist([], schema=self.schema)
+        everything = len(rows) == len(records)
+        offsets = pa.array([r.offset for r in records], pa.int64())
+        timestamps = pa.array([r.timestamp for r in records], pa.int64())
+        keys = pa.array([r.key for r in records], pa.binary())
+        columns = struct.flatten()
+        columns += [
+            pa.nulls(count, pa.int32()).fill_null(partition),
+            *(
+                column if everything else column.take(rows)
+                for column in (
+                    offsets,
+                    timestamps.cast(KAFKA_FIELDS[2].type),
+                    keys,
+                    ids.cast(pa.int32()),
+                )
+            ),
+        ]
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+
+def _frame_id(value: bytes | None) -> int | None:
+    if value is None or len(value) < FRAME or value[0] != 0:
+        return None
+    return int.from_bytes(value[1:FRAME], "big", signed=True)
