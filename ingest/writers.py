@@ -1,0 +1,239 @@
+"""Record writers: decoded Arrow batches streamed into Parquet or Avro container files.
+
+A ``RecordWriter`` writes one output file: ``write(batch)`` as batches come,
+``close()`` -> ``WriteResult(records, bytes)``. Files are opened through an
+``open_file(path) -> binary file`` callable, so the filesystem layer (local,
+HDFS) decides where bytes go; the writer closes the file.
+
+``HourlyWriters`` keeps one writer per output hour of one (topic, partition):
+one file per (partition, hour) per run, as the layout requires, so every hour
+seen in a run stays open until the task ends. Memory bound: the Parquet writer
+holds at most one row group (``row_group_size`` rows, default 20,000, ~5 MB of
+PageViewEvents) before writing it out, the Avro writer one block
+(``sync_interval`` bytes, default 1 MiB); so a task holds about hours x that,
+plus the chunk being decoded. A partition's range normally spans a few hours.
+
+Parquet: the Arrow schema of ``arrow_schema_for`` (the target schema's columns
+then ``_kafka_*`` / ``_schema_id``), snappy by default (zstd, gzip, none too),
+readable by Spark SQL, Hive, Trino and pyarrow. Avro: the target schema with the
+Kafka fields appended to its top-level record (``avro_schema_with_kafka_fields``),
+deflate by default (snappy, null too).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, BinaryIO, NamedTuple, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fastavro.write import Writer as AvroContainerWriter
+
+from ingest.decoders.arrow_types import arrow_schema_for, as_parsed
+from ingest.partitioner import EventHourPartitioner, HourKey, Partitioner, split_by
+from schemas.canonical import ParsedSchema
+from schemas.serde import parse_schema
+
+__all__ = [
+    "AvroRecordWriter",
+    "CountingFile",
+    "HourlyWriters",
+    "ParquetRecordWriter",
+    "RecordWriter",
+    "WriteResult",
+    "arrow_schema_for",
+    "avro_schema_with_kafka_fields",
+]
+
+OpenFile = Callable[[str], BinaryIO]
+
+KAFKA_AVRO_FIELDS = [
+    {"name": "_kafka_partition", "type": "int"},
+    {"name": "_kafka_offset", "type": "long"},
+    {"name": "_kafka_timestamp", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+    {"name": "_kafka_key", "type": ["null", "bytes"], "default": None},
+    {"name": "_schema_id", "type": "int"},
+]
+
+
+class WriteResult(NamedTuple):
+    records: int
+    bytes: int
+
+
+class RecordWriter(Protocol):
+    def write(self, batch: pa.RecordBatch) -> None: ...
+
+    def close(self) -> WriteResult: ...
+
+
+class CountingFile:
+    """A write-only file object that counts the bytes passing through it."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self.file = file
+        self.bytes = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        size = memoryview(data).nbytes
+        self.file.write(data)
+        self.bytes += size
+        return size
+
+    def tell(self) -> int:
+        return self.bytes
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def readable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.file.close()
+
+
+class ParquetRecordWriter:
+    def __init__(
+        self,
+        file: BinaryIO,
+        schema: pa.Schema,
+        *,
+        compression: str = "snappy",
+        row_group_size: int = 20_000,
+    ) -> None:
+        self.file = CountingFile(file)
+        self.schema = schema
+        self.row_group_size = row_group_size
+        self._writer = pq.ParquetWriter(self.file, schema, compression=compression)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self.records = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if not batch.schema.equals(self.schema):
+            batch = batch.select(self.schema.names).cast(self.schema)
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        self.records += batch.num_rows
+        if self._pending_rows >= self.row_group_size:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._pending:
+            table = pa.Table.from_batches(self._pending, self.schema)
+            self._writer.write_table(table, row_group_size=self.row_group_size)
+            self._pending, self._pending_rows = [], 0
+
+    def close(self) -> WriteResult:
+        self._flush()
+        self._writer.close()
+        self.file.close()
+        return WriteResult(self.records, self.file.bytes)
+
+
+def avro_schema_with_kafka_fields(target: str | dict | ParsedSchema) -> dict:
+    """The target schema (a record) with the Kafka metadata fields appended."""
+    document = json.loads(as_parsed(target).text)
+    names = {f["name"] for f in document["fields"]}
+    clash = names & {f["name"] for f in KAFKA_AVRO_FIELDS}
+    if clash:
+        raise ValueError(f"the target schema already has fields {sorted(clash)}")
+    return {**document, "fields": [*document["fields"], *KAFKA_AVRO_FIELDS]}
+
+
+class AvroRecordWriter:
+    def __init__(
+        self,
+        file: BinaryIO,
+        target: str | dict | ParsedSchema,
+        *,
+        codec: str = "deflate",
+        sync_interval: int = 1 << 20,
+    ) -> None:
+        self.file = CountingFile(file)
+        self.avro_schema = avro_schema_with_kafka_fields(target)
+        self.schema = arrow_schema_for(target)
+        self._writer = AvroContainerWriter(
+            self.file, parse_schema(self.avro_schema), codec=codec, sync_interval=sync_interval
+        )
+        self.records = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        # Timestamps as epoch integers: fastavro writes ints for timestamp-millis
+        # as they are, which skips a datetime object per value.
+        columns = [_plain(column) for column in batch.columns]
+        rows = pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
+        for row in rows:
+            self._writer.write(row)
+        self.records += len(rows)
+
+    def close(self) -> WriteResult:
+        self._writer.flush()
+        self.file.close()
+        return WriteResult(self.records, self.file.bytes)
+
+
+def _plain(column: pa.Array) -> pa.Array:
+    typ = column.type
+    if pa.types.is_timestamp(typ):
+        return column.cast(pa.int64())
+    if pa.types.is_struct(typ):
+        children = [_plain(column.field(i)) for i in range(typ.num_fields)]
+        names = [typ.field(i).name for i in range(typ.num_fields)]
+        return pa.StructArray.from_arrays(children, names=names, mask=column.is_null())
+    return column
+
+
+class HourlyWriters:
+    """One writer per output hour of one (topic, partition), for the life of a task.
+
+    ``path_for(key)`` names each hour's file (the layout module decides), and
+    ``make_writer(file)`` builds the writer for an opened file."""
+
+    def __init__(
+        self,
+        open_file: OpenFile,
+        path_for: Callable[[HourKey], str],
+        make_writer: Callable[[BinaryIO], RecordWriter],
+        partitioner: Partitioner | None = None,
+    ) -> None:
+        self.open_file = open_file
+        self.path_for = path_for
+        self.make_writer = make_writer
+        self.partitioner = partitioner or EventHourPartitioner()
+        self._open: dict[HourKey, tuple[str, RecordWriter]] = {}
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        for key, rows in split_by(self.partitioner, batch):
+            entry = self._open.get(key)
+            if entry is None:
+                path = self.path_for(key)
+                entry = self._open[key] = (path, self.make_writer(self.open_file(path)))
+            entry[1].write(rows)
+
+    def close(self) -> dict[HourKey, tuple[str, WriteResult]]:
+        """Close every file: hour -> (path, records, bytes)."""
+        done = {}
+        try:
+            for key, (path, writer) in sorted(self._open.items()):
+                done[key] = (path, writer.close())
+        finally:
+            self._open = {}
+        return done
