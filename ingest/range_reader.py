@@ -1,0 +1,87 @@
+"""Reading exactly [start, end) of one partition through the fetch API.
+
+A fetch starts at the batch containing the requested offset and may run past `end`;
+records outside the range are dropped here, so a task never loads an offset twice or
+one that belongs to the next run. Offsets inside the range that carry no record
+(control batches, compacted-away offsets) are counted as skipped, which is what lets
+every partition's ledger balance: next - first = loaded + quarantined + skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from broker.client.errors import KafkaClientError
+from broker.client.simple_consumer import SimpleConsumer
+from broker.records.batch import Record
+
+
+class RangeStalled(RuntimeError):
+    """The broker kept answering with nothing below the planned end."""
+
+
+@dataclass
+class RangeReader:
+    consumer: SimpleConsumer
+    topic: str
+    partition: int
+    start: int
+    end: int
+    fetch_bytes: int = 8 << 20
+    max_bytes: int | None = None  # stop early (at a batch boundary) past this many bytes
+    stall_timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        self.position = self.start  # next offset to read
+        self.records = 0
+        self.bytes_read = 0
+
+    @property
+    def skipped(self) -> int:
+        return (self.position - self.start) - self.records
+
+    @property
+    def stopped_early(self) -> bool:
+        return self.position < self.end
+
+    def chunks(self) -> Iterator[list[Record]]:
+        """Lists of records in offset order, one per fetch, until `end` (or the byte budget)."""
+        stalled_since = None
+        while self.position < self.end:
+            if self.max_bytes is not None and self.bytes_read >= self.max_bytes:
+                return
+            try:
+                result = self.consumer.fetch(
+                    self.topic, self.partition, self.position, max_bytes=self.fetch_bytes
+                )
+            except KafkaClientError as exc:
+                if not exc.retriable:
+                    raise
+                stalled_since = self._wait(stalled_since, exc)
+                continue
+            result.raise_for_error()
+            batch = [r for r in result.records() if r.offset < self.end]
+            next_offset = min(result.next_offset, self.end)
+            if next_offset <= self.position:
+                # Below the planned end there must be data; the leader may be moving.
+                stalled_since = self._wait(stalled_since, None)
+                continue
+            stalled_since = None
+            self.bytes_read += len(result.records_bytes)
+            self.records += len(batch)
+            self.position = next_offset
+            if batch:
+                yield batch
+
+    def _wait(self, since: float | None, error: Exception | None) -> float:
+        now = time.monotonic()
+        since = now if since is None else since
+        if now - since > self.stall_timeout_s:
+            raise RangeStalled(
+                f"{self.topic}-{self.partition}: no progress at offset {self.position} (end {self.end}) "
+                f"for {self.stall_timeout_s:.0f}s" + (f": {error}" if error else "")
+            ) from error
+        time.sleep(min(1.0, 0.05 * 2 ** min(5, int(now - since))))
+        return since
