@@ -111,6 +111,56 @@ def broker_factory(tmp_path):
         b.stop()
 
 
+class RegistryProcess:
+    """`python -m schemas.registry start` in a subprocess, storing schemas on a broker."""
+
+    def __init__(self, bootstrap: str, work: Path, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.config = work / f"registry-{self.port}.properties"
+        self.config.write_text(
+            f"listeners=http://127.0.0.1:{self.port}\n"
+            "kafkastore.type=kafka\n"
+            f"kafkastore.bootstrap.servers={bootstrap}\n"
+            "kafkastore.topic=_schemas\n"
+        )
+        self.output = work / f"registry-{self.port}.log"
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> RegistryProcess:
+        self._out = open(self.output, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "schemas.registry", "start", str(self.config)],
+            cwd=ROOT,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+        )
+        wait_for_port(self.port, proc=self.proc, timeout=60)
+        return self
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            self.proc = None
+            self._out.close()
+
+
+@pytest.fixture(scope="module")
+def registry(broker, tmp_path_factory):
+    """A registry on the module's broker (schemas kept in its _schemas topic)."""
+    r = RegistryProcess(broker.bootstrap, tmp_path_factory.mktemp("registry")).start()
+    yield r
+    r.stop()
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """One broker shared by a test module (start-up is not free)."""
