@@ -161,7 +161,10 @@ class AuditedProducer:
         # One publication at a time: settle, take and send happen together, so once
         # flush() holds the lock no count is half-way between the tally and a send.
         self._publish_lock = threading.Lock()
-        self._failures: list[BaseException] = []
+        # Failed publications since the last flush (the emitter retries every tick,
+        # so only a count and the latest error are kept, not a growing list).
+        self._failures = 0
+        self._last_failure: BaseException | None = None
         self._closed = False
         self._stop = threading.Event()
         self._emitter = None
@@ -263,14 +266,13 @@ class AuditedProducer:
         with self._publish_lock:
             self.tally.settle()
             # Earlier failures had their counts put back: they go out now.
-            self._failures.clear()
+            self._failures, self._last_failure = 0, None
             self._publish(self.tally.take(), int(self.clock() * 1000))
         self._audit_producer.flush(_left(deadline))
-        failures, self._failures = self._failures, []
+        failures, last = self._failures, self._last_failure
+        self._failures, self._last_failure = 0, None
         if failures:
-            raise AuditPublishError(
-                f"{len(failures)} audit publication(s) failed: {failures[0]!r}"
-            ) from failures[0]
+            raise AuditPublishError(f"{failures} audit publication(s) failed: {last!r}") from last
 
     def _publish(self, counts: dict[WindowKey, int], now_ms: int) -> int:
         """Under the publish lock: send one AuditEvent per counted window."""
@@ -296,7 +298,7 @@ class AuditedProducer:
                 # The registry or the producer refused: keep this and every later count.
                 for window, count in pending[i:]:
                     self.tally.add(window, count)
-                self._failures.append(exc)
+                self._failed(exc)
                 log.warning("audit events not published, counts kept: %s", exc)
                 return i
             future.add_done_callback(self._on_audit_delivery((topic, window_start), n))
@@ -307,10 +309,14 @@ class AuditedProducer:
             error = future.exception()
             if error is not None:
                 self.tally.add(window, n)
-                self._failures.append(error)
+                self._failed(error)
                 log.warning("audit event for %s failed (%s); its count is kept", window, error)
 
         return done
+
+    def _failed(self, error: BaseException) -> None:
+        self._failures += 1
+        self._last_failure = error
 
     def _emit_loop(self, interval_s: float) -> None:
         while not self._stop.wait(interval_s):

@@ -296,7 +296,8 @@ def test_failed_sends_are_not_counted(broker, registry_url):
 
 def test_counts_survive_an_unreachable_registry(broker, registry_server):
     """The audit event cannot be serialized while the registry is down: flush says so
-    and keeps the counts, and the next flush publishes them."""
+    and keeps the counts (so does the emitter, retrying), and the next flush once the
+    registry is up publishes them."""
     audit, topic = fresh("_audit"), fresh("events")
     create_topics(broker.bootstrap, NewTopic(audit, 1), NewTopic(topic, 1))
     store = KafkaTopicStore(broker.bootstrap, timeout_ms=10_000)
@@ -310,14 +311,16 @@ def test_counts_survive_an_unreachable_registry(broker, registry_server):
         service="svc",
         audit_topic=audit,
         window_ms=WINDOW_MS,
-        emit_interval_s=None,
+        grace_ms=0,
+        emit_interval_s=0.05,  # tries (and fails) to publish the closed windows
     )
     try:
         for i in range(3):
             producer.send(topic, b"v", timestamp_ms=stamp + i)
         with pytest.raises(AuditPublishError):
             producer.flush()
-        producer.send(topic, b"v", timestamp_ms=stamp + WINDOW_MS)
+        producer.send(topic, b"v", timestamp_ms=stamp + WINDOW_MS).result(10)
+        time.sleep(0.3)  # the emitter fails meanwhile; that must not fail the next flush
         with server:
             producer.flush()
             events = read_audit(broker.bootstrap, url, audit)
