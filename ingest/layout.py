@@ -1,0 +1,189 @@
+"""Every path of the load's root (DESIGN.md section 6), in one place.
+
+    data/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<first>+<next>+<run>.<parquet|avro>
+    data/<topic>/dt=YYYY-MM-DD/hr=HH/_SUCCESS        the hour is complete and audited
+    errors/<topic>/<run>/<topic>+<partition>+<first>+<next>.<ext>   quarantined records
+    history/<run>/manifest.json                      a committed run (offsets, counts, files)
+    _runs/<run>/staging/...                          what the run's tasks wrote; never read
+    _runs/<run>/COMMITTED                            the commit intent: its existence IS the commit
+    _runs/<run>/tmp/                                 the driver's temp files for this run
+    _lock/<generation>.json                          the run lock (see ingest/commit.py)
+
+All paths are relative to the root (see ingest/fs). Names starting with ``_`` or ``.`` are
+skipped by Spark, Hive and Trino, so staging, the lock and markers never leak into queries.
+
+Run ids sort by time as strings: ``20261122T030012.345Z-9f3a0c1d`` is the UTC start time to
+the millisecond, then 8 random hex digits so two drivers never pick the same id.
+``new_run_id(after=...)`` also guarantees the new id sorts after the last committed one even
+if the clock stepped back, so "the newest run" is always the greatest id.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from datetime import UTC, datetime, timedelta
+from typing import NamedTuple, Protocol
+
+DATA = "data"
+ERRORS = "errors"
+HISTORY = "history"
+RUNS = "_runs"
+LOCK_DIR = "_lock"
+SUCCESS = "_SUCCESS"
+MANIFEST = "manifest.json"
+INTENT = "COMMITTED"
+
+_RUN_TIME = "%Y%m%dT%H%M%S"
+RUN_ID_RE = re.compile(r"^(\d{8}T\d{6})\.(\d{3})Z-([0-9a-f]{8})$")
+TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
+
+
+class HourLike(Protocol):
+    dt: str
+    hr: str
+
+
+class Hour(NamedTuple):
+    """An event hour in UTC as the partition directories spell it."""
+
+    dt: str  # YYYY-MM-DD
+    hr: str  # HH
+
+    @classmethod
+    def of_ms(cls, epoch_ms: int) -> Hour:
+        t = datetime.fromtimestamp(epoch_ms // 1000, UTC)
+        return cls(t.strftime("%Y-%m-%d"), t.strftime("%H"))
+
+    @property
+    def start_ms(self) -> int:
+        t = datetime.strptime(f"{self.dt} {self.hr}", "%Y-%m-%d %H").replace(tzinfo=UTC)
+        return int(t.timestamp()) * 1000
+
+
+# run ids
+
+
+def new_run_id(now: datetime | None = None, after: str | None = None) -> str:
+    """A fresh run id for ``now`` (UTC), strictly greater than ``after`` when given."""
+    t = (now or datetime.now(UTC)).astimezone(UTC)
+    if after is not None:
+        floor = run_time(after) + timedelta(milliseconds=1)
+        t = max(t, floor)
+    millis = t.microsecond // 1000
+    return f"{t.strftime(_RUN_TIME)}.{millis:03d}Z-{secrets.token_hex(4)}"
+
+
+def is_run_id(name: str) -> bool:
+    return RUN_ID_RE.match(name) is not None
+
+
+def run_time(run_id: str) -> datetime:
+    m = RUN_ID_RE.match(run_id)
+    if m is None:
+        raise ValueError(f"not a run id: {run_id!r}")
+    t = datetime.strptime(m.group(1), _RUN_TIME).replace(tzinfo=UTC)
+    return t + timedelta(milliseconds=int(m.group(2)))
+
+
+# user-visible data
+
+
+def _topic(topic: str) -> str:
+    if not TOPIC_RE.match(topic) or topic in (".", ".."):
+        raise ValueError(f"not a Kafka topic name: {topic!r}")
+    return topic
+
+
+def topic_dir(topic: str) -> str:
+    return f"{DATA}/{_topic(topic)}"
+
+
+def hour_dir(topic: str, hour: HourLike) -> str:
+    return f"{topic_dir(topic)}/dt={hour.dt}/hr={hour.hr}"
+
+
+def data_file(
+    topic: str, hour: HourLike, partition: int, first: int, next_: int, run_id: str, ext: str
+) -> str:
+    """One file per (partition, hour) per run; first/next are the offsets the writing task
+    covered, so names never collide between tasks, runs or reruns."""
+    return f"{hour_dir(topic, hour)}/{topic}+{partition}+{first}+{next_}+{run_id}.{ext}"
+
+
+class DataFileName(NamedTuple):
+    topic: str
+    partition: int
+    first: int
+    next: int
+    run_id: str
+    ext: str
+
+
+def parse_data_file(path: str) -> DataFileName:
+    """The parts of a data file's name (its last path segment)."""
+    name = path.rsplit("/", 1)[-1]
+    stem, _, ext = name.rpartition(".")
+    parts = stem.rsplit("+", 4)
+    if len(parts) != 5 or not is_run_id(parts[4]):
+        raise ValueError(f"not a data file name: {name!r}")
+    topic, partition, first, next_, run_id = parts
+    return DataFileName(topic, int(partition), int(first), int(next_), run_id, ext)
+
+
+def success_marker(topic: str, hour: HourLike) -> str:
+    return f"{hour_dir(topic, hour)}/{SUCCESS}"
+
+
+def errors_dir(topic: str, run_id: str) -> str:
+    return f"{ERRORS}/{_topic(topic)}/{run_id}"
+
+
+def errors_file(topic: str, run_id: str, partition: int, first: int, next_: int, ext: str) -> str:
+    return f"{errors_dir(topic, run_id)}/{topic}+{partition}+{first}+{next_}.{ext}"
+
+
+# history
+
+
+def history_dir(run_id: str) -> str:
+    return f"{HISTORY}/{run_id}"
+
+
+def manifest_file(run_id: str) -> str:
+    return f"{history_dir(run_id)}/{MANIFEST}"
+
+
+# the driver's private area
+
+
+def run_dir(run_id: str) -> str:
+    return f"{RUNS}/{run_id}"
+
+
+def staging_dir(run_id: str) -> str:
+    """Tasks write only below here; the task chooses its own sub-layout (one directory per
+    attempt is the safe choice) and reports each staged path with its final path."""
+    return f"{run_dir(run_id)}/staging"
+
+
+def intent_file(run_id: str) -> str:
+    return f"{run_dir(run_id)}/{INTENT}"
+
+
+def driver_tmp_dir(run_id: str) -> str:
+    return f"{run_dir(run_id)}/tmp"
+
+
+def lock_file(generation: int) -> str:
+    return f"{LOCK_DIR}/{generation:012d}.json"
+
+
+def lock_heartbeat_file(generation: int) -> str:
+    return f"{LOCK_DIR}/{generation:012d}.heartbeat"
+
+
+def lock_generation(name: str) -> int | None:
+    """The generation a lock file name holds, or None for heartbeats and strays."""
+    m = re.match(r"^(\d{12})\.json$", name.rsplit("/", 1)[-1])
+    return int(m.group(1)) if m else None

@@ -1,0 +1,248 @@
+"""The manifest of a committed run (DESIGN.md section 6): offsets, counts, files, gaps.
+
+``history/<run>/manifest.json`` is where the load keeps its offsets: the next run starts each
+partition at the ``next`` of the newest *load* manifest. The JSON carries ``"version"``;
+readers accept versions up to MANIFEST_VERSION and ignore fields they do not know, so a
+field added without a version bump does not break older readers.
+
+Ledger per partition: ``next - first = loaded + quarantined + skipped``, where skipped counts
+offsets with no record (control records, compaction gaps). A retention gap is separate: the
+offsets ``[gap.from, gap.to)`` were deleted before anyone loaded them, and ``gap.to == first``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+MANIFEST_VERSION = 1
+KINDS = ("load", "rerun")
+
+
+def utc_now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@dataclass(frozen=True)
+class Gap:
+    """Offsets lost to retention: [from_offset, to_offset)."""
+
+    from_offset: int
+    to_offset: int
+
+    @property
+    def size(self) -> int:
+        return self.to_offset - self.from_offset
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: str  # final path, relative to the root
+    records: int
+    dt: str  # the event hour the file holds, as in its directory
+    hr: str
+    bytes: int = 0
+
+
+@dataclass(frozen=True)
+class ErrorFile:
+    path: str
+    records: int
+    bytes: int = 0
+
+
+@dataclass
+class PartitionLedger:
+    topic: str
+    partition: int
+    first: int
+    next: int
+    loaded: int = 0
+    quarantined: int = 0
+    skipped: int = 0
+    gap: Gap | None = None
+    files: list[DataFile] = field(default_factory=list)
+    error_files: list[ErrorFile] = field(default_factory=list)
+    schema_ids: list[int] = field(default_factory=list)
+
+    def balances(self) -> bool:
+        return self.next - self.first == self.loaded + self.quarantined + self.skipped
+
+    def problems(self) -> list[str]:
+        me = f"{self.topic}[{self.partition}]"
+        out = []
+        if not self.balances():
+            out.append(
+                f"{me}: next - first = {self.next - self.first} but loaded + quarantined"
+                f" + skipped = {self.loaded + self.quarantined + self.skipped}"
+            )
+        if min(self.loaded, self.quarantined, self.skipped) < 0 or self.next < self.first:
+            out.append(f"{me}: negative count or range")
+        if sum(f.records for f in self.files) != self.loaded:
+            out.append(f"{me}: files hold {sum(f.records for f in self.files)} != {self.loaded}")
+        if sum(f.records for f in self.error_files) != self.quarantined:
+            out.append(f"{me}: error files do not hold the {self.quarantined} quarantined")
+        if self.gap is not None and not (self.gap.from_offset < self.gap.to_offset == self.first):
+            out.append(f"{me}: gap {self.gap} does not end where the range starts ({self.first})")
+        return out
+
+
+@dataclass(frozen=True)
+class WindowCount:
+    """Records of one topic whose timestamp falls in [window_start_ms, + window_ms)."""
+
+    topic: str
+    window_start_ms: int
+    loaded: int
+    quarantined: int = 0
+
+
+@dataclass
+class Manifest:
+    run_id: str
+    kind: str  # "load" | "rerun"
+    created_at: str  # ISO-8601 UTC
+    window_ms: int
+    partitions: list[PartitionLedger] = field(default_factory=list)
+    windows: list[WindowCount] = field(default_factory=list)
+    previous_run: str | None = None  # the committed run this one continued from
+    replaces: str | None = None  # for a rerun: the run whose files it replaced
+    version: int = MANIFEST_VERSION
+
+    # checks
+
+    def ledger_balances(self) -> bool:
+        return all(p.balances() for p in self.partitions)
+
+    def problems(self) -> list[str]:
+        """Everything inconsistent in this manifest; the commit refuses a manifest with any."""
+        out = []
+        if self.kind not in KINDS:
+            out.append(f"unknown kind {self.kind!r}")
+        if (self.kind == "rerun") != (self.replaces is not None):
+            out.append("a rerun names the run it replaces, and only a rerun does")
+        if self.window_ms <= 0:
+            out.append("window_ms must be positive")
+        seen = set()
+        for p in self.partitions:
+            key = (p.topic, p.partition)
+            if key in seen:
+                out.append(f"{p.topic}[{p.partition}] appears twice")
+            seen.add(key)
+            out.extend(p.problems())
+        paths = self.files()
+        if len(paths) != len(set(paths)):
+            out.append("a file is named twice")
+        for w in self.windows:
+            if w.window_start_ms % self.window_ms:
+                out.append(f"window {w.window_start_ms} of {w.topic} is not aligned")
+        return out
+
+    # views
+
+    def next_offsets(self) -> dict[tuple[str, int], int]:
+        return {(p.topic, p.partition): p.next for p in self.partitions}
+
+    def files(self) -> list[str]:
+        """Every final path the run commits: data files and quarantine files."""
+        return [f.path for p in self.partitions for f in (*p.files, *p.error_files)]
+
+    def window_counts(self) -> dict[tuple[str, int], WindowCount]:
+        return {(w.topic, w.window_start_ms): w for w in self.windows}
+
+    # JSON
+
+    def to_dict(self) -> dict:
+        return {
+            "version": self.version,
+            "run_id": self.run_id,
+            "kind": self.kind,
+            "created_at": self.created_at,
+            "previous_run": self.previous_run,
+            "replaces": self.replaces,
+            "window_ms": self.window_ms,
+            "partitions": [
+                _partition_to_dict(p)
+                for p in sorted(self.partitions, key=lambda p: (p.topic, p.partition))
+            ],
+            "windows": [
+                {
+                    "topic": w.topic,
+                    "window_start_ms": w.window_start_ms,
+                    "loaded": w.loaded,
+                    "quarantined": w.quarantined,
+                }
+                for w in sorted(self.windows, key=lambda w: (w.topic, w.window_start_ms))
+            ],
+        }
+
+    def to_json(self) -> bytes:
+        return (json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n").encode()
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Manifest:
+        version = d.get("version")
+        if not isinstance(version, int) or not 1 <= version <= MANIFEST_VERSION:
+            raise ValueError(f"manifest version {version!r} is not one this reader knows")
+        return cls(
+            run_id=d["run_id"],
+            kind=d["kind"],
+            created_at=d["created_at"],
+            window_ms=d["window_ms"],
+            partitions=[_partition_from_dict(p) for p in d.get("partitions", [])],
+            windows=[
+                WindowCount(w["topic"], w["window_start_ms"], w["loaded"], w.get("quarantined", 0))
+                for w in d.get("windows", [])
+            ],
+            previous_run=d.get("previous_run"),
+            replaces=d.get("replaces"),
+            version=version,
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes | str) -> Manifest:
+        return cls.from_dict(json.loads(data))
+
+
+def _partition_to_dict(p: PartitionLedger) -> dict:
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "first": p.first,
+        "next": p.next,
+        "loaded": p.loaded,
+        "quarantined": p.quarantined,
+        "skipped": p.skipped,
+        "gap": None if p.gap is None else {"from": p.gap.from_offset, "to": p.gap.to_offset},
+        "files": [
+            {"path": f.path, "records": f.records, "dt": f.dt, "hr": f.hr, "bytes": f.bytes}
+            for f in p.files
+        ],
+        "error_files": [
+            {"path": f.path, "records": f.records, "bytes": f.bytes} for f in p.error_files
+        ],
+        "schema_ids": sorted(p.schema_ids),
+    }
+
+
+def _partition_from_dict(d: dict) -> PartitionLedger:
+    gap = d.get("gap")
+    return PartitionLedger(
+        topic=d["topic"],
+        partition=d["partition"],
+        first=d["first"],
+        next=d["next"],
+        loaded=d.get("loaded", 0),
+        quarantined=d.get("quarantined", 0),
+        skipped=d.get("skipped", 0),
+        gap=None if gap is None else Gap(gap["from"], gap["to"]),
+        files=[
+            DataFile(f["path"], f["records"], f["dt"], f["hr"], f.get("bytes", 0))
+            for f in d.get("files", [])
+        ],
+        error_files=[
+            ErrorFile(f["path"], f["records"], f.get("bytes", 0)) for f in d.get("error_files", [])
+        ],
+        schema_ids=list(d.get("schema_ids", [])),
+    )
