@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from broker.client.simple_consumer import SimpleConsumer
+from ingest import layout
 from ingest.decoders import ConfluentAvroDecoder
 from ingest.fs import filesystem_for
 from ingest.partitioner import EventHourPartitioner, HourKey
@@ -77,21 +78,10 @@ class TaskResult:
         return self.end - self.start == self.loaded + self.quarantined + self.skipped
 
 
-def data_path(
-    topic: str, key: HourKey, partition: int, first: int, next_: int, run_id: str, ext: str
-) -> str:
-    """DESIGN.md section 6: offsets in the name make every file identifiable."""
-    return (
-        f"data/{topic}/dt={key.dt}/hr={key.hr}/{topic}+{partition}+{first}+{next_}+{run_id}.{ext}"
-    )
-
-
-def error_path(topic: str, partition: int, first: int, next_: int, run_id: str) -> str:
-    return f"errors/{topic}/{run_id}/{topic}+{partition}+{first}+{next_}.jsonl"
-
-
 def staging_dir(run_id: str, spec: TaskSpec, attempt: int) -> str:
-    return f"_runs/{run_id}/staging/{spec.topic}+{spec.partition}+{spec.start}/attempt-{attempt}"
+    return (
+        f"{layout.staging_dir(run_id)}/{spec.topic}+{spec.partition}+{spec.start}/attempt-{attempt}"
+    )
 
 
 def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskResult:
@@ -172,14 +162,16 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
     result.quarantined_windows = dict(bad_windows)
     result.schema_ids = sorted(i for i in schema_ids if i is not None)
     for key, (staged, written) in closed.items():
-        final = data_path(
+        final = layout.data_file(
             spec.topic, key, spec.partition, result.start, result.end, settings.run_id, ext
         )
         result.files.append(
             StagedFile(staged, final, written.records, written.bytes, key.dt, key.hr)
         )
     if errors is not None:
-        final = error_path(spec.topic, spec.partition, result.start, result.end, settings.run_id)
+        final = layout.errors_file(
+            spec.topic, settings.run_id, spec.partition, result.start, result.end, "jsonl"
+        )
         result.error_files.append(
             StagedFile(f"{stage}/errors.jsonl", final, errors.records, errors.bytes)
         )

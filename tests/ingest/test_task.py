@@ -9,6 +9,7 @@ import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from ingest.layout import new_run_id
 from ingest.plan import TaskSpec
 from ingest.task import TaskSettings, run_task
 from schemas import catalog
@@ -67,8 +68,8 @@ def test_task_loads_its_range_into_hourly_staged_files(tmp_path, broker, registr
     assert len(hours) == 3, hours
     offsets = []
     for f in result.files:
-        assert f.staged.startswith("_runs/run1/staging/task-views+0+50/attempt-0/")
-        assert f.final == f"data/task-views/dt={f.dt}/hr={f.hr}/task-views+0+50+550+run1.parquet"
+        assert f.staged.startswith(f"_runs/{run}/staging/task-views+0+50/attempt-0/")
+        assert f.final == f"data/task-views/dt={f.dt}/hr={f.hr}/task-views+0+50+550+{run}.parquet"
         table = pq.read_table(tmp_path / f.staged)
         assert table.num_rows == f.records
         offsets += table.column("_kafka_offset").to_pylist()

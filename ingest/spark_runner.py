@@ -1,0 +1,109 @@
+"""Running the map tasks on Spark and showing progress while they load.
+
+One Spark partition per TaskSpec, so Spark schedules (and on failure retries) each
+range independently; every attempt stages its own files (see task.py), and only the
+results Spark collects -- those of the attempts that finished -- are committed.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from ingest.plan import TaskSpec
+from ingest.task import TaskResult, TaskSettings, run_task
+
+
+def spark_session(master: str, app_name: str):
+    """A session for the load. Executors are Python workers of this same interpreter, so
+    they import our packages from the same environment."""
+    import os
+
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.task.maxFailures", "4")
+        # Tasks are I/O-and-Python bound, one range each; no shuffle.
+        .config("spark.default.parallelism", "2")
+        .getOrCreate()
+    )
+
+
+def _run_on_executor(settings: TaskSettings, records_acc, bytes_acc, tasks_acc):
+    def run(specs):
+        from pyspark import TaskContext
+
+        attempt = TaskContext.get().attemptNumber()
+        for spec in specs:
+            result = run_task(spec, settings, attempt)
+            records_acc.add(result.loaded + result.quarantined)
+            bytes_acc.add(result.bytes_read)
+            tasks_acc.add(1)
+            yield result
+
+    return run
+
+
+class Progress:
+    """Prints partitions done, records and bytes every few seconds while tasks run."""
+
+    def __init__(
+        self,
+        total_tasks: int,
+        counters: Callable[[], tuple[int, int, int]],
+        out=sys.stderr,
+        interval_s: float = 2.0,
+    ) -> None:
+        self.total = total_tasks
+        self.counters = counters
+        self.out = out
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="load-progress")
+        self.started = time.monotonic()
+
+    def line(self) -> str:
+        done, records, nbytes = self.counters()
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        return (
+            f"[load] tasks {done}/{self.total}  records {records:,}  {nbytes / 1e6:,.1f} MB  "
+            f"{records / elapsed:,.0f} rec/s  {elapsed:,.0f}s"
+        )
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            print(self.line(), file=self.out, flush=True)
+
+    def __enter__(self) -> Progress:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        print(self.line(), file=self.out, flush=True)
+
+
+def run_tasks(
+    spark, tasks: list[TaskSpec], settings: TaskSettings, show_progress: bool = True
+) -> list[TaskResult]:
+    if not tasks:
+        return []
+    sc = spark.sparkContext
+    records_acc, bytes_acc, tasks_acc = sc.accumulator(0), sc.accumulator(0), sc.accumulator(0)
+    rdd = sc.parallelize(tasks, len(tasks)).mapPartitions(
+        _run_on_executor(settings, records_acc, bytes_acc, tasks_acc)
+    )
+    sc.setJobDescription(f"load {settings.run_id}: {len(tasks)} ranges")
+    if not show_progress:
+        return rdd.collect()
+    with Progress(len(tasks), lambda: (tasks_acc.value, records_acc.value, bytes_acc.value)):
+        return rdd.collect()
