@@ -51,6 +51,8 @@ _PROMOTIONS = {
 }
 _FIXED_WIDTH = {"float": (4, pa.float32()), "double": (8, pa.float64())}
 _U64 = pa.uint64()
+_ONE = pa.scalar(1, _U64)
+_INT32_BASED = (pa.date32(), pa.time32("ms"), pa.int32())
 _VARINT_MAX = 10
 
 
@@ -119,8 +121,8 @@ class Rows:
 
     def long(self) -> pa.Array:
         raw = self.varint()
-        half = pc.shift_right(raw, 1)
-        sign = pc.subtract(pa.scalar(0, _U64), pc.bit_wise_and(raw, 1))
+        half = pc.shift_right(raw, _ONE)
+        sign = pc.subtract(pa.scalar(0, _U64), pc.bit_wise_and(raw, _ONE))
         return pc.bit_wise_xor(half, sign).cast(pa.int64(), safe=False)
 
     def slices(self, sizes: pa.Array) -> pa.Array:
@@ -139,11 +141,22 @@ class Rows:
         self.pos = pc.add(self.pos, sizes)
         if len(lengths) == 0:
             return pa.array([], pa.uint8())
+        # One int32 index per byte wanted: the peak memory of decoding. Gathered in
+        # pieces of about _GATHER_BYTES so that it stays small whatever the chunk.
+        lengths = lengths.cast(pa.int32())
+        starts = starts.cast(pa.int32())
         run_ends = pc.cumulative_sum(lengths)
-        shift = pc.subtract(starts, pc.subtract(run_ends, lengths))
         total = run_ends[-1].as_py()
-        per_byte = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(run_ends, shift))
-        return self.data.take(pc.add(per_byte, _arange(total)))
+        pieces = max(1, total // _GATHER_BYTES)
+        step = -(-len(lengths) // pieces)
+        out = []
+        for first in range(0, len(lengths), step):
+            piece_lengths = lengths.slice(first, step)
+            piece_ends = pc.cumulative_sum(piece_lengths)
+            shift = pc.subtract(starts.slice(first, step), pc.subtract(piece_ends, piece_lengths))
+            per_byte = pc.run_end_decode(pa.RunEndEncodedArray.from_arrays(piece_ends, shift))
+            out.append(self.data.take(pc.add(per_byte, _arange(len(per_byte)))))
+        return out[0] if len(out) == 1 else pa.concat_arrays(out)
 
     def lengths(self) -> pa.Array:
         """A bytes/string length prefix, clamped to the row (bad rows marked)."""
@@ -155,14 +168,15 @@ class Rows:
         return pc.min_element_wise(size, room)
 
 
-_ARANGE: list[pa.Array] = [pa.array([], pa.int64())]
+_GATHER_BYTES = 1 << 20
+_ARANGE: list[pa.Array] = [pa.array([], pa.int32())]
 
 
 def _arange(count: int) -> pa.Array:
-    """0, 1, ..., count-1 (a cached prefix of a growing array: no Python loop)."""
+    """0, 1, ..., count-1 as int32 (a slice of a cached array grown by doubling)."""
     if len(_ARANGE[0]) < count:
-        size = max(count, 2 * len(_ARANGE[0]))
-        ones = pa.nulls(size, pa.int64()).fill_null(1)
+        size = max(count, 2 * len(_ARANGE[0]), _GATHER_BYTES)
+        ones = pa.nulls(size, pa.int32()).fill_null(1)
         _ARANGE[0] = pc.subtract(pc.cumulative_sum(ones), 1)
     return _ARANGE[0].slice(0, count)
 
@@ -227,7 +241,11 @@ class Varint(Node):
 
     def read(self, rows: Rows) -> pa.Array:
         value = rows.long()
-        return value if value.type == self.out_type else value.cast(self.out_type, safe=False)
+        if value.type == self.out_type:
+            return value
+        if self.out_type in _INT32_BASED:  # Arrow casts these from int32 only
+            value = value.cast(pa.int32(), safe=False)
+        return value.cast(self.out_type, safe=False)
 
     def skip(self, rows: Rows) -> None:
         rows.varint()
@@ -287,7 +305,8 @@ class Bytes(Node):
         return text
 
     def skip(self, rows: Rows) -> None:
-        rows.pos = pc.add(rows.pos, rows.lengths())
+        sizes = rows.lengths()  # reads the length prefix: pos moves past it first
+        rows.pos = pc.add(rows.pos, sizes)
 
 
 def _not_utf8(binary: pa.Array) -> pa.Array:
@@ -394,7 +413,7 @@ def pack(values: list[bytes | None], pad: int = 32) -> tuple[pa.Array, pa.Array,
     data, int64 start of each value, int64 end of each value). A None value is
     an empty one (start == end)."""
     count = len(values)
-    packed = pa.array([*values, bytes(pad)], pa.binary())
+    packed = pa.array([*values, bytes(pad)], pa.binary())  # raises past 2 GiB: chunk smaller
     offsets = pa.Array.from_buffers(pa.int32(), count + 2, [None, packed.buffers()[1]])
     data_size = offsets[-1].as_py()
     data = pa.Array.from_buffers(pa.uint8(), data_size, [None, packed.buffers()[2]])

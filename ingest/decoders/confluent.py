@@ -131,7 +131,7 @@ class ConfluentAvroDecoder:
         framed = pc.is_valid(ids)
         for schema_id in pc.unique(ids.filter(framed)).to_pylist():
             mask = pc.equal(ids, schema_id).fill_null(False)
-            indices = pc.indices_nonzero(mask)
+            indices = pc.indices_nonzero(mask).cast(pa.int64())
             writer = self._writer(schema_id)
             if writer.refused:
                 for i in indices.to_pylist():
