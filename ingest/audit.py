@@ -1,0 +1,293 @@
+"""The audit: producers' counts against what the load committed, per audit window and
+per topic-hour; `_SUCCESS` for the hours proven complete.
+
+Producers publish, per (topic, window, host), how many records they sent (DESIGN.md
+section 5; events are additive). The load's manifests hold, per (topic, window), how
+many records it committed: loaded into data files or quarantined. Both sides count by
+the record's Kafka timestamp, so they count the same thing. An hour is complete when
+every window of it is (accounted >= threshold x produced, and never more than produced:
+more would be duplicates) and every partition of the topic has been loaded past the
+hour's end.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from broker.client.producer import Producer
+from broker.client.simple_consumer import SimpleConsumer
+from ingest import layout
+from ingest.commit import list_runs, load_manifest
+from ingest.fs import FileSystem
+from ingest.manifest import Manifest
+from schemas.audited_producer import AUDIT_SCHEMA
+from schemas.client import RegistryClient
+from schemas.serde import AvroDeserializer, AvroSerializer
+
+HOUR_MS = 3_600_000
+PUBLISHED = "audit-published"
+
+
+@dataclass
+class WindowReport:
+    topic: str
+    window_start_ms: int
+    produced: int
+    loaded: int
+    quarantined: int
+
+    @property
+    def accounted(self) -> int:
+        return self.loaded + self.quarantined
+
+    def complete(self, threshold: float) -> bool:
+        return self.produced > 0 and threshold * self.produced <= self.accounted <= self.produced
+
+
+@dataclass
+class HourReport:
+    topic: str
+    dt: str
+    hr: str
+    produced: int = 0
+    loaded: int = 0
+    quarantined: int = 0
+    windows: list[WindowReport] = field(default_factory=list)
+    partitions_past: bool = False
+    complete: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def completeness(self) -> float:
+        return (self.loaded + self.quarantined) / self.produced if self.produced else 0.0
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["completeness"] = round(self.completeness, 6)
+        return d
+
+
+@dataclass
+class AuditReport:
+    run_id: str | None
+    generated_at_ms: int
+    threshold: float
+    hours: list[HourReport] = field(default_factory=list)
+    gaps: dict[str, int] = field(default_factory=dict)  # topic -> offsets lost to retention
+
+    @property
+    def complete_hours(self) -> list[HourReport]:
+        return [h for h in self.hours if h.complete]
+
+    @property
+    def incomplete_hours(self) -> list[HourReport]:
+        return [h for h in self.hours if not h.complete]
+
+    def to_dict(self) -> dict:
+        return {
+            "run_id": self.run_id,
+            "generated_at_ms": self.generated_at_ms,
+            "threshold": self.threshold,
+            "gaps": self.gaps,
+            "hours": [h.to_dict() for h in self.hours],
+        }
+
+    def text(self) -> str:
+        lines = [
+            f"audit of run {self.run_id} (threshold {self.threshold:g})",
+            f"{'topic':<20} {'hour':<16} {'produced':>10} {'loaded':>10} {'quarant.':>9} "
+            f"{'complete':>9}  notes",
+        ]
+        for h in self.hours:
+            lines.append(
+                f"{h.topic:<20} {h.dt + ' ' + h.hr + 'h':<16} {h.produced:>10,} {h.loaded:>10,} "
+                f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9}  {'; '.join(h.reasons)}"
+            )
+        for topic, lost in sorted(self.gaps.items()):
+            lines.append(f"gap: {topic} lost {lost:,} offsets to retention before they were loaded")
+        return "\n".join(lines)
+
+
+def current_manifests(fs: FileSystem) -> list[Manifest]:
+    """The manifests whose files are live: every committed run not replaced by a rerun."""
+    manifests = [load_manifest(fs, r) for r in list_runs(fs)]
+    replaced = {m.replaces for m in manifests if m.replaces}
+    return [m for m in manifests if m.run_id not in replaced]
+
+
+def producer_counts(config: dict[str, Any], registry: RegistryClient) -> dict[tuple[str, int], int]:
+    """Sum of producer-tier counts per (topic, window) over the whole audit topic."""
+    topic = config["audit.topic"]
+    decode = AvroDeserializer(registry)
+    counts: dict[tuple[str, int], int] = defaultdict(int)
+    with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+        consumer.cluster.refresh([topic])
+        if topic not in consumer.cluster.topics:
+            return {}
+        for partition in consumer.partitions_for(topic):
+            offset, end = (
+                consumer.earliest_offset(topic, partition),
+                consumer.latest_offset(topic, partition),
+            )
+            while offset < end:
+                result = consumer.fetch(topic, partition, offset)
+                result.raise_for_error()
+                for record in result.records():
+                    if record.offset >= end:
+                        break
+                    event = decode(record.value, topic)
+                    if (
+                        event["tier"] == "producer"
+                        and event["window_ms"] == config["audit.window.ms"]
+                    ):
+                        counts[(event["topic"], event["window_start_ms"])] += event["count"]
+                offset = result.next_offset
+    return counts
+
+
+def audit(
+    config: dict[str, Any], fs: FileSystem, run_id: str | None = None, now_ms: int | None = None
+) -> AuditReport:
+    """Audit every topic-hour the live manifests touch that has no _SUCCESS yet."""
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    window_ms = config["audit.window.ms"]
+    threshold = config["audit.threshold"]
+    manifests = current_manifests(fs)
+    run_id = run_id or (manifests[-1].run_id if manifests else None)
+    report = AuditReport(run_id, now_ms, threshold)
+    loaded: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    committed_next: dict[tuple[str, int], int] = {}
+    for m in manifests:
+        for w in m.windows:
+            loaded[(w.topic, w.window_start_ms)][0] += w.loaded
+            loaded[(w.topic, w.window_start_ms)][1] += w.quarantined
+        for p in m.partitions:
+            key = (p.topic, p.partition)
+            committed_next[key] = max(committed_next.get(key, 0), p.next)
+            if p.gap is not None and m.kind == "load":
+                report.gaps[p.topic] = report.gaps.get(p.topic, 0) + p.gap.size
+    registry = RegistryClient(config["registry.url"])
+    produced = producer_counts(config, registry)
+    hours: dict[tuple[str, int], list[int]] = defaultdict(list)
+    for topic, window in set(loaded) | {k for k in produced if k[0] in {t for t, _ in loaded}}:
+        hours[(topic, window - window % HOUR_MS)].append(window)
+    with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+        for (topic, hour_ms), windows in sorted(hours.items()):
+            hour = layout.Hour.of_ms(hour_ms)
+            if fs.exists(layout.success_marker(topic, hour)):
+                continue
+            h = HourReport(topic, hour.dt, hour.hr)
+            for window in sorted(windows):
+                n_loaded, n_bad = loaded.get((topic, window), (0, 0))
+                w = WindowReport(topic, window, produced.get((topic, window), 0), n_loaded, n_bad)
+                h.windows.append(w)
+                h.produced += w.produced
+                h.loaded += w.loaded
+                h.quarantined += w.quarantined
+                if w.produced == 0:
+                    h.reasons.append(f"no producer count for window {_hhmm(window)}")
+                elif w.accounted > w.produced:
+                    h.reasons.append(
+                        f"window {_hhmm(window)}: {w.accounted - w.produced} more than produced"
+                    )
+                elif not w.complete(threshold):
+                    h.reasons.append(f"window {_hhmm(window)}: {w.accounted}/{w.produced}")
+            h.partitions_past = _partitions_past(
+                consumer, topic, hour_ms + HOUR_MS, committed_next, now_ms, window_ms
+            )
+            if not h.partitions_past:
+                h.reasons.append("not every partition is loaded past the hour's end yet")
+            h.complete = h.partitions_past and all(w.complete(threshold) for w in h.windows)
+            report.hours.append(h)
+    return report
+
+
+def _epoch_ms(value) -> int:
+    """timestamp-millis fields may decode as datetimes."""
+    return value if isinstance(value, int) else int(value.timestamp() * 1000)
+
+
+def _hhmm(ms: int) -> str:
+    return time.strftime("%H:%M", time.gmtime(ms / 1000))
+
+
+def _partitions_past(
+    consumer: SimpleConsumer,
+    topic: str,
+    hour_end_ms: int,
+    committed_next: dict[tuple[str, int], int],
+    now_ms: int,
+    grace_ms: int,
+) -> bool:
+    """Every partition's committed offset is at or past the first record after the hour;
+    a partition with no record after the hour counts once it is loaded to its high
+    watermark and the hour ended more than a window ago (late records have had time)."""
+    for partition in consumer.partitions_for(topic):
+        done = committed_next.get((topic, partition), 0)
+        first_after = consumer.offsets_before(topic, partition, hour_end_ms)
+        if first_after >= 0:
+            if done < first_after:
+                return False
+        elif done < consumer.latest_offset(topic, partition) or now_ms < hour_end_ms + grace_ms:
+            return False
+    return True
+
+
+def write_report(fs: FileSystem, report: AuditReport) -> str:
+    path = f"{layout.history_dir(report.run_id)}/audit.json"
+    fs.write_bytes(path, json.dumps(report.to_dict(), indent=1).encode())
+    return path
+
+
+def finalize(fs: FileSystem, report: AuditReport) -> list[HourReport]:
+    """_SUCCESS (holding the hour's report) for every complete hour."""
+    done = []
+    for h in report.complete_hours:
+        fs.write_bytes(
+            layout.success_marker(h.topic, layout.Hour(h.dt, h.hr)),
+            json.dumps(h.to_dict(), indent=1).encode(),
+        )
+        done.append(h)
+    return done
+
+
+def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> int:
+    """The loader's counts (loaded + quarantined) per (topic, window) as tier "hadoop", once
+    per load run (a marker in its history); reruns publish nothing: they change no count."""
+    marker = f"{layout.history_dir(manifest.run_id)}/{PUBLISHED}"
+    if manifest.kind != "load" or not manifest.windows or fs.exists(marker):
+        return 0
+    serialize = AvroSerializer(RegistryClient(config["registry.url"]), AUDIT_SCHEMA)
+    topic = config["audit.topic"]
+    now = int(time.time() * 1000)
+    with Producer(config["bootstrap.servers"], acks=-1) as producer:
+        futures = [
+            producer.send(
+                topic,
+                serialize(
+                    {
+                        "tier": "hadoop",
+                        "host": socket.gethostname(),
+                        "service": "kafka-hourly-load",
+                        "topic": w.topic,
+                        "window_start_ms": w.window_start_ms,
+                        "window_ms": manifest.window_ms,
+                        "count": w.loaded + w.quarantined,
+                        "emitted_at_ms": now,
+                    },
+                    topic,
+                ),
+                key=w.topic.encode(),
+            )
+            for w in manifest.windows
+        ]
+        producer.flush()
+    for f in futures:
+        f.result()
+    fs.write_bytes(marker, manifest.run_id.encode())
+    return len(futures)

@@ -1,0 +1,170 @@
+"""`python -m ingest run|rerun|history|audit --config conf/ingest.yaml [--set key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections import defaultdict
+from datetime import UTC, datetime
+
+from broker.config.definition import ConfigError
+from ingest.config import load_config
+
+
+def _summary(manifest) -> str:
+    rows: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0, 0, 0])
+    for p in manifest.partitions:
+        r = rows[p.topic]
+        r[0] += 1
+        r[1] += p.next - p.first
+        r[2] += p.loaded
+        r[3] += p.quarantined
+        r[4] += p.skipped
+        r[5] += len(p.files)
+    lines = [
+        f"run {manifest.run_id} ({manifest.kind})",
+        f"{'topic':<24} {'parts':>5} {'offsets':>10} {'loaded':>10} {'quarant.':>9} {'skipped':>8} {'files':>6}",
+    ]
+    total = [0] * 6
+    for topic, r in sorted(rows.items()):
+        lines.append(
+            f"{topic:<24} {r[0]:>5} {r[1]:>10,} {r[2]:>10,} {r[3]:>9,} {r[4]:>8,} {r[5]:>6}"
+        )
+        total = [a + b for a, b in zip(total, r, strict=True)]
+    lines.append(
+        f"{'total':<24} {total[0]:>5} {total[1]:>10,} {total[2]:>10,} {total[3]:>9,} {total[4]:>8,} "
+        f"{total[5]:>6}"
+    )
+    gaps = [p for p in manifest.partitions if p.gap]
+    for p in gaps:
+        lines.append(
+            f"gap: {p.topic}[{p.partition}] offsets {p.gap.from_offset}..{p.gap.to_offset} were deleted "
+            "by retention before they were loaded"
+        )
+    lines.append("ledger balances" if manifest.ledger_balances() else "LEDGER DOES NOT BALANCE")
+    return "\n".join(lines)
+
+
+def _parse_range(text: str) -> tuple[str, int, int, int]:
+    try:
+        topic, partition, first, next_ = text.rsplit(":", 3)
+        return topic, int(partition), int(first), int(next_)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected topic:partition:first:next") from None
+
+
+def _parse_time(text: str) -> int:
+    stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=UTC)
+    return int(stamp.timestamp() * 1000)
+
+
+def _audit_and_finalize(config, fs, manifest, out) -> int:
+    from ingest import audit
+
+    if config["audit.publish"]:
+        audit.publish_loaded_counts(config, fs, manifest)
+    report = audit.audit(config, fs, manifest.run_id)
+    path = audit.write_report(fs, report)
+    done = audit.finalize(fs, report)
+    print(report.text(), file=out)
+    print(
+        f"audit report: {fs.uri(path)}; {len(done)} hour(s) complete (_SUCCESS written), "
+        f"{len(report.incomplete_hours)} not yet",
+        file=out,
+    )
+    return len(report.incomplete_hours)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ingest", description="The hourly load into Hadoop"
+    )
+    parser.add_argument("--config", default="conf/ingest.yaml", help="conf/ingest.yaml")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="override a key"
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="load every selected partition up to its high watermark")
+    run.add_argument("--no-audit", action="store_true", help="skip the audit after the commit")
+    rerun = sub.add_parser("rerun", help="re-read stored runs and replace their files")
+    what = rerun.add_mutually_exclusive_group(required=True)
+    what.add_argument("--run", help="a stored run id")
+    what.add_argument(
+        "--range",
+        action="append",
+        type=_parse_range,
+        metavar="TOPIC:PARTITION:FIRST:NEXT",
+        help="rerun the stored runs overlapping these offsets (repeatable)",
+    )
+    what.add_argument(
+        "--from", dest="time_from", type=_parse_time, help="event time (ISO 8601, UTC)"
+    )
+    rerun.add_argument("--to", dest="time_to", type=_parse_time, help="with --from")
+    sub.add_parser("history", help="list the committed runs")
+    aud = sub.add_parser("audit", help="audit the live runs and write _SUCCESS for complete hours")
+    aud.add_argument(
+        "--fail-incomplete", action="store_true", help="exit 3 when an hour is incomplete"
+    )
+    args = parser.parse_args(argv)
+
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(args.config, args.set)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    out = sys.stdout
+    from ingest import job
+    from ingest.commit import list_runs, load_manifest
+
+    if args.command == "run":
+        result = job.run_load(config)
+        for run in result.recovered.rolled_forward:
+            print(f"rolled forward the interrupted commit of {run}", file=out)
+        print(_summary(result.manifest), file=out)
+        if not args.no_audit:
+            _audit_and_finalize(config, job.open_root(config), result.manifest, out)
+        return 0
+    if args.command == "rerun":
+        if args.time_from is not None and args.time_to is None:
+            parser.error("--from needs --to")
+        results = job.rerun(
+            config,
+            run_id=args.run,
+            ranges=args.range,
+            time_range=(args.time_from, args.time_to) if args.time_from is not None else None,
+        )
+        for r in results:
+            print(f"{r.manifest.replaces} replaced by {r.run_id}", file=out)
+            print(_summary(r.manifest), file=out)
+        if results:
+            _audit_and_finalize(config, job.open_root(config), results[-1].manifest, out)
+        return 0
+    fs = job.open_root(config)
+    if args.command == "history":
+        print(
+            f"{'run':<30} {'kind':<6} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",
+            file=out,
+        )
+        for run in list_runs(fs):
+            m = load_manifest(fs, run)
+            print(
+                f"{run:<30} {m.kind:<6} {m.replaces or '-':<30} {len(m.partitions):>5} "
+                f"{sum(p.loaded for p in m.partitions):>10,} {sum(p.quarantined for p in m.partitions):>9,} "
+                f"{sum(1 for p in m.partitions if p.gap):>5}",
+                file=out,
+            )
+        return 0
+    if args.command == "audit":
+        runs = list_runs(fs)
+        if not runs:
+            print("nothing loaded yet", file=out)
+            return 0
+        incomplete = _audit_and_finalize(config, fs, load_manifest(fs, runs[-1]), out)
+        return 3 if incomplete and args.fail_incomplete else 0
+    return 2

@@ -1,0 +1,299 @@
+"""The load, driver side: plan, run the map tasks on Spark, commit data and offsets as one.
+
+`run_load` is the hourly job; `rerun` re-reads the exact offset ranges of stored runs and
+replaces their files under the same commit protocol (DESIGN.md section 6).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from broker.client.admin import AdminClient
+from broker.client.simple_consumer import SimpleConsumer
+from ingest import layout
+from ingest.commit import (
+    Recovery,
+    RunLock,
+    commit,
+    last_committed_manifest,
+    list_runs,
+    load_manifest,
+    recover,
+    rerun_target,
+)
+from ingest.fs import FileSystem, filesystem_for
+from ingest.manifest import (
+    DataFile,
+    ErrorFile,
+    Gap,
+    Manifest,
+    PartitionLedger,
+    WindowCount,
+    utc_now_iso,
+)
+from ingest.plan import PartitionRange, plan_ranges, select_topics, split_tasks
+from ingest.spark_runner import run_tasks, spark_session
+from ingest.task import TaskResult, TaskSettings
+
+log = logging.getLogger(__name__)
+
+# Crash tests kill the driver at a named point (SIGKILL: no cleanup, like a lost host).
+CRASH_ENV = "INGEST_CRASH_AT"
+
+
+def _crash_point(name: str) -> None:
+    if os.environ.get(CRASH_ENV) == name:
+        log.error("%s=%s: killing the driver here", CRASH_ENV, name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@dataclass
+class LoadResult:
+    run_id: str | None
+    manifest: Manifest | None
+    recovered: Recovery
+    results: list[TaskResult] = field(default_factory=list)
+
+
+def open_root(config: dict[str, Any], spark=None) -> FileSystem:
+    return filesystem_for(
+        config["root"],
+        spark,
+        user=config["webhdfs.user"] or None,
+        kerberos=config["webhdfs.kerberos"],
+    )
+
+
+def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
+    return TaskSettings(
+        run_id=run_id,
+        bootstrap_servers=tuple(config["bootstrap.servers"]),
+        registry_url=config["registry.url"],
+        root=config["root"],
+        format=config["format"],
+        time_field=config["time.field"],
+        window_ms=config["audit.window.ms"],
+        fetch_bytes=config["fetch.max.bytes"],
+        max_bytes=config["limits.max.bytes.per.partition"],
+        webhdfs_user=config["webhdfs.user"] or None,
+        webhdfs_kerberos=config["webhdfs.kerberos"],
+    )
+
+
+class _Session:
+    """The caller's Spark session, or one of our own that we stop afterwards."""
+
+    def __init__(self, config: dict[str, Any], spark) -> None:
+        self.owned = spark is None
+        self.spark = spark or spark_session(config["spark.master"], config["spark.app.name"])
+
+    def __enter__(self):
+        return self.spark
+
+    def __exit__(self, *exc) -> None:
+        if self.owned:
+            self.spark.stop()
+
+
+def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) -> LoadResult:
+    """One hourly load: every selected partition from its stored offset to the high
+    watermark (within the per-run limits), committed atomically with its offsets."""
+    with _Session(config, spark) as session:
+        fs = open_root(config, session)
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+            recovered = recover(fs, lock)
+            previous = last_committed_manifest(fs, kind="load")
+            stored = previous.next_offsets() if previous else {}
+            run_id = layout.new_run_id(after=list_runs(fs)[-1] if list_runs(fs) else None)
+            with AdminClient(config["bootstrap.servers"]) as admin:
+                topics = select_topics(
+                    admin.list_topics(), config["topics.whitelist"], config["topics.blacklist"]
+                )
+            with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+                ranges = plan_ranges(
+                    consumer,
+                    topics,
+                    stored,
+                    new_partition_start=config["offsets.new.partition.start"],
+                    on_gap=config["offsets.on.gap"],
+                    max_records_per_partition=config["limits.max.records.per.partition"],
+                )
+            tasks = split_tasks(ranges, config["limits.max.records.per.task"])
+            log.info(
+                "run %s: %d partitions, %d offsets in %d tasks",
+                run_id,
+                len(ranges),
+                sum(r.size for r in ranges),
+                len(tasks),
+            )
+            results = run_tasks(session, tasks, _settings(config, run_id), show_progress)
+            manifest, moves = build_manifest(
+                run_id,
+                "load",
+                ranges,
+                results,
+                config["audit.window.ms"],
+                previous_run=previous.run_id if previous else None,
+            )
+            # Offsets of partitions not planned this run (topic no longer selected) carry forward.
+            planned = {(r.topic, r.partition) for r in ranges}
+            for (topic, partition), offset in sorted(stored.items()):
+                if (topic, partition) not in planned:
+                    manifest.partitions.append(PartitionLedger(topic, partition, offset, offset))
+            _crash_point("before-commit")
+            commit(fs, manifest, moves, lock=lock)
+    return LoadResult(run_id, manifest, recovered, results)
+
+
+def build_manifest(
+    run_id: str,
+    kind: str,
+    ranges: list[PartitionRange],
+    results: list[TaskResult],
+    window_ms: int,
+    previous_run: str | None = None,
+    replaces: str | None = None,
+) -> tuple[Manifest, list[tuple[str, str]]]:
+    """The manifest and the file moves of a run from its tasks' ledgers.
+
+    A partition's range ends where its tasks stop being contiguous: a task that stopped
+    early (its byte budget) ends the range there, and later tasks of the same partition
+    are left in staging (discarded); the next run loads from where this one stopped.
+    """
+    by_partition: dict[tuple[str, int], list[TaskResult]] = defaultdict(list)
+    for r in results:
+        by_partition[(r.topic, r.partition)].append(r)
+    manifest = Manifest(
+        run_id, kind, utc_now_iso(), window_ms, previous_run=previous_run, replaces=replaces
+    )
+    moves: list[tuple[str, str]] = []
+    windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    for rng in ranges:
+        ledger = PartitionLedger(
+            rng.topic, rng.partition, rng.first, rng.first, gap=Gap(*rng.gap) if rng.gap else None
+        )
+        schema_ids: set[int] = set()
+        for result in sorted(by_partition[(rng.topic, rng.partition)], key=lambda r: r.start):
+            if result.start != ledger.next:
+                break  # after an early stop: not contiguous, not committed
+            ledger.next = result.end
+            ledger.loaded += result.loaded
+            ledger.quarantined += result.quarantined
+            ledger.skipped += result.skipped
+            schema_ids.update(result.schema_ids)
+            for f in result.files:
+                ledger.files.append(DataFile(f.final, f.records, f.dt, f.hr, f.bytes))
+                moves.append((f.staged, f.final))
+            for f in result.error_files:
+                ledger.error_files.append(ErrorFile(f.final, f.records, f.bytes))
+                moves.append((f.staged, f.final))
+            for window, count in result.windows.items():
+                bad = result.quarantined_windows.get(window, 0)
+                windows[(rng.topic, window)][0] += count - bad
+                windows[(rng.topic, window)][1] += bad
+            if result.end < result.planned_end:
+                break
+        ledger.schema_ids = sorted(schema_ids)
+        manifest.partitions.append(ledger)
+    manifest.windows = [
+        WindowCount(t, w, loaded, bad) for (t, w), (loaded, bad) in sorted(windows.items())
+    ]
+    return manifest, moves
+
+
+def rerun(
+    config: dict[str, Any],
+    *,
+    run_id: str | None = None,
+    ranges: list[tuple[str, int, int, int]] | None = None,
+    time_range: tuple[int, int] | None = None,
+    spark=None,
+    show_progress: bool = True,
+) -> list[LoadResult]:
+    """Re-read stored runs and replace their files. Name one run (`run_id`), or explicit
+    per-partition offset ranges [(topic, partition, first, next)], or an event-time range
+    [start_ms, end_ms): then every stored run whose ranges overlap it is rerun whole, since
+    a rerun replaces exactly a stored run's files and offsets never move."""
+    with _Session(config, spark) as session:
+        fs = open_root(config, session)
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+            recovered = recover(fs, lock)
+            targets = _rerun_targets(config, fs, run_id, ranges, time_range)
+            done = []
+            for target in targets:
+                holder, replaced_paths = rerun_target(fs, target)
+                new_run = layout.new_run_id(after=list_runs(fs)[-1])
+                plan = [
+                    PartitionRange(
+                        p.topic,
+                        p.partition,
+                        -1,
+                        p.first,
+                        p.next,
+                        p.first,
+                        p.next,
+                        (p.gap.from_offset, p.gap.to_offset) if p.gap else None,
+                    )
+                    for p in holder.partitions
+                ]
+                tasks = split_tasks(plan, config["limits.max.records.per.task"])
+                settings = _settings(config, new_run)
+                # A rerun must cover the stored ranges exactly: no byte budget.
+                settings = TaskSettings(**{**settings.__dict__, "max_bytes": None})
+                results = run_tasks(session, tasks, settings, show_progress)
+                manifest, moves = build_manifest(
+                    new_run,
+                    "rerun",
+                    plan,
+                    results,
+                    config["audit.window.ms"],
+                    previous_run=holder.previous_run,
+                    replaces=holder.run_id,
+                )
+                commit(fs, manifest, moves, replaces=replaced_paths, lock=lock)
+                done.append(LoadResult(new_run, manifest, recovered, results))
+            return done
+
+
+def _rerun_targets(config, fs: FileSystem, run_id, ranges, time_range) -> list[str]:
+    """Stored runs (by the id they were first committed under) to rerun."""
+    if sum(x is not None for x in (run_id, ranges, time_range)) != 1:
+        raise ValueError("name exactly one of: a run id, offset ranges, a time range")
+    runs = list_runs(fs)
+    manifests = {r: load_manifest(fs, r) for r in runs}
+    replaced = {m.replaces for m in manifests.values() if m.replaces}
+    if run_id is not None:
+        if run_id not in manifests:
+            raise ValueError(f"no committed run {run_id} under {config['root']}")
+        return [run_id]
+    if time_range is not None:
+        start_ms, end_ms = time_range
+        with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+            ranges = []
+            partitions = {(p.topic, p.partition) for m in manifests.values() for p in m.partitions}
+            for topic, partition in sorted(partitions):
+                first = consumer.offsets_before(topic, partition, start_ms)
+                last = consumer.offsets_before(topic, partition, end_ms)
+                if first < 0:
+                    continue
+                ranges.append((topic, partition, first, last if last >= 0 else 2**63 - 1))
+    wanted = []
+    for run, m in manifests.items():
+        current = run not in replaced
+        overlaps = any(
+            p.topic == t and p.partition == q and p.first < nxt and first < p.next
+            for p in m.partitions
+            for (t, q, first, nxt) in ranges
+        )
+        if current and overlaps:
+            # Name the run by its original id: rerun_target follows the replacement chain.
+            original = m.replaces or run
+            while original in manifests and manifests[original].replaces:
+                original = manifests[original].replaces
+            wanted.append(original)
+    return sorted(set(wanted))
