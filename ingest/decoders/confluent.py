@@ -121,7 +121,9 @@ class ConfluentAvroDecoder:
     def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
         """Decode one chunk (bounded by the caller: see ``decode_stream``)."""
         count = len(records)
-        values = [r.value for r in records]
+        # One transposing pass in C (attribute access per record costs ~4x more).
+        columns = list(zip(*records, strict=True)) if count else [()] * 4
+        offsets, timestamps, keys, values = columns[0], columns[1], columns[2], list(columns[3])
         pad = max([columnar.required_pad(w.plan) for w in self._writers.values() if w.plan] + [64])
         data, starts, ends = columnar.pack(values, pad)
         ids, reasons = self._frames(values, data, starts, ends)
@@ -150,7 +152,7 @@ class ConfluentAvroDecoder:
         else:
             struct = pa.array([], self.value_type)
             rows = pa.array([], pa.int64())
-        batch = self._with_kafka_columns(struct, rows, ids, partition, records)
+        batch = self._with_kafka_columns(struct, rows, ids, partition, offsets, timestamps, keys)
         quarantined = [
             Quarantined(
                 records[i].offset,
@@ -225,26 +227,23 @@ class ConfluentAvroDecoder:
             struct, indices = struct.take(order), indices.take(order)
         return struct, indices
 
-    def _with_kafka_columns(self, struct, rows, ids, partition, records) -> pa.RecordBatch:
+    def _with_kafka_columns(
+        self, struct, rows, ids, partition, offsets, timestamps, keys
+    ) -> pa.RecordBatch:
         count = len(rows)
         if count == 0:
             return pa.RecordBatch.from_pylist([], schema=self.schema)
-        everything = len(rows) == len(records)
-        offsets = pa.array([r.offset for r in records], pa.int64())
-        timestamps = pa.array([r.timestamp for r in records], pa.int64())
-        keys = pa.array([r.key for r in records], pa.binary())
-        columns = struct.flatten()
-        columns += [
+        everything = count == len(offsets)
+        kafka = [
+            pa.array(offsets, pa.int64()),
+            pa.array(timestamps, pa.int64()).cast(KAFKA_FIELDS[2].type),
+            pa.array(keys, pa.binary()),
+            ids.cast(pa.int32()),
+        ]
+        columns = [
+            *struct.flatten(),
             pa.nulls(count, pa.int32()).fill_null(partition),
-            *(
-                column if everything else column.take(rows)
-                for column in (
-                    offsets,
-                    timestamps.cast(KAFKA_FIELDS[2].type),
-                    keys,
-                    ids.cast(pa.int32()),
-                )
-            ),
+            *(column if everything else column.take(rows) for column in kafka),
         ]
         return pa.RecordBatch.from_arrays(columns, schema=self.schema)
 
