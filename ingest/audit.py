@@ -145,7 +145,9 @@ def producer_counts(config: dict[str, Any], registry: RegistryClient) -> dict[tu
                         event["tier"] == "producer"
                         and event["window_ms"] == config["audit.window.ms"]
                     ):
-                        counts[(event["topic"], event["window_start_ms"])] += event["count"]
+                        counts[(event["topic"], _epoch_ms(event["window_start_ms"]))] += event[
+                            "count"
+                        ]
                 offset = result.next_offset
     return counts
 

@@ -126,10 +126,13 @@ class RunLock:
         gens = self._generations()
         top = gens[-1] if gens else 0
         if gens:
-            current = self._read(top)
+            try:
+                current = self._read(top)
+            except FileNotFoundError:  # pruned by a driver that acquired meanwhile
+                raise LockHeld("the run lock changed hands while we looked") from None
             if current["state"] == "held" and not force:
                 idle = self.clock() - self._last_alive(top, current)
-                if idle <= current["ttl_s"]:
+                if idle <= current["ttl_s"] and not _owner_is_dead(current["owner"]):
                     raise LockHeld(
                         f"run lock held by {current['owner']} since {current['acquired_at']:.0f}"
                         f" (last alive {idle:.0f}s ago, ttl {current['ttl_s']:.0f}s)"
@@ -211,6 +214,22 @@ class RunLock:
 
 
 # ---------------------------------------------------------------------------- history
+
+
+def _owner_is_dead(owner: str) -> bool:
+    """A holder on this very host whose process is gone (a driver killed by the OOM killer
+    or a crash) cannot come back: its lock need not wait for the ttl. Holders elsewhere
+    are judged by their heartbeat alone."""
+    host, _, pid = owner.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
 
 
 def list_runs(fs: FileSystem) -> list[str]:

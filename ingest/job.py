@@ -52,6 +52,24 @@ def _crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+class _CrashAfterRenames:
+    """With INGEST_CRASH_AT=mid-moves: the filesystem, killing the driver at the second
+    rename after the commit point (the intent's rename is the first), i.e. between moves."""
+
+    def __init__(self, fs: FileSystem) -> None:
+        self._fs = fs
+        self._renames = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self._fs, name)
+
+    def rename_if_absent(self, src: str, dst: str) -> bool:
+        self._renames += 1
+        if self._renames == 3:
+            _crash_point("mid-moves")
+        return self._fs.rename_if_absent(src, dst)
+
+
 @dataclass
 class LoadResult:
     run_id: str | None
@@ -146,7 +164,12 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
                 if (topic, partition) not in planned:
                     manifest.partitions.append(PartitionLedger(topic, partition, offset, offset))
             _crash_point("before-commit")
-            commit(fs, manifest, moves, lock=lock)
+            commit(
+                _CrashAfterRenames(fs) if os.environ.get(CRASH_ENV) else fs,
+                manifest,
+                moves,
+                lock=lock,
+            )
     return LoadResult(run_id, manifest, recovered, results)
 
 

@@ -10,6 +10,7 @@ counts per audit window, and the staged files with their final names.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -17,7 +18,7 @@ from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
 from ingest.decoders import ConfluentAvroDecoder
 from ingest.fs import filesystem_for
-from ingest.partitioner import EventHourPartitioner, HourKey
+from ingest.partitioner import EventHourPartitioner
 from ingest.plan import TaskSpec
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
@@ -25,6 +26,22 @@ from ingest.writers import AvroRecordWriter, HourlyWriters, ParquetRecordWriter
 from schemas.client import RegistryClient
 
 EXTENSIONS = {"parquet": "parquet", "avro": "avro"}
+
+# Fault injection for the crash tests: when this directory holds a file `kill-task-once`,
+# the first task attempt to claim it (by renaming it away) dies after its first chunk,
+# as an executor lost mid-range would. Spark then retries the task.
+FAULTS_ENV = "INGEST_TEST_FAULTS"
+
+
+def _maybe_die() -> None:
+    faults = os.environ.get(FAULTS_ENV)
+    if not faults:
+        return
+    try:
+        os.rename(os.path.join(faults, "kill-task-once"), os.path.join(faults, "task-killed"))
+    except FileNotFoundError:
+        return
+    os._exit(1)
 
 
 @dataclass(frozen=True)
@@ -152,6 +169,7 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                     bad_windows[ts - ts % window_ms] += 1
                 result.quarantined += len(chunk.quarantined)
             result.loaded += chunk.batch.num_rows
+            _maybe_die()
     finally:
         closed = writers.close()
         errors = quarantine.close() if quarantine is not None else None

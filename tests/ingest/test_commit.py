@@ -332,3 +332,24 @@ def test_manifest_round_trip_and_version_check(tmp_path):
     data = manifest.to_dict() | {"version": 99}
     with pytest.raises(ValueError, match="version"):
         Manifest.from_dict(data)
+
+
+def test_lock_of_a_dead_driver_on_this_host_is_taken_at_once(fs):
+    import socket
+    import subprocess
+    import sys
+
+    gone = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    RunLock(fs, owner=f"{socket.gethostname()}:{gone.stdout.strip()}", ttl_s=3600).acquire()
+    taken = RunLock(fs, owner="next-driver").acquire()
+    assert RunLock(fs).holder()["owner"] == "next-driver"
+    taken.release()
+    # A live holder (this process) is not taken over before its ttl.
+    RunLock(fs, ttl_s=3600).acquire()
+    with pytest.raises(LockHeld):
+        RunLock(fs, owner="another").acquire()
