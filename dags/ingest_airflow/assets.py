@@ -1,0 +1,47 @@
+"""The Assets the DAGs emit: one per complete topic-hour.
+
+Topics are chosen by regular expressions at run time, so the Assets cannot be listed when
+the DAG is parsed; the finalize task declares the alias `kafka-hourly` as its outlet and
+attaches one Asset per hour it finalizes. A downstream DAG schedules on the hour it needs,
+`Asset("kafka-hourly://<topic>/dt=YYYY-MM-DD/hr=HH")`, or on the alias for every hour.
+"""
+
+from __future__ import annotations
+
+from airflow.sdk import Asset, AssetAlias
+
+from ingest import layout
+
+ALIAS = AssetAlias("kafka-hourly")
+
+
+def hour_uri(topic: str, dt: str, hr: str) -> str:
+    return f"kafka-hourly://{topic}/dt={dt}/hr={hr}"
+
+
+def hour_asset(topic: str, dt: str, hr: str) -> Asset:
+    uri = hour_uri(topic, dt, hr)
+    return Asset(uri=uri, name=uri)
+
+
+def emit_hours(outlet_events, hours: list[dict], root: str, **extra) -> list[str]:
+    """Attach an asset event per hour (dicts of HourReport.to_dict()) to the alias; the
+    extra tells a consumer where the hour is and what the audit counted."""
+    uris = []
+    for h in hours:
+        asset = hour_asset(h["topic"], h["dt"], h["hr"])
+        outlet_events[ALIAS].add(
+            asset,
+            extra={
+                "topic": h["topic"],
+                "dt": h["dt"],
+                "hr": h["hr"],
+                "path": f"{root.rstrip('/')}/{layout.hour_dir(h['topic'], layout.Hour(h['dt'], h['hr']))}",
+                "produced": h["produced"],
+                "loaded": h["loaded"],
+                "quarantined": h["quarantined"],
+                **extra,
+            },
+        )
+        uris.append(asset.uri)
+    return uris
