@@ -98,7 +98,9 @@ class GoodClient(threading.Thread):
 
 @pytest.fixture
 def noisy(broker_factory):
-    b = broker_factory({"socket.request.max.bytes": str(MAX_REQUEST), "message.max.bytes": "500000"})
+    b = broker_factory(
+        {"socket.request.max.bytes": str(MAX_REQUEST), "message.max.bytes": "500000"}
+    )
     admin = KafkaAdminClient(bootstrap_servers=b.bootstrap)
     admin.create_topics([NewTopic("bad-target", num_partitions=1, replication_factor=1)])
     admin.close()
