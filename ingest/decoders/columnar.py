@@ -61,11 +61,15 @@ class Unresolvable(ValueError):
 
 
 class Rows:
-    """The rows being decoded: a read position and an end per row, over one buffer
-    that has at least ``pad`` spare bytes after the last row, and a bad mask.
+    """The rows being decoded: a read position and an end per row (int32), over
+    one buffer, and a bad mask.
 
-    Positions never pass their row's end (reads that would are clamped and the row
-    is marked bad), so every gather stays inside the buffer.
+    A position may run past its row's end on corrupt data (a varint read too far,
+    a fixed value cut short); that is caught once, when the row's final position
+    is compared with its end, instead of after every field. Each node bounds how
+    far it can run (``Node.overrun``), and the buffer has that much padding after
+    the last row, so every read stays inside it. Lengths of strings and bytes are
+    clamped to the room left, so they never add to the overrun.
     """
 
     __slots__ = ("data", "pos", "end", "bad")
@@ -92,10 +96,10 @@ class Rows:
     def room(self) -> pa.Array:
         return pc.subtract(self.end, self.pos)
 
-    def advance(self, count: pa.Array | int) -> None:
-        moved = pc.add(self.pos, count)
-        self.mark(pc.greater(moved, self.end))
-        self.pos = pc.min_element_wise(moved, self.end)
+    def advance(self, count: pa.Array | pa.Scalar | int) -> None:
+        if isinstance(count, int):  # a bare int would widen the positions to int64
+            count = pa.scalar(count, pa.int32())
+        self.pos = pc.add(self.pos, count)
 
     def byte(self, k: int) -> pa.Array:
         return self.data.take(self.pos if k == 0 else pc.add(self.pos, k))
@@ -105,13 +109,13 @@ class Rows:
         first = self.byte(0)
         value = pc.bit_wise_and(first, 0x7F).cast(_U64)
         more = pc.greater_equal(first, 0x80)
-        length: pa.Array | int = 1
+        length: pa.Array | pa.Scalar = pa.scalar(1, pa.int32())
         k = 1
         while k < _VARINT_MAX and pc.any(more).as_py():
             b = self.byte(k)
             part = pc.multiply(pc.bit_wise_and(b, 0x7F).cast(_U64), pa.scalar(1 << (7 * k), _U64))
             value = pc.if_else(more, pc.bit_wise_or(value, part), value)
-            length = pc.add(length, more.cast(pa.int64()))
+            length = pc.add(length, more.cast(pa.int32()))
             more = pc.and_(more, pc.greater_equal(b, 0x80))
             k += 1
         if k == _VARINT_MAX and pc.any(more).as_py():
@@ -139,27 +143,40 @@ class Rows:
         if count == 0:
             self.pos = ends
             return pa.array([], pa.binary())
-        both = pa.concat_arrays([self.pos.cast(pa.int32()), ends.cast(pa.int32())])
-        steps = _arange(2 * count)
-        interleave = pc.add(pc.shift_right(steps, 1), pc.multiply(pc.bit_wise_and(steps, 1), count))
-        offsets = both.take(interleave)
+        interleave, evens = _interleaving(count)
+        offsets = pa.concat_arrays([self.pos, ends]).take(interleave)
         spans = pa.Array.from_buffers(
             pa.binary(), 2 * count - 1, [None, offsets.buffers()[1], self.data.buffers()[1]]
         )
         self.pos = ends
-        return spans.take(pc.multiply(_arange(count), 2))
+        return spans.take(evens)
 
     def lengths(self) -> pa.Array:
-        """A bytes/string length prefix, clamped to the row (bad rows marked)."""
+        """A bytes/string length prefix (int32), clamped to the room left in the
+        row (0 when it has run past its end); bad rows marked."""
         size = self.long()
-        self.mark(pc.less(size, 0))
-        size = pc.max_element_wise(size, 0)
-        room = self.room()
-        self.mark(pc.greater(size, room))
-        return pc.min_element_wise(size, room)
+        room = pc.max_element_wise(self.room(), 0)
+        self.mark(pc.or_(pc.less(size, 0), pc.greater(size, room)))
+        return pc.min_element_wise(pc.max_element_wise(size, 0), room).cast(pa.int32())
 
 
 _ARANGE: list[pa.Array] = [pa.array([], pa.int32())]
+_INTERLEAVINGS: dict[int, tuple[pa.Array, pa.Array]] = {}
+
+
+def _interleaving(count: int) -> tuple[pa.Array, pa.Array]:
+    """Indices that interleave two arrays of ``count`` (0, count, 1, count+1, ...)
+    and the even indices 0, 2, ... 2*count-2; cached, chunks repeat their sizes."""
+    found = _INTERLEAVINGS.get(count)
+    if found is None:
+        steps = _arange(2 * count)
+        halves = pc.shift_right(steps, 1)
+        odd = pc.bit_wise_and(steps, 1)
+        found = (pc.add(halves, pc.multiply(odd, count)), pc.multiply(_arange(count), 2))
+        if len(_INTERLEAVINGS) > 16:
+            _INTERLEAVINGS.clear()
+        _INTERLEAVINGS[count] = found
+    return found
 
 
 def _arange(count: int) -> pa.Array:
@@ -187,7 +204,7 @@ def _constant(value: Any, typ: pa.DataType, count: int) -> pa.Array:
 
 class Node:
     out_type: pa.DataType
-    pad = 0  # spare bytes it may read past a row's end (fixed widths)
+    overrun = 0  # how far past a corrupt row's end its reads can go
 
     def read(self, rows: Rows) -> pa.Array:
         raise NotImplementedError
@@ -217,6 +234,7 @@ class Refused(Node):
 
 class Boolean(Node):
     out_type = pa.bool_()
+    overrun = 1
 
     def read(self, rows: Rows) -> pa.Array:
         value = pc.not_equal(rows.byte(0), 0)
@@ -225,6 +243,8 @@ class Boolean(Node):
 
 
 class Varint(Node):
+    overrun = _VARINT_MAX
+
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
 
@@ -247,29 +267,25 @@ class FixedWidth(Node):
         self.size = size
         self.raw_type = raw_type
         self.out_type = out_type
-        self.pad = size
+        self.overrun = size
 
     def read(self, rows: Rows) -> pa.Array:
-        self._check(rows)
         count = len(rows)
-        raw = rows.slices(pa.nulls(count, pa.int64()).fill_null(self.size))
+        # A row too short for the value reads into the padding: the final
+        # position check marks it.
+        raw = rows.slices(pa.nulls(count, pa.int32()).fill_null(self.size))
         # Little-endian IEEE floats are Arrow's own layout on the machines we run on.
         value = pa.Array.from_buffers(self.raw_type, count, [None, _values_of(raw)])
         return value if value.type == self.out_type else value.cast(self.out_type)
 
-    def _check(self, rows: Rows) -> None:
-        short = pc.less(rows.room(), self.size)
-        if pc.any(short).as_py():
-            # Read the pad bytes instead of past the buffer; the row is bad anyway.
-            rows.mark(short)
-
     def skip(self, rows: Rows) -> None:
-        self._check(rows)
         rows.advance(self.size)
 
 
 class Bytes(Node):
     """bytes and string (UTF-8 checked), with string<->bytes promotion."""
+
+    overrun = _VARINT_MAX  # the length prefix; the length itself is clamped
 
     def __init__(self, utf8: bool, out_type: pa.DataType) -> None:
         self.utf8 = utf8
@@ -309,6 +325,7 @@ def _not_utf8(binary: pa.Array) -> pa.Array:
 
 class Enum(Node):
     out_type = pa.string()
+    overrun = _VARINT_MAX
 
     def __init__(self, symbols: list[str | None]) -> None:
         # symbols[i]: the reader symbol for writer index i, None when it has none.
@@ -337,7 +354,7 @@ class Record(Node):
         self.defaults = defaults  # reader slot -> (python default, arrow type)
         self.fields = fields
         self.out_type = pa.struct(fields)
-        self.pad = max([node.pad for node, _ in steps], default=0)
+        self.overrun = sum(node.overrun for node, _ in steps)
 
     def read(self, rows: Rows) -> pa.Array:
         columns: list[pa.Array | None] = [None] * len(self.fields)
@@ -359,7 +376,7 @@ class Union(Node):
     def __init__(self, branches: list[Node], out_type: pa.DataType) -> None:
         self.branches = branches  # per writer branch; Null for null
         self.out_type = out_type
-        self.pad = max(b.pad for b in branches)
+        self.overrun = _VARINT_MAX + max(b.overrun for b in branches)
 
     def read(self, rows: Rows) -> pa.Array:
         count = len(rows)
@@ -414,14 +431,19 @@ def decode_rows(
     rows as a struct array, and which rows are bad (drop their struct entries).
     ``data`` must have ``required_pad(plan)`` spare bytes after the last end."""
     count = len(starts)
-    rows = Rows(data, starts, ends, pa.nulls(count, pa.bool_()).fill_null(False))
+    rows = Rows(
+        data,
+        starts.cast(pa.int32()),
+        ends.cast(pa.int32()),
+        pa.nulls(count, pa.bool_()).fill_null(False),
+    )
     struct = plan.read(rows)
     rows.mark(pc.not_equal(rows.pos, rows.end))  # every byte of a row must be read
     return struct, rows.bad
 
 
 def required_pad(plan: Node) -> int:
-    return plan.pad + _VARINT_MAX
+    return plan.overrun + _VARINT_MAX
 
 
 def compile_plan(writer: ParsedSchema, reader: ParsedSchema) -> Node:

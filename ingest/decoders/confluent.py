@@ -121,9 +121,10 @@ class ConfluentAvroDecoder:
     def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
         """Decode one chunk (bounded by the caller: see ``decode_stream``)."""
         count = len(records)
-        # One transposing pass in C (attribute access per record costs ~4x more).
-        columns = list(zip(*records, strict=True)) if count else [()] * 4
-        offsets, timestamps, keys, values = columns[0], columns[1], columns[2], list(columns[3])
+        offsets = [r.offset for r in records]
+        timestamps = [r.timestamp for r in records]
+        keys = [r.key for r in records]
+        values = [r.value for r in records]
         pad = max([columnar.required_pad(w.plan) for w in self._writers.values() if w.plan] + [64])
         data, starts, ends = columnar.pack(values, pad)
         ids, reasons = self._frames(values, data, starts, ends)
