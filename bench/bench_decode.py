@@ -2,7 +2,7 @@
 the topic's target schema (with the _kafka_* columns), in records per second per
 core, for each way of doing it, in the same run on the same records.
 
-    .venv/bin/python -m bench.bench_decode [--records 100000] [--rounds 5] [--chunk 20000]
+    .venv/bin/python -m bench.bench_decode [--records 100000] [--rounds 5] [--chunk 50000]
 
 Options measured (all produce the same batch; the benchmark checks that):
 
@@ -198,7 +198,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--chunk", type=int, default=20_000)
+    parser.add_argument("--chunk", type=int, default=50_000)
     args = parser.parse_args()
     pa.set_cpu_count(1)
     pa.set_io_thread_count(1)

@@ -25,6 +25,12 @@ Every input record is either in the batch or quarantined, never dropped:
 Other registry failures (connection refused, 5xx) raise: a registry outage must
 fail (and retry) the task, not quarantine a partition's data.
 
+Chunks of 50,000 records (``chunk_size``) decode at about the speed of larger
+ones; smaller ones pay the fixed cost per Arrow call (a few hundred calls per
+chunk) more often. Memory: a chunk's records, its packed values and about as
+much again in Arrow buffers while it is decoded (~40 MB for 50,000
+PageViewEvents); nothing is kept between chunks.
+
 The target schema is the latest version of ``<topic>-value`` when the decoder is
 made (or one given); schemas are fetched once per id and cached, as are the
 compiled plans.
@@ -68,7 +74,7 @@ class ConfluentAvroDecoder:
         topic: str,
         target_schema: str | dict | ParsedSchema | None = None,
         *,
-        chunk_size: int = 20_000,
+        chunk_size: int = 50_000,
         columnar_decoding: bool = True,
     ) -> None:
         self.registry = registry
