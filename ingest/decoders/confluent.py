@@ -131,17 +131,20 @@ class ConfluentAvroDecoder:
         timestamps = [r.timestamp for r in records]
         keys = [r.key for r in records]
         values = [r.value for r in records]
-        pad = max([columnar.required_pad(w.plan) for w in self._writers.values() if w.plan] + [64])
-        data, starts, ends = columnar.pack(values, pad)
+        data, starts, ends = columnar.pack(values, self._pad())
         ids, reasons = self._frames(values, data, starts, ends)
+        schema_ids = pc.unique(ids.filter(pc.is_valid(ids))).to_pylist()
+        writers = {schema_id: self._writer(schema_id) for schema_id in schema_ids}
+        if self._pad() > len(data) - (ends[-1].as_py() if count else 0):
+            # A writer schema new in this chunk reads further past a corrupt
+            # row's end than the padding allows: pack again with more.
+            data, starts, ends = columnar.pack(values, self._pad())
 
         parts: list[pa.StructArray] = []
         part_rows: list[pa.Array] = []
-        framed = pc.is_valid(ids)
-        for schema_id in pc.unique(ids.filter(framed)).to_pylist():
+        for schema_id, writer in writers.items():
             mask = pc.equal(ids, schema_id).fill_null(False)
             indices = pc.indices_nonzero(mask).cast(pa.int64())
-            writer = self._writer(schema_id)
             if writer.refused:
                 for i in indices.to_pylist():
                     reasons[i] = writer.refused
@@ -178,6 +181,11 @@ class ConfluentAvroDecoder:
     ) -> Iterator[DecodedChunk]:
         for chunk in chunks(records, chunk_size or self.chunk_size):
             yield self.decode(partition, chunk)
+
+    def _pad(self) -> int:
+        """Spare bytes the packed values need after the last one (see columnar.Rows)."""
+        plans = [w.plan for w in self._writers.values() if w.plan is not None]
+        return max([columnar.required_pad(plan) for plan in plans] + [64])
 
     def _frames(self, values, data, starts, ends) -> tuple[pa.Array, dict[int, str]]:
         """The schema id of each row (null when unframed) and reasons for the unframed."""

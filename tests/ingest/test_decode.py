@@ -410,3 +410,28 @@ def test_decoding_a_million_records_in_chunks_keeps_memory_bounded(registry, ids
     # one 20k chunk of these events is ~5 MB of Arrow data; 1M records would be ~250 MB
     assert peak_arrow < 64 << 20, peak_arrow
     assert rss_growth_mib < 150, rss_growth_mib
+
+
+def test_a_large_fixed_cut_short_in_the_last_record_of_a_first_chunk(registry):
+    """The padding after the packed values grows for a writer schema first seen in
+    this chunk whose reads can run far past a corrupt row's end."""
+    schema = {
+        "type": "record",
+        "name": "Blob",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "blob", "type": {"type": "fixed", "name": "B", "size": 4000}},
+        ],
+    }
+    schema_id = registry.register("blobs-value", json.dumps(schema))
+    good = io.BytesIO()
+    fastavro.schemaless_writer(good, parse_schema(schema), {"id": 1, "blob": b"\x07" * 4000})
+    records = [
+        Record(0, BASE_MS, None, frame(schema_id, good.getvalue()), ()),
+        Record(1, BASE_MS, None, frame(schema_id, good.getvalue()[:3]), ()),
+    ]
+    chunk = ConfluentAvroDecoder(registry, "blobs").decode(0, records)
+    assert chunk.batch.column("blob").to_pylist() == [b"\x07" * 4000]
+    assert [(q.offset, q.reason.split(":")[0]) for q in chunk.quarantined] == [
+        (1, "undecodable body")
+    ]
