@@ -5,6 +5,7 @@ Scheduling only; the load, the audit and _SUCCESS are ingest's (docs/dags.md).
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import timedelta
 
@@ -71,7 +72,7 @@ def kafka_hourly_load():
     def audit(planned: dict, ti=None) -> dict:
         """The gate: fails when an hour is still incomplete past its deadline, skips when
         some hour is not complete yet, succeeds when every audited hour is complete. The
-        report is in the log and in XCom either way."""
+        report is in the log and in history/<run>/audit.json (its path in XCom) either way."""
         config = settings.Settings(**planned["settings"]).load()
         fs = open_root(config)
         loads = runs.runs_after(fs, planned["baseline"], kind="load")
@@ -84,7 +85,8 @@ def kafka_hourly_load():
         path = ingest_audit.write_report(fs, report)
         log.info("audit report %s\n%s", fs.uri(path), report.text())
         data = report.to_dict()
-        ti.xcom_push(key="report", value=data)
+        # finalize reads the report back from the root: it acts on exactly what was audited.
+        ti.xcom_push(key="report_path", value=path)
         deadline = gate.deadline_from(Variable.get(gate.DEADLINE_VARIABLE, default=None))
         verdict = gate.judge(data["hours"], report.generated_at_ms, deadline)
         if verdict.late:
@@ -100,11 +102,12 @@ def kafka_hourly_load():
     def finalize(planned: dict, ti=None, outlet_events=None) -> list[str]:
         """_SUCCESS and an Asset event for every hour the audit found complete, whatever
         its verdict on the others: one late hour must not hold back the rest."""
-        data = ti.xcom_pull(task_ids="audit", key="report")
-        if data is None:
+        path = ti.xcom_pull(task_ids="audit", key="report_path")
+        if not path:
             raise AirflowFailException("no audit report: the load or the audit failed")
         config = settings.Settings(**planned["settings"]).load()
         fs = open_root(config)
+        data = json.loads(fs.read_bytes(path))
         done = ingest_audit.finalize(fs, gate.report_from_dict(data))
         uris = assets.emit_hours(
             outlet_events, [h.to_dict() for h in done], fs.uri(), run_id=data["run_id"]
