@@ -118,6 +118,11 @@ def _hours() -> list[layout.Hour]:
 
 def test_hourly_load_loads_audits_and_finalizes(dagbag, airflow_env, traffic, warehouse):
     dag = dagbag.get_dag("kafka_hourly_load")
+    # Airflow 3.3.2's dag.test() builds its scheduler DAG by serializing in memory, so the
+    # deadline alerts stay dicts where DagRun.update_state expects the ids of stored
+    # DeadlineAlert rows, and a successful run crashes while pruning its deadlines. The
+    # scheduler path is unaffected; the alert itself is checked in test_dag_definitions.
+    dag.deadline = None
     dag_run = dag.test()
     states = _task_states(dag_run)
     assert dag_run.state == "success", states
