@@ -97,6 +97,14 @@ class AuditReport:
             "hours": [h.to_dict() for h in self.hours],
         }
 
+    @classmethod
+    def from_dict(cls, d: dict) -> AuditReport:
+        hours = []
+        for h in d["hours"]:
+            fields = {k: v for k, v in h.items() if k not in ("completeness", "windows")}
+            hours.append(HourReport(**fields, windows=[WindowReport(**w) for w in h["windows"]]))
+        return cls(d["run_id"], d["generated_at_ms"], d["threshold"], hours, d.get("gaps", {}))
+
     def text(self) -> str:
         lines = [
             f"audit of run {self.run_id} (threshold {self.threshold:g})",
@@ -240,8 +248,16 @@ def _partitions_past(
     return True
 
 
+def report_path(run_id: str) -> str:
+    return f"{layout.history_dir(run_id)}/audit.json"
+
+
+def read_report(fs: FileSystem, run_id: str) -> AuditReport:
+    return AuditReport.from_dict(json.loads(fs.read_bytes(report_path(run_id))))
+
+
 def write_report(fs: FileSystem, report: AuditReport) -> str:
-    path = f"{layout.history_dir(report.run_id)}/audit.json"
+    path = report_path(report.run_id)
     fs.write_bytes(path, json.dumps(report.to_dict(), indent=1).encode())
     return path
 
