@@ -16,7 +16,7 @@ from ingest.plan import TaskSpec
 from ingest.task import TaskResult, TaskSettings, run_task
 
 
-def spark_session(master: str, app_name: str):
+def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None = None):
     """A session for the load. Executors are Python workers of this same interpreter, so
     they import our packages from the same environment."""
     import os
@@ -25,7 +25,7 @@ def spark_session(master: str, app_name: str):
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    return (
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
         .config("spark.ui.enabled", "false")
@@ -33,8 +33,10 @@ def spark_session(master: str, app_name: str):
         .config("spark.task.maxFailures", "4")
         # Tasks are I/O-and-Python bound, one range each; no shuffle.
         .config("spark.default.parallelism", "2")
-        .getOrCreate()
     )
+    for key, value in (extra_conf or {}).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
 
 
 def _run_on_executor(settings: TaskSettings, records_acc, bytes_acc, tasks_acc):

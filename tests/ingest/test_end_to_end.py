@@ -42,8 +42,11 @@ def faults(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def spark(faults):
-    os.environ[FAULTS_ENV] = str(faults)
-    session = spark_session("local-cluster[2,1,1024]", "e2e")
+    # Executors get the fault directory through Spark's conf: they inherit the environment
+    # of the JVM, which an earlier test module may have started before this one.
+    session = spark_session(
+        "local-cluster[2,1,1024]", "e2e", {f"spark.executorEnv.{FAULTS_ENV}": str(faults)}
+    )
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
@@ -191,7 +194,9 @@ def test_task_attempt_killed_mid_range_is_retried(spark, config, traffic, faults
     traffic.produce(H0 + 3 * HOUR, H0 + 4 * HOUR, per_topic=400)
     (faults / "kill-task-once").write_text("armed")
     result = run_load(config, spark=spark, show_progress=False)
-    assert (faults / "task-killed").exists(), "a task attempt died"
+    armed = (faults / "kill-task-once").exists()
+    (faults / "kill-task-once").unlink(missing_ok=True)  # never leave it armed for later tests
+    assert not armed and (faults / "task-killed").exists(), "a task attempt died"
     assert max(r.attempt for r in result.results) >= 1
     assert result.manifest.ledger_balances()
     assert_output_is_exactly(spark, config, traffic)
@@ -203,10 +208,11 @@ def _driver(config, crash_at: str) -> subprocess.CompletedProcess:
         value = config[key]
         args += ["--set", f"{key}={','.join(value) if isinstance(value, list) else value}"]
     args += ["--set", "spark.master=local[2]", "run", "--no-audit"]
+    env = {k: v for k, v in os.environ.items() if k != FAULTS_ENV}
     return subprocess.run(
         args,
         cwd=ROOT,
-        env={**os.environ, CRASH_ENV: crash_at},
+        env={**env, CRASH_ENV: crash_at},
         capture_output=True,
         text=True,
         timeout=600,
