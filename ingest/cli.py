@@ -104,12 +104,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     rerun.add_argument("--to", dest="time_to", type=_parse_time, help="with --from")
     sub.add_parser("history", help="list the committed runs")
+    sub.add_parser("config-docs", help="print the reference of conf/ingest.yaml's keys (Markdown)")
     aud = sub.add_parser("audit", help="audit the live runs and write _SUCCESS for complete hours")
     aud.add_argument(
         "--fail-incomplete", action="store_true", help="exit 3 when an hour is incomplete"
     )
     args = parser.parse_args(argv)
 
+    if args.command == "config-docs":
+        from ingest.config import INGEST_CONFIG
+
+        print(INGEST_CONFIG.to_markdown(), end="")
+        return 0
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -62,7 +62,9 @@ class RangeReader:
                 stalled_since = self._wait(stalled_since, exc)
                 continue
             result.raise_for_error()
-            batch = [r for r in result.records() if r.offset < self.end]
+            batch = list(result.records())
+            if batch and batch[-1].offset >= self.end:  # only the last fetch runs past the end
+                batch = [r for r in batch if r.offset < self.end]
             next_offset = min(result.next_offset, self.end)
             if next_offset <= self.position:
                 # Below the planned end there must be data; the leader may be moving.

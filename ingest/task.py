@@ -18,7 +18,7 @@ from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
 from ingest.decoders import ConfluentAvroDecoder
 from ingest.fs import filesystem_for
-from ingest.partitioner import EventHourPartitioner
+from ingest.partitioner import EventHourPartitioner, window_counts
 from ingest.plan import TaskSpec
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
@@ -151,10 +151,10 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
     window_ms = settings.window_ms
     try:
         for records in reader.chunks():
-            for r in records:
-                windows[r.timestamp - r.timestamp % window_ms] += 1
             chunk = decoder.decode(spec.partition, records)
             if chunk.batch.num_rows:
+                # Audit windows of decoded rows on the whole batch (Arrow), not per record.
+                windows.update(window_counts(chunk.batch, window_ms))
                 writers.write(chunk.batch)
                 schema_ids.update(chunk.batch.column("_schema_id").unique().to_pylist())
             if chunk.quarantined:
@@ -167,6 +167,7 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                 for q in chunk.quarantined:
                     ts = stamps[q.offset]
                     bad_windows[ts - ts % window_ms] += 1
+                    windows[ts - ts % window_ms] += 1
                 result.quarantined += len(chunk.quarantined)
             result.loaded += chunk.batch.num_rows
             _maybe_die()

@@ -85,3 +85,12 @@ def test_start_refuses_bad_config_with_the_key(tmp_path):
     )
     assert out.returncode == 2
     assert "log.flush.interval.ms" in out.stderr and "soon" in out.stderr
+
+
+def test_configuration_reference_is_generated_from_the_declarations():
+    from broker.server.topic_config import TOPIC_CONFIG
+    from ingest.config import INGEST_CONFIG
+
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    for definition in (SERVER_CONFIG, TOPIC_CONFIG, INGEST_CONFIG):
+        assert definition.to_markdown() in text, "regenerate: docs/gen_configuration.sh"
