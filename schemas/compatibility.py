@@ -28,7 +28,8 @@ from typing import Any
 
 from schemas.canonical import ParsedSchema, kind
 
-_PROMOTIONS = frozenset(
+# The Avro specification's type promotions: (writer type, reader type) pairs a reader resolves.
+PROMOTIONS = frozenset(
     {
         ("int", "long"),
         ("int", "float"),
@@ -129,7 +130,7 @@ class _Resolver:
                 f"TYPE_MISMATCH at {where}: reader union has no branch for writer type {w_kind}"
             ]
         if r_kind != w_kind:
-            if (w_kind, r_kind) in _PROMOTIONS:
+            if (w_kind, r_kind) in PROMOTIONS:
                 return []
             return [f"TYPE_MISMATCH at {where}: reader {r_kind} cannot read writer {w_kind}"]
         if r_kind == "record":

@@ -40,17 +40,8 @@ import pyarrow.compute as pc
 
 from ingest.decoders.arrow_types import UnsupportedSchema, arrow_type, logical_type
 from schemas.canonical import ParsedSchema, kind
+from schemas.compatibility import PROMOTIONS
 
-_PROMOTIONS = {
-    ("int", "long"),
-    ("int", "float"),
-    ("int", "double"),
-    ("long", "float"),
-    ("long", "double"),
-    ("float", "double"),
-    ("string", "bytes"),
-    ("bytes", "string"),
-}
 _FIXED_WIDTH = {"float": (4, pa.float32()), "double": (8, pa.float64())}
 _U64 = pa.uint64()
 _ONE = pa.scalar(1, _U64)
@@ -482,7 +473,7 @@ class _Compiler:
                 raise Unresolvable(f"no branch of the reader union reads a writer {wk}")
             node = self.resolve(w, target)
             return node
-        if wk != rk and (wk, rk) not in _PROMOTIONS:
+        if wk != rk and (wk, rk) not in PROMOTIONS:
             raise Unresolvable(f"a writer {wk} cannot be read as a {rk}")
         out = self.out(r)
         if wk == "null":
@@ -529,7 +520,7 @@ class _Compiler:
                 if named and bk == wk:
                     if _short(self.reader.resolve(b)["name"]) == _short(w["name"]):
                         return b
-                elif not named and (bk == wk if exact else (wk, bk) in _PROMOTIONS):
+                elif not named and (bk == wk if exact else (wk, bk) in PROMOTIONS):
                     return b
         return None
 
