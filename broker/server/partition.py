@@ -24,6 +24,22 @@ class AppendResult(NamedTuple):
     message: str | None = None
 
 
+# How far back in the log producer state is rebuilt at start-up: clients retry only their
+# last few batches, which are far more recent than this.
+REBUILD_WINDOW_BYTES = 64 << 20
+
+
+def _recent_headers(log: Log) -> list[BatchHeader]:
+    """Headers of the batches in the newest REBUILD_WINDOW_BYTES of the log, oldest first."""
+    segments, size = [], 0
+    for segment in reversed(log.segments):
+        segments.append(segment)
+        size += segment.size
+        if size >= REBUILD_WINDOW_BYTES:
+            break
+    return [h for seg in reversed(segments) for _, h in seg.headers(0, seg.size, 64 * 1024)]
+
+
 class Partition:
     def __init__(
         self,
@@ -40,6 +56,7 @@ class Partition:
         hw = log.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
+        self.producers.rebuild(_recent_headers(log))
         # Told (topic, partition) whenever the high watermark moves: wakes parked fetches.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
 

@@ -104,6 +104,14 @@ class ProducerStateTable:
             entry.batches.popleft()
         entry.last_seen_ms = now_ms
 
+    def rebuild(self, headers) -> None:
+        """Restore the table from batches already in the log (at start-up), so a producer's
+        retry of a batch written just before a restart is still answered as a duplicate.
+        A rebuilt producer was last seen at its batch's timestamp, as Kafka does."""
+        for header in headers:
+            if header.producer_id != NO_PRODUCER_ID and not header.is_control:
+                self.record(header, header.base_offset, header.max_timestamp)
+
     def expire(self, now_ms: int, expiration_ms: int) -> None:
         stale = [
             pid for pid, e in self.producers.items() if now_ms - e.last_seen_ms > expiration_ms
