@@ -61,12 +61,6 @@ def deadline_from(value: str | None) -> timedelta:
 def report_from_dict(data: dict):
     """The AuditReport the audit task handed over in XCom (AuditReport.to_dict()), so
     finalize writes _SUCCESS for exactly the hours the audit found complete."""
-    from ingest.audit import AuditReport, HourReport, WindowReport
+    from ingest.audit import AuditReport
 
-    hours = []
-    for h in data["hours"]:
-        fields = {k: v for k, v in h.items() if k not in ("completeness", "windows")}
-        hours.append(HourReport(**fields, windows=[WindowReport(**w) for w in h["windows"]]))
-    report = AuditReport(data["run_id"], data["generated_at_ms"], data["threshold"], hours)
-    report.gaps = dict(data.get("gaps", {}))
-    return report
+    return AuditReport.from_dict(data)
