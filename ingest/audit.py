@@ -184,7 +184,8 @@ def audit(
     registry = RegistryClient(config["registry.url"])
     produced = producer_counts(config, registry)
     hours: dict[tuple[str, int], list[int]] = defaultdict(list)
-    for topic, window in set(loaded) | {k for k in produced if k[0] in {t for t, _ in loaded}}:
+    loaded_topics = {t for t, _ in loaded}
+    for topic, window in set(loaded) | {k for k in produced if k[0] in loaded_topics}:
         hours[(topic, window - window % HOUR_MS)].append(window)
     with SimpleConsumer(config["bootstrap.servers"]) as consumer:
         for (topic, hour_ms), windows in sorted(hours.items()):

@@ -6,6 +6,7 @@ replaces their files under the same commit protocol (DESIGN.md section 6).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -127,7 +128,8 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
             recovered = recover(fs, lock)
             previous = last_committed_manifest(fs, kind="load")
             stored = previous.next_offsets() if previous else {}
-            run_id = layout.new_run_id(after=list_runs(fs)[-1] if list_runs(fs) else None)
+            committed = list_runs(fs)
+            run_id = layout.new_run_id(after=committed[-1] if committed else None)
             with AdminClient(config["bootstrap.servers"]) as admin:
                 topics = select_topics(
                     admin.list_topics(), config["topics.whitelist"], config["topics.blacklist"]
@@ -267,7 +269,7 @@ def rerun(
                 tasks = split_tasks(plan, config["limits.max.records.per.task"])
                 settings = _settings(config, new_run)
                 # A rerun must cover the stored ranges exactly: no byte budget.
-                settings = TaskSettings(**{**settings.__dict__, "max_bytes": None})
+                settings = dataclasses.replace(settings, max_bytes=None)
                 results = run_tasks(session, tasks, settings, show_progress)
                 manifest, moves = build_manifest(
                     new_run,
