@@ -37,14 +37,13 @@ import argparse
 import io
 import json
 import os
-import random
 import time
-import uuid
 
 import fastavro
 import pyarrow as pa
 
 from bench.bench_serde import serve_registry
+from bench.common import BASE_MS, events
 from broker.records.batch import Record
 from ingest.decoders import ConfluentAvroDecoder, chunks
 from ingest.decoders.rowwise import without_logical_types
@@ -53,27 +52,6 @@ from schemas.client import RegistryClient
 from schemas.serde import frame, parse_schema, unframe
 
 TOPIC = "page-views"
-BASE_MS = 1_714_566_600_000
-
-
-def events(count: int, seed: int = 7) -> list[dict]:
-    rng = random.Random(seed)
-    pages = ["feed", "profile", "jobs", "search", "messaging", "notifications"]
-    return [
-        {
-            "header": {
-                "time": BASE_MS + i * 37,
-                "host": f"web-{rng.randrange(40):02d}.example.com",
-                "service": "frontend",
-                "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            },
-            "member_id": rng.randrange(2**31),
-            "page_key": rng.choice(pages),
-            "page_url": f"https://www.example.com/{rng.choice(pages)}?id={rng.randrange(10**9)}",
-            "referrer": None if rng.random() < 0.5 else "https://www.example.com/feed",
-        }
-        for i in range(count)
-    ]
 
 
 def make_records(ids: dict[str, int], count: int, mixed: bool) -> list[Record]:

@@ -12,15 +12,14 @@ from __future__ import annotations
 
 import argparse
 import io
-import random
 import socket
 import threading
 import time
-import uuid
 
 import fastavro
 import uvicorn
 
+from bench.common import events  # the same page views as the decode benchmark
 from schemas import catalog
 from schemas.client import RegistryClient
 from schemas.registry.app import create_app
@@ -29,26 +28,6 @@ from schemas.serde import AvroDeserializer, AvroSerializer, parse_schema, unfram
 from schemas.store import InMemoryStore
 
 TOPIC = "page-views"
-
-
-def records(count: int, seed: int = 7) -> list[dict]:
-    rng = random.Random(seed)
-    pages = ["feed", "profile", "jobs", "search", "messaging", "notifications"]
-    return [
-        {
-            "header": {
-                "time": 1_714_566_600_000 + i * 37,
-                "host": f"web-{rng.randrange(40):02d}.example.com",
-                "service": "frontend",
-                "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
-            },
-            "member_id": rng.randrange(2**31),
-            "page_key": rng.choice(pages),
-            "page_url": f"https://www.example.com/{rng.choice(pages)}?id={rng.randrange(10**9)}",
-            "referrer": None if rng.random() < 0.5 else "https://www.example.com/feed",
-        }
-        for i in range(count)
-    ]
 
 
 def serve_registry() -> tuple[uvicorn.Server, threading.Thread, str]:
@@ -83,7 +62,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args()
 
-    data = records(args.records)
+    data = events(args.records)
     v2_text = catalog.load_str("PageViewEvent.v2")
     v2 = parse_schema(v2_text)
     v3 = parse_schema(catalog.load_str("PageViewEvent.v3"))

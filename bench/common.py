@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -112,3 +114,27 @@ def report(name: str, ours: float, baseline: float, unit: str, baseline_name: st
     line = f"{name}: ours {ours:,.0f} {unit}, {baseline_name} {baseline:,.0f} {unit}, ratio {ratio:.2f}"
     print(line, flush=True)
     return line
+
+
+BASE_MS = 1_714_566_600_000
+
+
+def events(count: int, seed: int = 7) -> list[dict]:
+    """PageViewEvent v2 records, the same in every benchmark that decodes or serializes."""
+    rng = random.Random(seed)
+    pages = ["feed", "profile", "jobs", "search", "messaging", "notifications"]
+    return [
+        {
+            "header": {
+                "time": BASE_MS + i * 37,
+                "host": f"web-{rng.randrange(40):02d}.example.com",
+                "service": "frontend",
+                "event_id": str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            },
+            "member_id": rng.randrange(2**31),
+            "page_key": rng.choice(pages),
+            "page_url": f"https://www.example.com/{rng.choice(pages)}?id={rng.randrange(10**9)}",
+            "referrer": None if rng.random() < 0.5 else "https://www.example.com/feed",
+        }
+        for i in range(count)
+    ]
