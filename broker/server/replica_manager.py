@@ -5,17 +5,16 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 
 from broker.config.definition import ConfigError
 from broker.log.manager import LogManager
 from broker.protocol.errors import ErrorCode
+from broker.protocol.topic import topic_name_problem
 from broker.server.metadata import MetadataCache, PartitionState
 from broker.server.partition import Partition
 from broker.server.topic_config import apply_overrides
 
-LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 TOPIC_CONFIGS_FILE = "topic-configs.json"
 
 
@@ -27,11 +26,10 @@ class TopicError(Exception):
 
 
 def check_topic_name(name: str) -> None:
-    if name in (".", "..") or not LEGAL_TOPIC.match(name or ""):
+    problem = topic_name_problem(name)
+    if problem is not None:
         raise TopicError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name {name!r} is illegal: it must be 1-249 characters of [a-zA-Z0-9._-] "
-            "and not '.' or '..'",
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal: {problem}"
         )
 
 
