@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from broker.client.errors import KafkaClientError
 from broker.client.simple_consumer import SimpleConsumer
+from broker.protocol.errors import KafkaError
 from broker.records.batch import Record
 
 
@@ -56,7 +56,7 @@ class RangeReader:
                 result = self.consumer.fetch(
                     self.topic, self.partition, self.position, max_bytes=self.fetch_bytes
                 )
-            except KafkaClientError as exc:
+            except KafkaError as exc:
                 if not exc.retriable:
                     raise
                 stalled_since = self._wait(stalled_since, exc)

@@ -37,8 +37,8 @@ from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
-from broker.client.errors import KafkaTimeoutError
 from broker.client.producer import Producer
+from broker.protocol.errors import RequestTimedOutError
 from schemas import catalog
 from schemas.client import RegistryClient
 from schemas.serde import AvroSerializer
@@ -226,14 +226,14 @@ class AuditedProducer:
     def flush(self, timeout: float | None = None) -> None:
         """Deliver every record sent so far, then publish and deliver every unpublished count.
 
-        Raises KafkaTimeoutError if records are still undelivered after ``timeout``
+        Raises RequestTimedOutError if records are still undelivered after ``timeout``
         seconds (the delivered ones are published all the same), AuditPublishError if
         audit events failed (their counts are kept for the next flush).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self.producer.flush(timeout)
-        except KafkaTimeoutError:
+        except RequestTimedOutError:
             self._publish_all(deadline)
             raise
         self._publish_all(deadline)

@@ -31,10 +31,9 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Protocol
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import KafkaClientError
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, KafkaError
 
 Entry = tuple[dict, dict | None]
 
@@ -138,7 +137,7 @@ class KafkaTopicStore:
                         raise StoreError(
                             f"cannot create topic {self.topic!r}: {code.name} {detail or ''}"
                         )
-        except (KafkaClientError, ValueError) as exc:
+        except (KafkaError, ValueError) as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
         self._topic_ready = True
 
@@ -150,11 +149,11 @@ class KafkaTopicStore:
                 client_id="schema-registry-replay",
                 timeout_s=self.init_timeout_ms / 1000,
             )
-        except KafkaClientError as exc:
+        except KafkaError as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
         try:
             yield from self._read_to_end(consumer)
-        except KafkaClientError as exc:
+        except KafkaError as exc:
             raise StoreError(f"replay of {self.topic!r} failed: {exc}") from exc
         finally:
             consumer.close()
@@ -202,7 +201,7 @@ class KafkaTopicStore:
             raise StoreError(
                 f"append to {self.topic!r} not acknowledged within {self.timeout_ms} ms"
             ) from exc
-        except KafkaClientError as exc:
+        except KafkaError as exc:
             raise StoreError(f"append to {self.topic!r} failed: {exc}") from exc
 
     def close(self) -> None:

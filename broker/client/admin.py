@@ -14,16 +14,16 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
-from broker.client.errors import (
-    KafkaConnectionError,
-    KafkaTimeoutError,
+from broker.protocol.apis import CREATE_TOPICS, DELETE_TOPICS
+from broker.protocol.errors import (
+    ErrorCode,
+    NetworkError,
+    RequestTimedOutError,
     TopicErrors,
     UnknownTopicOrPartitionError,
     as_error_code,
     error_for,
 )
-from broker.protocol.apis import CREATE_TOPICS, DELETE_TOPICS
-from broker.protocol.errors import ErrorCode
 
 _BACKOFF_S = 0.1
 
@@ -158,10 +158,10 @@ class AdminClient:
                     else self.cluster.any_connection()
                 )
                 response = conn.request(api_key, body)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(node)
                 if time.monotonic() + _BACKOFF_S > deadline:
-                    raise KafkaConnectionError(f"controller unreachable: {exc}") from exc
+                    raise NetworkError(f"controller unreachable: {exc}") from exc
             else:
                 codes = [
                     t["error_code"] for t in response.get("topics", response.get("responses", []))
@@ -173,7 +173,7 @@ class AdminClient:
             time.sleep(_BACKOFF_S)
             try:
                 self.cluster.refresh([])
-            except KafkaConnectionError:
+            except NetworkError:
                 pass
 
     def _wait_for_leaders(self, names: list[str], timeout_s: float) -> None:

@@ -19,16 +19,16 @@ import argparse
 import sys
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import KafkaClientError
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from broker.protocol.errors import KafkaError
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except KafkaClientError as exc:
+    except KafkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
 

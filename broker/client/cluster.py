@@ -13,16 +13,16 @@ import threading
 from typing import NamedTuple
 
 from broker.client.connection import BrokerConnection
-from broker.client.errors import (
-    KafkaClientError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
+from broker.protocol.apis import METADATA
+from broker.protocol.errors import (
+    ErrorCode,
+    KafkaError,
     LeaderNotAvailableError,
+    NetworkError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     as_error_code,
 )
-from broker.protocol.apis import METADATA
-from broker.protocol.errors import ErrorCode
 
 
 class BrokerInfo(NamedTuple):
@@ -48,7 +48,7 @@ class TopicMetadata(NamedTuple):
 
 
 # A broker that cannot be reached or does not answer: try the next one.
-_UNREACHABLE = (KafkaConnectionError, KafkaTimeoutError)
+_UNREACHABLE = (NetworkError, RequestTimedOutError)
 
 
 def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
@@ -167,7 +167,7 @@ class ClusterMetadata:
                 continue
             self._meta_conn = conn
             return response
-        raise KafkaConnectionError(f"no broker answered Metadata: {last_error}")
+        raise NetworkError(f"no broker answered Metadata: {last_error}")
 
     def partitions_for(self, topic: str) -> list[int]:
         """The partition ids of `topic` (metadata is fetched if the topic is not cached)."""
@@ -208,7 +208,7 @@ class ClusterMetadata:
         with self._lock:
             info = self.brokers.get(node_id)
             if info is None:
-                raise KafkaClientError(f"unknown broker {node_id}", ErrorCode.BROKER_NOT_AVAILABLE)
+                raise KafkaError(f"unknown broker {node_id}", ErrorCode.BROKER_NOT_AVAILABLE)
             conn = self._conns.get(node_id)
             if conn is not None and not conn.closed and (conn.host, conn.port) == info[1:3]:
                 return conn
@@ -228,7 +228,7 @@ class ClusterMetadata:
                     return self.connection(node_id)
                 except _UNREACHABLE as exc:
                     last_error = exc
-            raise KafkaConnectionError(f"no broker reachable: {last_error}")
+            raise NetworkError(f"no broker reachable: {last_error}")
 
     def drop_connection(self, node_id: int) -> None:
         """Forget a broken connection; the next connection() reconnects."""

@@ -17,12 +17,6 @@ import struct
 from collections import deque
 from typing import NamedTuple
 
-from broker.client.errors import (
-    KafkaClientError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
-    UnsupportedVersionError,
-)
 from broker.protocol.apis import (
     API_BY_KEY,
     API_VERSIONS,
@@ -34,7 +28,13 @@ from broker.protocol.apis import (
     METADATA,
     PRODUCE,
 )
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
 from broker.protocol.framing import decode_response, encode_request
 from broker.protocol.types import DecodeError
 
@@ -103,7 +103,7 @@ class BrokerConnection:
         try:
             self._sock = socket.create_connection((host, port), timeout=timeout_s)
         except OSError as exc:
-            raise KafkaConnectionError(f"cannot connect to {host}:{port}: {exc}") from exc
+            raise NetworkError(f"cannot connect to {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
             self.versions = self._negotiate()
@@ -130,13 +130,13 @@ class BrokerConnection:
             cid = self._send_frame(API_VERSIONS, version, body, True)
             frame = self._read_frame()
             if len(frame) < _ERROR_CODE_AFTER_CORRELATION_ID.size:
-                raise KafkaConnectionError(f"short ApiVersions response from {self}")
+                raise NetworkError(f"short ApiVersions response from {self}")
             # The error code sits right after the correlation id in every version, and
             # an UNSUPPORTED_VERSION answer is a v0 body whatever version we asked for.
             got_cid, error = _ERROR_CODE_AFTER_CORRELATION_ID.unpack_from(frame)
             self._pending.popleft()
             if got_cid != cid:
-                raise KafkaConnectionError(f"ApiVersions answered with correlation id {got_cid}")
+                raise NetworkError(f"ApiVersions answered with correlation id {got_cid}")
             decode_as = 0 if error == ErrorCode.UNSUPPORTED_VERSION else version
             _, response = self._decode(API_VERSIONS, decode_as, frame)
             ranges = {
@@ -147,7 +147,7 @@ class BrokerConnection:
             if error == ErrorCode.UNSUPPORTED_VERSION and ranges:
                 return ranges
             if error != ErrorCode.UNSUPPORTED_VERSION:
-                raise KafkaClientError(f"ApiVersions from {self.host}:{self.port}", error)
+                raise KafkaError(f"ApiVersions from {self.host}:{self.port}", error)
         raise UnsupportedVersionError(f"{self.host}:{self.port} refused ApiVersions v3 and v0")
 
     def version_for(self, api_key: int) -> int:
@@ -198,7 +198,7 @@ class BrokerConnection:
         if done is not None:
             return done
         if self._sock is None:
-            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+            raise NetworkError(f"connection to {self.host}:{self.port} is closed")
         if not any(p.correlation_id == correlation_id for p in self._pending):
             raise ValueError(f"no request with correlation id {correlation_id} is outstanding")
         if timeout_s is not None:
@@ -211,7 +211,7 @@ class BrokerConnection:
                 self._pending.popleft()
                 if got_cid != pending.correlation_id:
                     self.close()
-                    raise KafkaConnectionError(
+                    raise NetworkError(
                         f"{self.host}:{self.port} answered correlation id {got_cid}, "
                         f"expected {pending.correlation_id}"
                     )
@@ -245,7 +245,7 @@ class BrokerConnection:
 
     def _send_frame(self, api_key: int, version: int, body: dict, expect_response: bool) -> int:
         if self._sock is None:
-            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+            raise NetworkError(f"connection to {self.host}:{self.port} is closed")
         cid = self._next_id
         self._next_id = (cid + 1) & 0x7FFFFFFF
         frame = encode_request(api_key, version, cid, self.client_id, body)
@@ -253,7 +253,7 @@ class BrokerConnection:
             self._sock.sendall(frame)
         except OSError as exc:
             self.close()
-            raise KafkaConnectionError(f"send to {self.host}:{self.port} failed: {exc}") from exc
+            raise NetworkError(f"send to {self.host}:{self.port} failed: {exc}") from exc
         if expect_response:
             self._pending.append(_Pending(cid, api_key, version))
         return cid
@@ -267,7 +267,7 @@ class BrokerConnection:
         (size,) = _SIZE.unpack(self._head)
         if not 4 <= size <= MAX_FRAME_BYTES:
             self.close()
-            raise KafkaConnectionError(f"{self.host}:{self.port} sent a frame of size {size}")
+            raise NetworkError(f"{self.host}:{self.port} sent a frame of size {size}")
         view = memoryview(self._buffer_for(size))[:size]
         self._read_exact(view)
         return view
@@ -289,7 +289,7 @@ class BrokerConnection:
     def _read_exact(self, view: memoryview) -> None:
         sock = self._sock
         if sock is None:
-            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is closed")
+            raise NetworkError(f"connection to {self.host}:{self.port} is closed")
         recv_into = sock.recv_into
         got = 0
         want = len(view)
@@ -297,17 +297,15 @@ class BrokerConnection:
             while got < want:
                 n = recv_into(view[got:])
                 if n == 0:
-                    raise KafkaConnectionError(f"{self.host}:{self.port} closed the connection")
+                    raise NetworkError(f"{self.host}:{self.port} closed the connection")
                 got += n
         except TimeoutError as exc:
             self.close()
-            raise KafkaTimeoutError(f"no response from {self.host}:{self.port} in time") from exc
+            raise RequestTimedOutError(f"no response from {self.host}:{self.port} in time") from exc
         except OSError as exc:
             self.close()
-            raise KafkaConnectionError(
-                f"receive from {self.host}:{self.port} failed: {exc}"
-            ) from exc
-        except KafkaConnectionError:
+            raise NetworkError(f"receive from {self.host}:{self.port} failed: {exc}") from exc
+        except NetworkError:
             self.close()
             raise
 
@@ -316,7 +314,7 @@ class BrokerConnection:
             return decode_response(api_key, version, frame)
         except DecodeError as exc:
             self.close()
-            raise KafkaConnectionError(
+            raise NetworkError(
                 f"undecodable {API_BY_KEY[api_key].name} v{version} response "
                 f"from {self.host}:{self.port}: {exc}"
             ) from exc

@@ -29,18 +29,19 @@ from concurrent.futures._base import FINISHED, PENDING
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
-from broker.client.errors import (
-    KafkaClientError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
+from broker.client.partitioner import partition_for_key
+from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
+from broker.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NetworkError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
     as_error_code,
     error_for,
+    retriable,
 )
-from broker.client.partitioner import partition_for_key
-from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
-from broker.protocol.errors import ErrorCode, retriable
 from broker.records.batch import build_batch
 from broker.records.compression import CODEC_NAMES
 from broker.records.header import CODEC_ZSTD
@@ -211,7 +212,7 @@ class Producer:
     ) -> Future:
         """Queue one record; the Future resolves to its RecordMetadata once acknowledged."""
         if self._closing:
-            raise KafkaClientError("the producer is closed")
+            raise KafkaError("the producer is closed")
         if value is not None and not isinstance(value, _BYTES):
             raise TypeError(f"value must be bytes or None, not {type(value).__name__}")
         if key is not None and not isinstance(key, _BYTES):
@@ -269,7 +270,7 @@ class Producer:
         while self._buffered >= self.buffer_memory:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise KafkaTimeoutError(
+                raise RequestTimedOutError(
                     f"{self._buffered} bytes still unsent after {self.max_block_s}s "
                     f"(buffer_memory {self.buffer_memory})"
                 )
@@ -296,13 +297,13 @@ class Producer:
             if error is not None and error != ErrorCode.NONE and not retriable(error):
                 raise error_for(error, f"metadata of topic {topic!r}")
             if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"no metadata for topic {topic!r} ({error})")
+                raise RequestTimedOutError(f"no metadata for topic {topic!r} ({error})")
             time.sleep(_RETRY_BACKOFF_S)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued so far, ignoring linger, and wait for the outcomes.
 
-        Raises KafkaTimeoutError if records are still unacknowledged after `timeout`
+        Raises RequestTimedOutError if records are still unacknowledged after `timeout`
         seconds. Individual failures are reported through the records' futures.
         """
         with self._lock:
@@ -314,7 +315,7 @@ class Producer:
             for batch in batches:
                 left = None if deadline is None else max(0.0, deadline - time.monotonic())
                 if not batch.done.wait(left):
-                    raise KafkaTimeoutError(f"flush did not finish within {timeout}s")
+                    raise RequestTimedOutError(f"flush did not finish within {timeout}s")
         finally:
             with self._lock:
                 self._flushing -= 1
@@ -326,7 +327,7 @@ class Producer:
         self._closing = True
         try:
             self.flush(timeout)
-        except KafkaTimeoutError:
+        except RequestTimedOutError:
             pass
         with self._lock:
             self._closed = True
@@ -337,7 +338,7 @@ class Producer:
         with self._lock:
             leftover = list(self._incomplete)
         for batch in leftover:
-            self._fail(batch, KafkaTimeoutError("the producer was closed before delivery"))
+            self._fail(batch, RequestTimedOutError("the producer was closed before delivery"))
 
     def __enter__(self) -> Producer:
         return self
@@ -359,7 +360,7 @@ class Producer:
                 log.exception("producer sender round failed")
                 for batch in batches:
                     if not batch.done.is_set():
-                        self._fail(batch, KafkaClientError(f"sender failed: {exc!r}"))
+                        self._fail(batch, KafkaError(f"sender failed: {exc!r}"))
 
     def _wait_for_ready(self) -> list[_Batch] | None:
         """Under the lock: wait until some batches may be sent and take them off their queues.
@@ -416,7 +417,7 @@ class Producer:
             taken.append(batch)
         return taken
 
-    def _requeue(self, batch: _Batch, error: KafkaClientError) -> None:
+    def _requeue(self, batch: _Batch, error: KafkaError) -> None:
         """Put a failed batch back at the front of its queue, or fail it if out of chances."""
         batch.attempts += 1
         now = time.monotonic()
@@ -437,7 +438,7 @@ class Producer:
             self._refresh_needed = False
             try:
                 self.cluster.refresh(sorted({b.topic for b in batches}), allow_auto_create=True)
-            except KafkaClientError as exc:
+            except KafkaError as exc:
                 log.warning("metadata refresh failed: %s", exc)
         if self.idempotent and self._producer_id < 0:
             try:
@@ -446,7 +447,7 @@ class Producer:
                 for batch in batches:
                     self._fail(batch, exc)
                 return
-            except KafkaClientError as exc:
+            except KafkaError as exc:
                 for batch in batches:
                     self._requeue(batch, exc)
                 self._refresh_needed = True
@@ -456,7 +457,7 @@ class Producer:
         for batch in batches:
             try:
                 leader = self.cluster.leader_for(batch.topic, batch.partition)
-            except KafkaClientError as exc:
+            except KafkaError as exc:
                 self._refresh_needed = True
                 self._requeue(batch, exc)
                 continue
@@ -473,13 +474,13 @@ class Producer:
                         f"zstd needs Produce v7, the broker speaks up to v{version}"
                     )
                 cid = conn.send(PRODUCE, self._produce_body(group), version, self.acks != 0)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(leader)
                 self._refresh_needed = True
                 for batch in group:
                     self._requeue(batch, exc)
                 continue
-            except KafkaClientError as exc:
+            except KafkaError as exc:
                 for batch in group:
                     self._give_up(batch, exc, maybe_appended=False)
                 continue
@@ -492,7 +493,7 @@ class Producer:
         for leader, conn, cid, group in sent:
             try:
                 response = conn.receive(cid)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(leader)
                 self._refresh_needed = True
                 for batch in group:
@@ -568,7 +569,7 @@ class Producer:
                     detail = p["error_message"] or f"produce to {batch.topic}-{batch.partition}"
                     self._give_up(batch, error_for(error, detail), maybe_appended=False)
         for batch in by_tp.values():
-            self._requeue(batch, KafkaClientError("partition missing from Produce response"))
+            self._requeue(batch, KafkaError("partition missing from Produce response"))
 
     def _init_producer_id(self) -> None:
         conn = self.cluster.any_connection()
@@ -576,7 +577,7 @@ class Producer:
             response = conn.request(
                 INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000}
             )
-        except (KafkaConnectionError, KafkaTimeoutError):
+        except (NetworkError, RequestTimedOutError):
             conn.close()
             raise
         if response["error_code"]:
@@ -614,7 +615,7 @@ class Producer:
             batch.done.set()
         self._forget(batch)
 
-    def _give_up(self, batch: _Batch, error: KafkaClientError, maybe_appended: bool) -> None:
+    def _give_up(self, batch: _Batch, error: KafkaError, maybe_appended: bool) -> None:
         """Fail a batch for good, keeping the partition's idempotent sequence gap-free.
 
         A batch the broker refused took sequence numbers the broker never saw; the next

@@ -18,17 +18,18 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
-from broker.client.errors import (
-    KafkaClientError,
-    KafkaConnectionError,
-    KafkaTimeoutError,
+from broker.protocol.apis import FETCH, LIST_OFFSETS
+from broker.protocol.errors import (
+    ErrorCode,
+    KafkaError,
+    NetworkError,
     OffsetOutOfRangeError,
+    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     as_error_code,
     error_for,
+    retriable,
 )
-from broker.protocol.apis import FETCH, LIST_OFFSETS
-from broker.protocol.errors import ErrorCode, retriable
 from broker.records.batch import Record, iter_batches, iter_records
 
 EARLIEST = -2
@@ -115,7 +116,7 @@ class FetchResult:
         return self._next_offset
 
     def raise_for_error(self) -> None:
-        """Raise the KafkaClientError for `error`, if any."""
+        """Raise the KafkaError for `error`, if any."""
         if self.error == ErrorCode.NONE:
             return
         if self.error == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -200,7 +201,7 @@ class SimpleConsumer:
         Returns a result for every request. Errors are not raised here: a partition
         whose error is final (or still retriable at the deadline) has `.error` set;
         call `raise_for_error()` on it. Only when no broker can be reached at all is
-        KafkaConnectionError raised.
+        NetworkError raised.
         """
         deadline = time.monotonic() + self.timeout_s + max_wait_ms / 1000
         pending = {(r.topic, r.partition): r for r in requests}
@@ -215,9 +216,7 @@ class SimpleConsumer:
                 break
             if time.monotonic() + backoff >= deadline:
                 if last_error is not None and not any(k in results for k in retry):
-                    raise KafkaConnectionError(
-                        f"fetch gave up after {self.timeout_s}s: {last_error}"
-                    )
+                    raise NetworkError(f"fetch gave up after {self.timeout_s}s: {last_error}")
                 break
             time.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
@@ -225,7 +224,7 @@ class SimpleConsumer:
             if refresh:
                 try:
                     self.cluster.refresh(sorted({t for t, _ in pending}))
-                except KafkaConnectionError as exc:
+                except NetworkError as exc:
                     last_error = exc
         return results
 
@@ -246,7 +245,7 @@ class SimpleConsumer:
                     error_message=exc.detail,
                 )
                 continue
-            except KafkaClientError as exc:  # no leader yet, or metadata unreachable
+            except KafkaError as exc:  # no leader yet, or metadata unreachable
                 results.setdefault(
                     key,
                     FetchResult(
@@ -267,14 +266,14 @@ class SimpleConsumer:
                 version = conn.version_for(FETCH)
                 cid = conn.send(FETCH, self._fetch_body(reqs, max_wait_ms, min_bytes), version)
                 sent.append((leader, conn, cid, reqs))
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(leader)
                 retry += [(r.topic, r.partition) for r in reqs]
                 refresh, last_error = True, exc
         for leader, conn, cid, reqs in sent:
             try:
                 response = conn.receive(cid, self.timeout_s + max_wait_ms / 1000)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(leader)
                 retry += [(r.topic, r.partition) for r in reqs]
                 refresh, last_error = True, exc
@@ -368,12 +367,12 @@ class SimpleConsumer:
         deadline = time.monotonic() + self.timeout_s
         backoff = _BACKOFF_START_S
         while True:
-            failure: KafkaClientError | None = None
+            failure: KafkaError | None = None
             try:
                 error, offset = self._list_offset_once(topic, partition, timestamp)
             except UnknownTopicOrPartitionError:
                 raise  # the metadata says the topic or partition does not exist
-            except KafkaClientError as exc:  # no leader, or the leader is unreachable
+            except KafkaError as exc:  # no leader, or the leader is unreachable
                 error, offset, failure = exc.code, -1, exc
             if error == ErrorCode.NONE:
                 return offset
@@ -387,7 +386,7 @@ class SimpleConsumer:
             backoff = min(backoff * 2, _BACKOFF_MAX_S)
             try:
                 self.cluster.refresh([topic])
-            except KafkaConnectionError:
+            except NetworkError:
                 pass
 
     def _list_offset_once(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
@@ -411,13 +410,13 @@ class SimpleConsumer:
         }
         try:
             response = conn.request(LIST_OFFSETS, body)
-        except (KafkaConnectionError, KafkaTimeoutError):
+        except (NetworkError, RequestTimedOutError):
             self.cluster.drop_connection(leader)
             raise
         for t in response["topics"]:
             for p in t["partitions"]:
                 if t["name"] == topic and p["partition_index"] == partition:
                     return p["error_code"], p["offset"]
-        raise KafkaClientError(
+        raise KafkaError(
             f"ListOffsets answer lacks {topic}-{partition}", ErrorCode.UNKNOWN_SERVER_ERROR
         )

@@ -7,8 +7,7 @@ import uuid
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic, PartitionInfo
-from broker.client.errors import TopicErrors, UnknownTopicOrPartitionError
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, TopicErrors, UnknownTopicOrPartitionError
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import threading
 import pytest
 
 from broker.client.connection import CLIENT_VERSIONS, BrokerConnection
-from broker.client.errors import KafkaConnectionError, KafkaTimeoutError, UnsupportedVersionError
 from broker.protocol.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
+from broker.protocol.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from broker.protocol.framing import decode_request, encode_api_versions_error, encode_response
 from tests.conftest import free_port
 
@@ -131,11 +131,11 @@ def test_no_common_version_is_a_clear_error():
 def test_silent_peer_times_out_and_closed_port_refuses():
     peer = ScriptedBroker(lambda header, body: None)
     try:
-        with pytest.raises(KafkaTimeoutError):
+        with pytest.raises(RequestTimedOutError):
             BrokerConnection("127.0.0.1", peer.port, timeout_s=0.5)
     finally:
         peer.close()
-    with pytest.raises(KafkaConnectionError, match="cannot connect"):
+    with pytest.raises(NetworkError, match="cannot connect"):
         BrokerConnection("127.0.0.1", free_port(), timeout_s=2)
 
 

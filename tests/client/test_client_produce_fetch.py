@@ -10,9 +10,9 @@ import pytest
 from kafka.partitioner.default import DefaultPartitioner
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from broker.client.producer import Producer, RecordMetadata
 from broker.client.simple_consumer import FetchRequest, SimpleConsumer
+from broker.protocol.errors import OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from broker.records.batch import iter_batches
 from broker.records.compression import CODEC_NAMES
 

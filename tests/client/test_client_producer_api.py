@@ -11,9 +11,9 @@ import uuid
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import KafkaClientError, KafkaTimeoutError, MessageTooLargeError
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from broker.protocol.errors import KafkaError, MessageTooLargeError, RequestTimedOutError
 from tests.conftest import ROOT, free_port
 
 
@@ -61,7 +61,7 @@ def test_closed_producer_refuses_records_and_bad_arguments_are_refused(broker):
         producer.send(topic, "not bytes")
     producer.close()
     producer.close()  # idempotent
-    with pytest.raises(KafkaClientError, match="closed"):
+    with pytest.raises(KafkaError, match="closed"):
         producer.send(topic, b"v")
     with pytest.raises(ValueError):
         Producer(broker.bootstrap, compression="brotli")
@@ -77,7 +77,7 @@ def test_undeliverable_records_fail_after_the_delivery_timeout(broker_factory):
         producer.send(topic, b"before", partition=0).result(timeout=10)
         b.stop()
         future = producer.send(topic, b"lost", partition=0)
-        with pytest.raises(KafkaClientError) as info:
+        with pytest.raises(KafkaError) as info:
             future.result(timeout=20)
         assert info.value.retriable  # a connection or timeout error, surfaced after retries
     finally:
@@ -92,14 +92,14 @@ def test_flush_timeout_raises(broker_factory):
         producer.send(topic, b"before", partition=0).result(timeout=10)
         b.stop()
         producer.send(topic, b"stuck", partition=0)
-        with pytest.raises(KafkaTimeoutError):
+        with pytest.raises(RequestTimedOutError):
             producer.flush(timeout=0.5)
     finally:
         producer.close(timeout=1)
 
 
 def test_bootstrap_failure_is_a_connection_error():
-    with pytest.raises(KafkaClientError, match="no broker answered Metadata"):
+    with pytest.raises(KafkaError, match="no broker answered Metadata"):
         SimpleConsumer(f"127.0.0.1:{free_port()}", timeout_s=1)
 
 
@@ -170,7 +170,7 @@ def test_buffer_memory_applies_backpressure(broker_factory):
         assert all(f.result().offset >= 0 for f in futures)
         assert {f.result().partition for f in futures} == {0, 1}  # sticky moved on per batch
         b.stop()
-        with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
+        with pytest.raises(RequestTimedOutError, match="buffer_memory"):
             for _ in range(100):
                 producer.send(topic, bytes(100))
         b.start()

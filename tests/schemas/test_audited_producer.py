@@ -14,8 +14,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
-from broker.client.errors import MessageTooLargeError
 from broker.client.simple_consumer import SimpleConsumer
+from broker.protocol.errors import MessageTooLargeError
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer, AuditPublishError
 from schemas.client import RegistryClient
