@@ -60,7 +60,9 @@ class Key:
         if not isinstance(raw, str):
             # Typed values (from YAML): only a list key takes a list.
             if (self.type == "list") != isinstance(raw, list):
-                raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: expected a {self.type}")
+                raise ConfigError(
+                    f"Invalid value {raw!r} for configuration {self.name}: expected a {self.type}"
+                )
             value = raw
         else:
             try:

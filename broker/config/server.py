@@ -228,6 +228,16 @@ SERVER_CONFIG = (
         group="log",
     )
     .define(
+        "log.message.timestamp.type",
+        "string",
+        "CreateTime",
+        "Which time a record's timestamp holds: `CreateTime` keeps the producer's, "
+        "`LogAppendTime` stamps each batch with the broker's clock when it is appended "
+        "(topic override: message.timestamp.type).",
+        validator=one_of("CreateTime", "LogAppendTime"),
+        group="log",
+    )
+    .define(
         "file.delete.delay.ms",
         "long",
         60000,
@@ -338,6 +348,7 @@ class BrokerConfig:
             index_interval_bytes=v["log.index.interval.bytes"],
             file_delete_delay_ms=v["file.delete.delay.ms"],
             max_message_bytes=v["message.max.bytes"],
+            log_append_time=v["log.message.timestamp.type"] == "LogAppendTime",
         )
 
 

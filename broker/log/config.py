@@ -28,6 +28,8 @@ class LogConfig:
     file_delete_delay_ms: int = 60000
     # message.max.bytes: the largest batch the log accepts.
     max_message_bytes: int = 1048588
+    # message.timestamp.type=LogAppendTime: stamp batches with the append time.
+    log_append_time: bool = False
 
     def __post_init__(self) -> None:
         # Positions in the offset index are int32, so a segment cannot pass 2 GiB.

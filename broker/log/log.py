@@ -28,7 +28,9 @@ from broker.log.segment import (
     LogSegment,
     parse_segment_name,
 )
+from broker.records.batch import Record, decode_batch
 from broker.records.header import (
+    CONTROL,
     HEADER_SIZE,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
@@ -344,17 +346,63 @@ class Log:
                 break
         return ReadResult(regions, first_batch_offset, total)
 
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose maxTimestamp is >= `timestamp_ms`:
-        its base offset and that maxTimestamp; None if there is none. Batch granularity
-        (records are not decoded), so records early in that batch may be older than
-        `timestamp_ms`. The time index picks the segment and where to start scanning."""
+    def offset_for_timestamp(
+        self, timestamp_ms: int, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record whose timestamp is >= `timestamp_ms`,
+        below `max_offset` (the high watermark); None if there is none.
+
+        The time index picks the segment and where to scan; batch headers find the first
+        batch whose maxTimestamp reaches the target; that one batch is decoded to find
+        the record, since earlier records of the batch may be older (Kafka answers per
+        record). Timestamps need not grow with offsets, so "first" is by offset.
+        """
         self._check_live()
+        limit = self.log_end_offset if max_offset is None else max_offset
         for segment in self._segments:
-            if segment.max_timestamp >= timestamp_ms:
-                found = segment.find_timestamp(timestamp_ms, self._window)
-                if found is not None:
-                    return max(found[0], self._log_start_offset), found[1]
+            if segment.base_offset >= limit:
+                break
+            if segment.max_timestamp < timestamp_ms:
+                continue
+            found = segment.find_timestamp(timestamp_ms, self._window)
+            if found is None:
+                continue
+            for record in _records_of(segment, *found):
+                if record.offset >= limit:
+                    return None
+                if record.offset >= self._log_start_offset and record.timestamp >= timestamp_ms:
+                    return record.offset, record.timestamp
+        return None
+
+    def max_timestamp_and_offset(self, max_offset: int | None = None) -> tuple[int, int] | None:
+        """(offset, timestamp) of the record with the largest timestamp below `max_offset`
+        (the first such record when several share it); None for an empty log (KIP-734)."""
+        self._check_live()
+        limit = self.log_end_offset if max_offset is None else max_offset
+        best_ts, best_segment, best_batch = -1, None, None  # batch: (position, header)
+        for segment in self._segments:
+            if segment.base_offset >= limit:
+                break
+            if segment.next_offset <= limit:
+                # Wholly readable: the time index knows its maximum and the batch.
+                if segment.max_timestamp > best_ts:
+                    best_ts, best_segment = segment.max_timestamp, segment
+                    best_batch = segment.locate(segment.offset_of_max_timestamp, self._window)
+                continue
+            for position, header in segment.headers(0, segment.size, self._window):
+                if header.base_offset >= limit:
+                    break
+                timestamp = header.max_timestamp
+                if header.next_offset > limit:  # the limit cuts this batch: decode it
+                    records = _records_of(segment, position, header)
+                    timestamp = max((r.timestamp for r in records if r.offset < limit), default=-1)
+                if timestamp > best_ts:
+                    best_ts, best_segment, best_batch = timestamp, segment, (position, header)
+        if best_segment is None or best_batch is None:
+            return None
+        for record in _records_of(best_segment, *best_batch):
+            if record.timestamp == best_ts and record.offset < limit:
+                return record.offset, record.timestamp
         return None
 
     def _segment_index(self, offset: int) -> int:
@@ -589,6 +637,13 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
     for segment in segments[first:]:
         segment.flush()
     _fsync_dir(segments[0].dir)
+
+
+def _records_of(segment: LogSegment, position: int, header: BatchHeader) -> list[Record]:
+    """The records of one stored batch (decompressed; control batches hold none)."""
+    if header.attributes & CONTROL:
+        return []
+    return decode_batch(segment.read_batch(position, header))[1]
 
 
 def _stamp_log_append_time(

@@ -289,15 +289,19 @@ class LogSegment:
                 return position
         return end
 
-    def find_timestamp(self, timestamp: int, window: int) -> tuple[int, int] | None:
-        """(base offset, max timestamp) of the first batch whose max timestamp >= `timestamp`."""
+    def find_timestamp(self, timestamp: int, window: int) -> tuple[int, BatchHeader] | None:
+        """(position, header) of the first batch whose max timestamp >= `timestamp`."""
         self._ensure_indexes()
         before = self.time_index.lookup_before(timestamp)
         start = 0 if before is None else self.offset_index.lookup(before)[1]
-        for _, header in self.headers(start, self.size, window):
+        for position, header in self.headers(start, self.size, window):
             if header.max_timestamp >= timestamp:
-                return header.base_offset, header.max_timestamp
+                return position, header
         return None
+
+    def read_batch(self, position: int, header: BatchHeader) -> bytes:
+        """The bytes of the batch at `position` (for the few lookups that decode records)."""
+        return os.pread(self.fd, header.size, position)
 
     @property
     def max_timestamp(self) -> int:

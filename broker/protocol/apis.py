@@ -175,7 +175,7 @@ FETCH_API = Api(
 )
 
 LIST_OFFSETS_API = Api(
-    LIST_OFFSETS, "ListOffsets", 1, 5, 6,
+    LIST_OFFSETS, "ListOffsets", 1, 7, 6,
     request=Struct(
         F("replica_id", INT32),
         F("isolation_level", INT8, "2+"),

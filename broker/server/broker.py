@@ -8,6 +8,7 @@ import logging
 import signal
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.config.definition import parse_properties
@@ -17,6 +18,7 @@ from broker.server.context import BrokerContext
 from broker.server.metadata import BrokerEndpoint, MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
+from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,49 @@ def _cluster_id(log_dir: Path, broker_id: int) -> str:
     return cluster_id
 
 
+def open_broker_state(cfg: BrokerConfig, now_ms: Callable[[], int]) -> BrokerContext:
+    """Open (and recover) the logs and build what the handlers work on: the same wiring for
+    the broker process and for in-process tests of the request handling."""
+    for d in cfg.log_dirs:
+        d.mkdir(parents=True, exist_ok=True)
+    logs = LogManager(
+        cfg.log_dirs,
+        cfg.log_config,
+        now_ms=now_ms,
+        retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+    )
+    metadata = MetadataCache(
+        cluster_id=_cluster_id(cfg.log_dirs[0], cfg.broker_id), controller_id=cfg.broker_id
+    )
+    replicas = ReplicaManager(
+        cfg.broker_id,
+        logs,
+        metadata,
+        now_ms,
+        retain_batches=cfg["max.idempotence.batches.to.retain"],
+    )
+    replicas.load()
+    return BrokerContext(
+        cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
+    )
+
+
+async def expire_delayed(purgatory: Purgatory, now_ms: Callable[[], int]) -> None:
+    """Answer the purgatory's operations whose deadline passed, sleeping until the next
+    deadline (woken early when a new operation has an earlier one)."""
+    wake = asyncio.Event()
+    purgatory.on_earlier_deadline = lambda deadline_ms: wake.set()
+    while True:
+        deadline = purgatory.next_deadline()
+        timeout = None if deadline is None else max(0.0, (deadline - now_ms()) / 1000)
+        try:
+            await asyncio.wait_for(wake.wait(), timeout)
+        except TimeoutError:
+            pass
+        wake.clear()
+        purgatory.expire_due(now_ms())
+
+
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
@@ -61,28 +106,8 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.config
-        for d in cfg.log_dirs:
-            d.mkdir(parents=True, exist_ok=True)
-        logs = LogManager(
-            cfg.log_dirs,
-            cfg.log_config,
-            now_ms=now_ms,
-            retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
-        )
-        metadata = MetadataCache(
-            cluster_id=_cluster_id(cfg.log_dirs[0], cfg.broker_id), controller_id=cfg.broker_id
-        )
-        replicas = ReplicaManager(
-            cfg.broker_id,
-            logs,
-            metadata,
-            now_ms,
-            retain_batches=cfg["max.idempotence.batches.to.retain"],
-        )
-        replicas.load()
-        self.ctx = BrokerContext(
-            cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
-        )
+        self.ctx = open_broker_state(cfg, now_ms)
+        metadata, replicas = self.ctx.metadata, self.ctx.replicas
         _, host, port = cfg.listeners[0]
         self.network = NetworkServer(self.ctx, host, port, cfg["socket.request.max.bytes"])
         bound = await self.network.start()
@@ -91,7 +116,9 @@ class Broker:
             (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
         )
         metadata.set_broker(BrokerEndpoint(cfg.broker_id, adv_host, adv_port or bound))
-        self._background = asyncio.create_task(self._duties())
+        self._background = asyncio.gather(
+            self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())
+        )
         log.info(
             "broker %d serving on %s:%d (cluster %s, %d partitions)",
             cfg.broker_id,

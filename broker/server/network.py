@@ -2,7 +2,9 @@
 
 Requests on one connection are handled one at a time, as Kafka does (it mutes a
 channel while a request is in flight), which keeps responses in order without
-bookkeeping. File regions are sent with sendfile; small ones are cheaper to pread.
+bookkeeping: a request whose answer is delayed (in a purgatory) holds its connection
+until the operation completes. Each connection has a Session the handlers see in their
+request context. File regions are sent with sendfile; small ones are cheaper to pread.
 """
 
 from __future__ import annotations
@@ -10,13 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections import defaultdict
 
 from broker.protocol.framing import FrameDecoder
 from broker.protocol.types import DecodeError
 from broker.records.region import FileRegion
 from broker.server.context import BrokerContext
-from broker.server.dispatch import Close, NoResponse, ParkFetch, Respond, handle_frame
+from broker.server.dispatch import Close, NoResponse, Respond, Wait, handle_frame
+from broker.server.request import Session
 
 log = logging.getLogger(__name__)
 
@@ -38,37 +40,20 @@ class _RegionFile:
         return offset  # positions are passed explicitly; nothing to move
 
 
-class FetchWaiters:
-    """Parked fetches, keyed by partition; woken when a high watermark moves."""
-
-    def __init__(self) -> None:
-        self._waiters: dict[tuple[str, int], set[asyncio.Event]] = defaultdict(set)
-
-    def wake(self, topic: str, partition: int) -> None:
-        for event in self._waiters.pop((topic, partition), ()):
-            event.set()
-
-    def register(self, partitions: list[tuple[str, int]], event: asyncio.Event) -> None:
-        for tp in partitions:
-            self._waiters[tp].add(event)
-
-    def unregister(self, partitions: list[tuple[str, int]], event: asyncio.Event) -> None:
-        for tp in partitions:
-            waiters = self._waiters.get(tp)
-            if waiters is not None:
-                waiters.discard(event)
-                if not waiters:
-                    del self._waiters[tp]
-
-
 class NetworkServer:
-    def __init__(self, ctx: BrokerContext, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        host: str,
+        port: int,
+        max_frame_bytes: int,
+        listener: str = "PLAINTEXT",
+    ) -> None:
         self.ctx = ctx
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
-        self.waiters = FetchWaiters()
-        ctx.replicas.high_watermark_listeners.append(self.waiters.wake)
+        self.listener = listener
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
 
@@ -93,6 +78,8 @@ class NetworkServer:
         task = asyncio.current_task()
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else ("", 0)
+        session = Session(self.listener, host, port)
         decoder = FrameDecoder(self.max_frame_bytes)
         try:
             while True:
@@ -105,9 +92,9 @@ class NetworkServer:
                     log.warning("closing connection from %s: %s", peer, exc)
                     return
                 for frame in frames:
-                    outcome = handle_frame(self.ctx, frame)
-                    if isinstance(outcome, ParkFetch):
-                        outcome = await self._park(outcome)
+                    outcome = handle_frame(self.ctx, session, frame)
+                    if isinstance(outcome, Wait):
+                        outcome = await self._wait(outcome)
                     if isinstance(outcome, Close):
                         log.warning("closing connection from %s: %s", peer, outcome.reason)
                         return
@@ -123,23 +110,11 @@ class NetworkServer:
             self._connections.discard(task)
             writer.close()
 
-    async def _park(self, park: ParkFetch) -> Respond:
-        event = asyncio.Event()
-        while True:
-            remaining_ms = park.deadline_ms - self.ctx.now_ms()
-            if remaining_ms <= 0:
-                return park.attempt(self.ctx, final=True)
-            self.waiters.register(park.partitions, event)
-            try:
-                await asyncio.wait_for(event.wait(), remaining_ms / 1000)
-            except TimeoutError:
-                pass
-            finally:
-                self.waiters.unregister(park.partitions, event)
-            event.clear()
-            response = park.attempt(self.ctx, final=self.ctx.now_ms() >= park.deadline_ms)
-            if response is not None:
-                return response
+    async def _wait(self, wait: Wait) -> Respond | Close:
+        """The answer of a delayed operation, once an event or its deadline completes it."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+        wait.operation.add_done_callback(lambda body: done.done() or done.set_result(body))
+        return wait.respond(await done)
 
     async def _send(self, writer: asyncio.StreamWriter, parts: list) -> None:
         loop = asyncio.get_running_loop()

@@ -88,13 +88,16 @@ class Partition:
                     message=f"producer {header.producer_id} sequence "
                     f"{header.base_sequence} epoch {header.producer_epoch} refused",
                 )
-        info = self.log.append(records, batches, self.leader_epoch)
+        append_time = now_ms if self.log.config.log_append_time else None
+        info = self.log.append(records, batches, self.leader_epoch, append_time)
         offset = info.first_offset
         for _, header in batches:
             self.producers.record(header, offset, now_ms)
             offset += header.last_offset_delta + 1
         self.maybe_advance_high_watermark()
-        return AppendResult(ErrorCode.NONE, info.first_offset, -1)
+        return AppendResult(
+            ErrorCode.NONE, info.first_offset, -1 if append_time is None else now_ms
+        )
 
     def maybe_advance_high_watermark(self) -> bool:
         """Single replica: everything appended is committed."""

@@ -63,6 +63,14 @@ TOPIC_CONFIG = (
         validator=at_least(0),
     )
     .define(
+        "message.timestamp.type",
+        "string",
+        None,
+        "Overrides log.message.timestamp.type: `CreateTime` or `LogAppendTime`.",
+        optional=True,
+        validator=one_of("CreateTime", "LogAppendTime"),
+    )
+    .define(
         "cleanup.policy",
         "string",
         "delete",
@@ -86,4 +94,6 @@ def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
     """The broker's LogConfig with this topic's validated overrides applied."""
     values = TOPIC_CONFIG.parse(overrides)
     changes = {_LOG_FIELDS[k]: v for k, v in values.items() if k in _LOG_FIELDS and v is not None}
+    if values.get("message.timestamp.type") is not None:
+        changes["log_append_time"] = values["message.timestamp.type"] == "LogAppendTime"
     return dataclasses.replace(base, **changes)

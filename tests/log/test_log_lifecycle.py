@@ -7,6 +7,8 @@ import os
 import pytest
 
 from broker.log import Log, LogConfig, LogDeleted, OffsetOutOfRange
+from broker.records.batch import build_batch
+from broker.records.header import CODEC_ZSTD
 from tests.log.batches import append, batch, batch_offsets, data_of
 
 
@@ -179,17 +181,45 @@ def test_deleted_segments_stay_readable_until_the_delay_passes(tmp_path):
 
 
 # -- timestamps --------------------------------------------------------------------------
-def test_offset_for_timestamp_returns_the_first_batch_reaching_it(tmp_path):
+def test_offset_for_timestamp_returns_the_first_record_reaching_it(tmp_path):
     log = open_log(tmp_path, segment_bytes=400, index_interval_bytes=0)
     for i in range(30):
         append(log, batch(2, timestamp=i * 100, tag=i))  # records at i*100, i*100 + 1
     assert len(log.segments) > 3
-    assert log.offset_for_timestamp(0) == (0, 1)
-    assert log.offset_for_timestamp(1) == (0, 1)
-    assert log.offset_for_timestamp(2) == (2, 101)
-    assert log.offset_for_timestamp(1_550) == (32, 1_601)
-    assert log.offset_for_timestamp(2_901) == (58, 2_901)
+    assert log.offset_for_timestamp(0) == (0, 0)
+    assert log.offset_for_timestamp(1) == (1, 1)  # the second record of the first batch
+    assert log.offset_for_timestamp(2) == (2, 100)
+    assert log.offset_for_timestamp(1_550) == (32, 1_600)
+    assert log.offset_for_timestamp(2_901) == (59, 2_901)
     assert log.offset_for_timestamp(2_902) is None
+    # Nothing at or past max_offset (the high watermark) is an answer.
+    assert log.offset_for_timestamp(2_901, max_offset=59) is None
+    assert log.offset_for_timestamp(2_900, max_offset=59) == (58, 2_900)
+
+
+def test_offset_for_timestamp_inside_a_compressed_batch(tmp_path):
+    log = open_log(tmp_path)
+    records = [(None, b"v%d" % i, ts, []) for i, ts in enumerate((1_234, 999_999_999_999, 5))]
+    append(log, build_batch(records, codec=CODEC_ZSTD))
+    assert log.offset_for_timestamp(999_999_999_999) == (1, 999_999_999_999)
+    assert log.offset_for_timestamp(1_000) == (0, 1_234)
+    assert log.offset_for_timestamp(2_000) == (1, 999_999_999_999)
+    assert log.max_timestamp_and_offset() == (1, 999_999_999_999)
+
+
+def test_max_timestamp_is_per_record_across_segments_and_below_the_limit(tmp_path):
+    log = open_log(tmp_path, segment_bytes=200)  # two batches a segment
+    assert log.max_timestamp_and_offset() is None
+    for i, ts in enumerate((500, 100, 900, 300, 900, 1_200)):
+        append(log, batch(2, timestamp=ts, tag=i))  # records at ts and ts + 1
+    assert len(log.segments) == 3
+    assert log.max_timestamp_and_offset() == (11, 1_201)
+    assert log.max_timestamp_and_offset(max_offset=11) == (10, 1_200)
+    # Two records share the maximum (901 at offsets 5 and 9): the first one wins.
+    assert log.max_timestamp_and_offset(max_offset=10) == (5, 901)
+    log.close()
+    again = open_log(tmp_path, segment_bytes=200)
+    assert again.max_timestamp_and_offset() == (11, 1_201)
 
 
 def test_offset_for_timestamp_with_out_of_order_timestamps(tmp_path):

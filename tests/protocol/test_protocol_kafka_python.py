@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol.consumer import offsets
 from kafka.protocol.old import (
     admin,
     api_versions,
@@ -27,7 +28,7 @@ from kafka.protocol.old import (
 from kafka.protocol.old.types import Schema
 
 from broker.protocol.apis import API_BY_KEY
-from broker.protocol.codec import encode_request_body, encode_response_body
+from broker.protocol.codec import decode_request_body, encode_request_body, encode_response_body
 from broker.protocol.framing import RequestHeader, decode_request, decode_response
 from tests.protocol.protocol_samples import all_api_versions, api_body_strategy, assert_matches
 
@@ -67,7 +68,71 @@ IDS = [f"{API_BY_KEY[k].name}-v{v}" for k, v in BOTH]
 
 def test_kafka_python_covers_nearly_all_our_versions():
     missing = sorted(set(all_api_versions()) - set(BOTH))
-    assert missing == [(16, 2), (19, 4)]  # see _has; kafka-python stops at CreateTopics v3
+    # See _has; kafka-python's old classes stop at CreateTopics v3 and ListOffsets v5 (its
+    # generated classes have ListOffsets v6-v7: checked below).
+    assert missing == [(2, 6), (2, 7), (16, 2), (19, 4)]
+
+
+@pytest.mark.parametrize("version", [6, 7])
+def test_flexible_list_offsets_match_kafka_pythons_generated_classes(version):
+    """ListOffsets v6+ is flexible and v7 brings the max-timestamp lookup (-3)."""
+    req_cls, resp_cls = offsets.ListOffsetsRequest, offsets.ListOffsetsResponse
+    topic_cls = req_cls.ListOffsetsTopic
+    theirs = req_cls(
+        version=version,
+        replica_id=-1,
+        isolation_level=1,
+        topics=[
+            topic_cls(
+                name="t",
+                partitions=[
+                    topic_cls.ListOffsetsPartition(
+                        partition_index=3, current_leader_epoch=7, timestamp=-3
+                    )
+                ],
+            )
+        ],
+    )
+    body = decode_request_body(2, version, bytes(theirs.encode()))
+    assert body == {
+        "replica_id": -1,
+        "isolation_level": 1,
+        "topics": [
+            {"name": "t", "partitions": [
+                {"partition_index": 3, "current_leader_epoch": 7, "timestamp": -3}
+            ]}
+        ],
+    }  # fmt: skip
+    assert encode_request_body(2, version, body) == bytes(theirs.encode())
+    ours = {
+        "throttle_time_ms": 0,
+        "topics": [
+            {"name": "t", "partitions": [
+                {"partition_index": 3, "error_code": 0, "timestamp": 99, "offset": 42,
+                 "leader_epoch": 7}
+            ]}
+        ],
+    }  # fmt: skip
+    data = b"".join(encode_response_body(2, version, ours))
+    decoded = resp_cls.decode(data, version=version)
+    partition = decoded.topics[0].partitions[0]
+    assert (partition.offset, partition.timestamp, partition.leader_epoch) == (42, 99, 7)
+    topic_resp = resp_cls.ListOffsetsTopicResponse
+    built = resp_cls(
+        version=version,
+        throttle_time_ms=0,
+        topics=[
+            topic_resp(
+                name="t",
+                partitions=[
+                    topic_resp.ListOffsetsPartitionResponse(
+                        partition_index=3, error_code=0, timestamp=99, offset=42, leader_epoch=7
+                    )
+                ],
+            )
+        ],
+    )
+    assert bytes(built.encode()) == data
 
 
 def _kafka_python_class(api_key: int, version: int, response: bool):

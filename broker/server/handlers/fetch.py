@@ -1,17 +1,23 @@
-"""Fetch: file regions of whole batches below the high watermark.
+"""Fetch: file regions of whole batches below the high watermark, long-polled.
 
-Long polling stays sans-I/O: `handle` returns None when fewer than min_bytes are
-available and the wait is not over; the network layer calls it again when a partition
-is appended to or when max_wait_ms expires (then with final=True, which always answers).
+A fetch with `max_wait_ms` and `min_bytes` that finds fewer bytes than `min_bytes` waits in
+the fetch purgatory (a `DelayedFetch`) keyed by its partitions; the replica manager
+completes it when one of them grows, the purgatory's timer when `max_wait_ms` passes
+(then it answers with whatever there is). Partition errors answer at once.
 """
 
 from __future__ import annotations
 
 from broker.log.log import OffsetOutOfRange
+from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, Delayed
+from broker.server.purgatory import DelayedOperation
 
 
 def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict:
+    # An empty record set, never null, even with an error: librdkafka reads a null
+    # (size -1) record set as a corrupt response and drops the whole Fetch answer.
     return {
         "partition_index": index,
         "error_code": code,
@@ -20,23 +26,49 @@ def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> di
         "log_start_offset": log_start,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
-        "records": None if code else b"",
+        "records": b"",
     }
 
 
-def handle(ctx, header, request: dict, final: bool = True) -> dict | None:
-    """The response, or None to wait for more data (only when final is False)."""
-    remaining = request.get("max_bytes", 0x7FFFFFFF)
-    min_bytes = request["min_bytes"]
+def handle(broker, request, body: dict):
+    if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
+        return read(broker, body, final=True)
+    now = broker.now_ms()
+    operation = DelayedFetch(broker, body, now + body["max_wait_ms"])
+    if broker.fetch_purgatory.try_complete_else_watch(operation, now):
+        return operation.result
+    return Delayed(operation)
+
+
+class DelayedFetch(DelayedOperation):
+    """A fetch waiting for `min_bytes` on its partitions or for its deadline."""
+
+    def __init__(self, broker, body: dict, deadline_ms: int) -> None:
+        super().__init__(deadline_ms, partitions_of(body))
+        self.broker = broker
+        self.body = body
+
+    def try_complete(self, now_ms: int) -> bool:
+        response = read(self.broker, self.body, final=False)
+        return response is not None and self.complete(response)
+
+    def on_expiration(self, now_ms: int) -> dict:
+        return read(self.broker, self.body, final=True)
+
+
+def read(broker, body: dict, final: bool) -> dict | None:
+    """The response, or None when fewer than min_bytes are there and not `final`."""
+    remaining = body.get("max_bytes", 0x7FFFFFFF)
+    min_bytes = body["min_bytes"]
     total = 0
     any_error = False
     responses = []
-    for topic in request["topics"]:
+    for topic in body["topics"]:
         name = topic["topic"]
         partitions = []
         for preq in topic["partitions"]:
-            entry = _fetch_partition(ctx, name, preq, remaining, first=(total == 0))
-            size = sum(len(r) for r in entry["records"] or ())
+            entry = _fetch_partition(broker, name, preq, remaining, first=(total == 0))
+            size = sum(len(r) for r in entry["records"])
             total += size
             remaining = max(0, remaining - size)
             any_error |= entry["error_code"] != ErrorCode.NONE
@@ -52,9 +84,9 @@ def handle(ctx, header, request: dict, final: bool = True) -> dict | None:
     }
 
 
-def _fetch_partition(ctx, topic: str, preq: dict, remaining: int, first: bool) -> dict:
+def _fetch_partition(broker, topic: str, preq: dict, remaining: int, first: bool) -> dict:
     index = preq["partition"]
-    partition = ctx.replicas.get(topic, index)
+    partition = broker.replicas.get(topic, index)
     if partition is None:
         return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     epoch = preq.get("current_leader_epoch", -1)
@@ -83,12 +115,12 @@ def _fetch_partition(ctx, topic: str, preq: dict, remaining: int, first: bool) -
     return entry
 
 
-def partitions_of(request: dict) -> list[tuple[str, int]]:
-    """The partitions whose appends should wake a parked fetch."""
-    return [(t["topic"], p["partition"]) for t in request["topics"] for p in t["partitions"]]
+def partitions_of(body: dict) -> list[tuple[str, int]]:
+    """The partitions whose appends should wake a waiting fetch."""
+    return [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
 
 
-def error_response(request: dict, code: ErrorCode) -> dict:
+def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
         "error_code": code,
@@ -98,6 +130,9 @@ def error_response(request: dict, code: ErrorCode) -> dict:
                 "topic": t["topic"],
                 "partitions": [_empty(p["partition"], code) for p in t["partitions"]],
             }
-            for t in request["topics"]
+            for t in body["topics"]
         ],
     }
+
+
+HANDLER = ApiHandler(FETCH_API, handle, error_response)

@@ -6,19 +6,24 @@ treated as idempotent-only, since the client would then believe in guarantees it
 
 from __future__ import annotations
 
+from broker.protocol.apis import INIT_PRODUCER_ID_API
 from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler
 
 
-def handle(ctx, header, request: dict) -> dict:
-    if request.get("transactional_id"):
-        return error_response(request, ErrorCode.INVALID_REQUEST)
+def handle(broker, request, body: dict) -> dict:
+    if body.get("transactional_id"):
+        return error_response(body, ErrorCode.INVALID_REQUEST)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
-        "producer_id": ctx.producer_ids.allocate(),
+        "producer_id": broker.producer_ids.allocate(),
         "producer_epoch": 0,
     }
 
 
-def error_response(request: dict, code: ErrorCode) -> dict:
+def error_response(body: dict, code: ErrorCode) -> dict:
     return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
+
+
+HANDLER = ApiHandler(INIT_PRODUCER_ID_API, handle, error_response)

@@ -1,24 +1,34 @@
-"""Metadata: brokers, controller, and topics -- all from the MetadataCache."""
+"""Metadata: brokers, controller and topics, all read from the MetadataCache.
+
+A request naming topics that do not exist creates them when `auto.create.topics.enable`
+and the request's `allow_auto_topic_creation` both say so (this is where Kafka creates
+topics automatically; Produce to an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION).
+"""
 
 from __future__ import annotations
 
+from broker.protocol.apis import METADATA_API
 from broker.protocol.errors import ErrorCode
-from broker.server.replica_manager import TopicError, check_topic_name
+from broker.protocol.topic import is_legal_topic_name
+from broker.server.handlers.base import ApiHandler
+from broker.server.replica_manager import TopicError
+
+NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not asked for", as Kafka answers
 
 
-def _topic_entry(ctx, name: str) -> dict:
-    partitions = ctx.metadata.topics.get(name)
+def _topic_entry(broker, name: str) -> dict:
+    partitions = broker.metadata.topics.get(name)
     if partitions is None:
-        return {
-            "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-            "name": name,
-            "is_internal": False,
-            "partitions": [],
-        }
+        code = (
+            ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if is_legal_topic_name(name)
+            else ErrorCode.INVALID_TOPIC_EXCEPTION
+        )
+        return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
-        "is_internal": name in ctx.metadata.internal_topics,
+        "is_internal": name in broker.metadata.internal_topics,
         "partitions": [
             {
                 "error_code": ErrorCode.NONE,
@@ -31,51 +41,44 @@ def _topic_entry(ctx, name: str) -> dict:
             }
             for p in sorted(partitions.values(), key=lambda s: s.partition)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
-def handle(ctx, header, request: dict) -> dict:
-    requested = request.get("topics")
+def handle(broker, request, body: dict) -> dict:
+    requested = body.get("topics")
     # v0 asks for every topic with an empty list; v1+ with null.
-    if requested is None or (header.api_version == 0 and not requested):
-        names = sorted(ctx.metadata.topics)
+    if requested is None or (request.api_version == 0 and not requested):
+        names = sorted(broker.metadata.topics)
     else:
         names = [t["name"] for t in requested]
-        auto = ctx.config["auto.create.topics.enable"] and request.get(
+        auto = broker.config["auto.create.topics.enable"] and body.get(
             "allow_auto_topic_creation", True
         )
         for name in names:
-            if auto and name not in ctx.metadata.topics:
+            if auto and name not in broker.metadata.topics:
                 try:
-                    ctx.replicas.create_topic(
-                        name, ctx.config["num.partitions"], ctx.config["default.replication.factor"]
+                    broker.replicas.create_topic(
+                        name,
+                        broker.config["num.partitions"],
+                        broker.config["default.replication.factor"],
                     )
                 except TopicError:
-                    pass  # an illegal name is reported below as unknown / invalid
-    topics = []
-    for name in names:
-        entry = _topic_entry(ctx, name)
-        if entry["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            try:
-                check_topic_name(name)
-            except TopicError as exc:
-                entry["error_code"] = exc.code
-        topics.append(entry)
+                    pass  # an illegal name is reported below as invalid
     return {
         "throttle_time_ms": 0,
         "brokers": [
             {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for b in sorted(ctx.metadata.brokers.values(), key=lambda b: b.node_id)
+            for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id)
         ],
-        "cluster_id": ctx.metadata.cluster_id,
-        "controller_id": ctx.metadata.controller_id,
-        "topics": topics,
-        "cluster_authorized_operations": -2147483648,
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.metadata.controller_id,
+        "topics": [_topic_entry(broker, name) for name in names],
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
 
 
-def handle_error(request: dict, code: ErrorCode) -> dict:
+def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": [],
@@ -83,7 +86,10 @@ def handle_error(request: dict, code: ErrorCode) -> dict:
         "controller_id": -1,
         "topics": [
             {"error_code": code, "name": t["name"], "is_internal": False, "partitions": []}
-            for t in request.get("topics") or []
+            for t in body.get("topics") or []
         ],
-        "cluster_authorized_operations": -2147483648,
+        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
     }
+
+
+HANDLER = ApiHandler(METADATA_API, handle, error_response)

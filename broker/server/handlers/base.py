@@ -1,0 +1,73 @@
+"""What every API handler is: its declaration, two functions, and what they may return.
+
+A handler module declares `HANDLER = ApiHandler(<its Api from broker.protocol.apis>,
+handle, error_response)`; `broker.server.handlers` finds every such module, so adding an
+API touches its declaration and its handler, nothing else. ApiVersions advertises exactly
+the declared range of every API that has a handler.
+
+`handle(broker, request, body)` gets the broker's state (`BrokerContext`), the
+`RequestContext` (header, session, arrival time) and the decoded body. Handlers are
+synchronous and never do network I/O; they do change state (append to logs, create
+topics). They return one of:
+- the response body (a dict keyed like the API's response declaration);
+- `NO_RESPONSE`: the client expects none (Produce with acks=0);
+- `Delayed(operation)`: the answer comes when the operation, already handed to a
+  purgatory by the handler, completes (see broker/server/purgatory.py).
+
+`error_response(body, code)` answers a decodable request with `code` everywhere (for a
+version below the accepted range, or a failure before any work was done).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from broker.protocol.apis import Api
+from broker.protocol.errors import ErrorCode
+from broker.server.purgatory import DelayedOperation
+
+if TYPE_CHECKING:
+    from broker.server.context import BrokerContext
+    from broker.server.request import RequestContext
+
+
+class Delayed(NamedTuple):
+    operation: DelayedOperation
+
+
+class _NoResponse:
+    def __repr__(self) -> str:
+        return "NO_RESPONSE"
+
+
+NO_RESPONSE: Any = _NoResponse()
+
+Handle = Callable[["BrokerContext", "RequestContext", dict], "dict | Delayed | _NoResponse"]
+ErrorResponse = Callable[[dict, ErrorCode], dict]
+
+
+@dataclass(frozen=True)
+class ApiHandler:
+    api: Api
+    handle: Handle
+    error_response: ErrorResponse
+    # Versions below this are advertised (clients probe for overlap, see
+    # docs/contracts) but answered with UNSUPPORTED_VERSION; None accepts the whole range.
+    accepted_from: int | None = None
+
+    @property
+    def key(self) -> int:
+        return self.api.key
+
+    @property
+    def advertised(self) -> tuple[int, int]:
+        return self.api.min_version, self.api.max_version
+
+    def declares(self, version: int) -> bool:
+        """Inside the advertised range: the request can be decoded and answered."""
+        return self.api.supports(version)
+
+    def accepts(self, version: int) -> bool:
+        return self.declares(version) and version >= (self.accepted_from or 0)
