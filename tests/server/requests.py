@@ -1,0 +1,69 @@
+"""Request bodies for the in-process tests, keyed as the API declarations are."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE
+from broker.records.batch import build_batch
+
+
+def create(broker, name: str, partitions: int = 1, configs: dict | None = None) -> dict:
+    body = {
+        "topics": [{
+            "name": name, "num_partitions": partitions, "replication_factor": 1,
+            "assignments": [],
+            "configs": [{"name": k, "value": v} for k, v in (configs or {}).items()],
+        }],
+        "timeout_ms": 1000, "validate_only": False,
+    }  # fmt: skip
+    (topic,) = broker.call(CREATE_TOPICS, 4, body)["topics"]
+    return topic
+
+
+def produce_body(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> dict:
+    return {
+        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
+    }  # fmt: skip
+
+
+def produce(broker, topic: str, records: bytes, partition: int = 0, version: int = 8) -> dict:
+    """The partition's answer to producing `records`."""
+    answer = broker.call(PRODUCE, version, produce_body(topic, records, partition))
+    (p,) = answer["responses"][0]["partition_responses"]
+    return p
+
+
+def values(*values: bytes, timestamp: int = 1_000, **kw) -> bytes:
+    return build_batch([(None, v, timestamp + i, []) for i, v in enumerate(values)], **kw)
+
+
+def fetch_body(
+    topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 1,
+    max_bytes: int = 1 << 20, leader_epoch: int = -1,
+) -> dict:  # fmt: skip
+    return {
+        "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
+        "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": partition, "current_leader_epoch": leader_epoch,
+            "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes,
+        }]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+
+
+def fetch(broker, topic: str, offset: int, version: int = 11, **kw) -> dict:
+    answer = broker.call(FETCH, version, fetch_body(topic, offset, **kw))
+    (p,) = answer["responses"][0]["partitions"]
+    return p
+
+
+def list_offsets(broker, topic: str, timestamp: int, version: int = 7, epoch: int = -1) -> dict:
+    body = {
+        "replica_id": -1, "isolation_level": 0,
+        "topics": [{"name": topic, "partitions": [
+            {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": timestamp}
+        ]}],
+    }  # fmt: skip
+    (p,) = broker.call(LIST_OFFSETS, version, body)["topics"][0]["partitions"]
+    return p
