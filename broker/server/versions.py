@@ -1,7 +1,7 @@
 """Which API versions the broker advertises in ApiVersions and which it accepts.
 
-The two differ on purpose (DESIGN.md section 1): librdkafka enables features only when
-our advertised range overlaps its fixed probes, so Produce is advertised from v0 although
+The two differ on purpose (docs/contracts/wire-protocol.md): librdkafka enables features
+only when our advertised range overlaps its probes, so Produce is advertised from v0 although
 v0-v2 (old message formats) are answered with UNSUPPORTED_VERSION. An API is listed
 only once it works end to end.
 """
