@@ -1,8 +1,8 @@
 """The audit: producers' counts against what the load committed, per audit window and
 per topic-hour; `_SUCCESS` for the hours proven complete.
 
-Producers publish, per (topic, window, host), how many records they sent (DESIGN.md
-section 5; events are additive). The load's manifests hold, per (topic, window), how
+Producers publish, per (topic, window, host), how many records they sent
+(docs/contracts/audit.md; events are additive). The load's manifests hold, per (topic, window), how
 many records it committed: loaded into data files or quarantined. Both sides count by
 the record's Kafka timestamp, so they count the same thing. An hour is complete when
 every window of it is (accounted >= threshold x produced, and never more than produced:

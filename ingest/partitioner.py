@@ -9,8 +9,8 @@ row's value is null, the row's Kafka timestamp (``_kafka_timestamp``, the
 producer's CreateTime) is used instead, so every row lands in some hour.
 
 ``audit_windows`` gives each row's audit window: the start (ms, aligned to the
-epoch) of the ``window_ms`` window holding its Kafka timestamp. DESIGN.md
-section 5: producers count by the Kafka timestamp, so the loader does too,
+epoch) of the ``window_ms`` window holding its Kafka timestamp. docs/contracts/audit.md:
+producers count by the Kafka timestamp, so the loader does too,
 whatever the event-time field says.
 """
 

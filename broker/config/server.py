@@ -102,7 +102,7 @@ SERVER_CONFIG = (
         "num.partitions",
         "int",
         1,
-        "Partitions of an auto-created topic.",
+        "Partitions of a topic created without a count: auto-created, or CreateTopics with -1.",
         validator=at_least(1),
         group="log",
     )
@@ -110,7 +110,7 @@ SERVER_CONFIG = (
         "default.replication.factor",
         "int",
         1,
-        "Replication factor of an auto-created topic.",
+        "Replication factor of a topic created without one: auto-created, or CreateTopics with -1.",
         validator=at_least(1),
         group="log",
     )
@@ -118,7 +118,11 @@ SERVER_CONFIG = (
         "auto.create.topics.enable",
         "boolean",
         True,
-        "Create a topic when a client asks Metadata or Produce for one that does not exist.",
+        "Create a topic (`num.partitions`, `default.replication.factor`) when a Metadata "
+        "request names one that does not exist and allows auto-creation (v4+ "
+        "`allow_auto_topic_creation`; always in v0-v3). Produce never creates: a Produce to an "
+        "unknown topic answers UNKNOWN_TOPIC_OR_PARTITION, as in Kafka; producers ask Metadata "
+        "first, so a send to a new topic still creates it.",
         group="log",
     )
     .define(

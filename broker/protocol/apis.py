@@ -5,8 +5,9 @@ Kafka's version ranges (facts from apache/kafka's
 `clients/src/main/resources/common/message/<Name>{Request,Response}.json`).
 Only fields that exist somewhere in our version range are declared; to support a
 newer version, raise `max_version` and add the fields that version introduces
-(see README.md). `min_version`/`max_version` are the ranges we advertise
-(DESIGN.md section 1); which of them a handler accepts is the server's business.
+(see README.md). `min_version`/`max_version` are the ranges we advertise, or will once the
+API is served (docs/contracts/wire-protocol.md); which of them a handler accepts is the
+server's business.
 """
 
 from __future__ import annotations

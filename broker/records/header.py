@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import crc32c
 
-# Byte offsets inside a batch (see ../shared/notes/kafka-protocol-notes.md).
+# Byte offsets inside a batch (see docs/contracts/log.md, "Record batches").
 BASE_OFFSET_POS = 0
 LENGTH_POS = 8
 LEADER_EPOCH_POS = 12

@@ -18,7 +18,7 @@ from tests.conftest import free_port
 def test_negotiates_with_the_broker(broker):
     host, port = broker.bootstrap.split(":")
     with BrokerConnection(host, int(port)) as conn:
-        assert conn.versions[PRODUCE] == (0, 8)  # as advertised (DESIGN.md section 1)
+        assert conn.versions[PRODUCE] == (0, 8)  # as advertised (docs/contracts/wire-protocol.md)
         assert conn.version_for(PRODUCE) == 8
         assert conn.version_for(FETCH) == 11
         assert conn.version_for(METADATA) == 8
