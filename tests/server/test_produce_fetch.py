@@ -43,7 +43,8 @@ def test_acks_zero_gets_no_response_but_is_appended(broker):
         (values(b"x")[:-1], "t", -1, ErrorCode.CORRUPT_MESSAGE),  # truncated
         (values(b"x")[:30] + b"\xff" + values(b"x")[31:], "t", -1, ErrorCode.CORRUPT_MESSAGE),
         (values(b"x" * 2000), "small", -1, ErrorCode.MESSAGE_TOO_LARGE),
-        (b"", "t", -1, ErrorCode.CORRUPT_MESSAGE),
+        (b"", "t", -1, ErrorCode.INVALID_RECORD),
+        (None, "t", -1, ErrorCode.INVALID_RECORD),
     ],
 )
 def test_produce_errors_leave_the_log_untouched(broker, records, topic, acks, code):
@@ -155,3 +156,19 @@ def test_long_poll_below_min_bytes_keeps_waiting(broker):
 def test_long_poll_with_a_partition_error_answers_at_once(broker):
     outcome = broker.send(FETCH, 11, fetch_body("nope", 0, max_wait_ms=1000, min_bytes=1))
     assert isinstance(outcome, Respond)
+
+
+def test_zstd_needs_produce_v7_and_fetch_v10(broker):
+    """Older clients cannot handle zstd (KIP-110): Kafka refuses both directions."""
+    from broker.records.header import CODEC_ZSTD
+
+    create(broker, "t")
+    assert produce(broker, "t", values(b"z", codec=CODEC_ZSTD), version=6)["error_code"] == (
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    )
+    produce(broker, "t", values(b"plain"), version=6)
+    assert produce(broker, "t", values(b"z", codec=CODEC_ZSTD), version=7)["error_code"] == 0
+    old = fetch(broker, "t", 0, version=9)
+    assert old["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and not old["records"]
+    assert _values_of(fetch(broker, "t", 0, version=10)) == [b"plain", b"z"]
+    assert _values_of(fetch(broker, "t", 0, version=9, max_bytes=1)) == [b"plain"]  # KIP-74

@@ -8,9 +8,12 @@ completes it when one of them grows, the purgatory's timer when `max_wait_ms` pa
 
 from __future__ import annotations
 
+import os
+
 from broker.log.log import OffsetOutOfRange
 from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
+from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.server.handlers.base import ApiHandler, Delayed
 from broker.server.purgatory import DelayedOperation
 
@@ -30,11 +33,15 @@ def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> di
     }
 
 
+# Fetch v10 is the first a consumer that understands zstd sends (KIP-110).
+ZSTD_MIN_VERSION = 10
+
+
 def handle(broker, request, body: dict):
     if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
-        return read(broker, body, final=True)
+        return read(broker, body, final=True, version=request.api_version)
     now = broker.now_ms()
-    operation = DelayedFetch(broker, body, now + body["max_wait_ms"])
+    operation = DelayedFetch(broker, body, now + body["max_wait_ms"], request.api_version)
     if broker.fetch_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
@@ -43,20 +50,21 @@ def handle(broker, request, body: dict):
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for `min_bytes` on its partitions or for its deadline."""
 
-    def __init__(self, broker, body: dict, deadline_ms: int) -> None:
+    def __init__(self, broker, body: dict, deadline_ms: int, version: int) -> None:
         super().__init__(deadline_ms, partitions_of(body))
         self.broker = broker
         self.body = body
+        self.version = version
 
     def try_complete(self, now_ms: int) -> bool:
-        response = read(self.broker, self.body, final=False)
+        response = read(self.broker, self.body, final=False, version=self.version)
         return response is not None and self.complete(response)
 
     def on_expiration(self, now_ms: int) -> dict:
-        return read(self.broker, self.body, final=True)
+        return read(self.broker, self.body, final=True, version=self.version)
 
 
-def read(broker, body: dict, final: bool) -> dict | None:
+def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) -> dict | None:
     """The response, or None when fewer than min_bytes are there and not `final`."""
     remaining = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body["min_bytes"]
@@ -68,6 +76,14 @@ def read(broker, body: dict, final: bool) -> dict | None:
         partitions = []
         for preq in topic["partitions"]:
             entry = _fetch_partition(broker, name, preq, remaining, first=(total == 0))
+            if version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
+                # An older consumer cannot read zstd batches: Kafka answers this error.
+                entry = _empty(
+                    entry["partition_index"],
+                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                    entry["high_watermark"],
+                    entry["log_start_offset"],
+                )
             size = sum(len(r) for r in entry["records"])
             total += size
             remaining = max(0, remaining - size)
@@ -113,6 +129,18 @@ def _fetch_partition(broker, topic: str, preq: dict, remaining: int, first: bool
     entry = _empty(index, ErrorCode.NONE, hw, log_start)
     entry["records"] = result.regions
     return entry
+
+
+def _has_zstd(regions) -> bool:
+    """Whether a zstd batch starts in these file regions (headers read, nothing else)."""
+    for region in regions:
+        position, end = region.position, region.position + region.size
+        while end - position >= HEADER_SIZE:
+            header = parse_header(os.pread(region.fd, HEADER_SIZE, position))
+            if header.codec == CODEC_ZSTD:
+                return True
+            position += header.size
+    return False
 
 
 def partitions_of(body: dict) -> list[tuple[str, int]]:

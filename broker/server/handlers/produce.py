@@ -42,27 +42,28 @@ def handle(broker, request, body: dict):
         name = topic["name"]
         partitions = []
         for pdata in topic["partition_data"]:
-            partitions.append(_produce_partition(broker, name, pdata, acks, now))
+            partitions.append(
+                _produce_partition(broker, name, pdata, acks, now, request.api_version)
+            )
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return NO_RESPONSE
     return {"responses": responses, "throttle_time_ms": 0}
 
 
-def _produce_partition(broker, topic: str, pdata: dict, acks: int, now: int) -> dict:
+def _produce_partition(broker, topic: str, pdata: dict, acks: int, now: int, version: int) -> dict:
     index = pdata["index"]
     if acks not in (0, 1, -1):
         return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS)
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    records = pdata["records"]
-    if not records:
-        return _partition_response(index, ErrorCode.CORRUPT_MESSAGE, message="no record batch")
+    records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
     try:
         batches = validate_produce_records(
             records,
             partition.log.config.max_message_bytes,
+            produce_version=version,
             parse_every_record=broker.config["produce.record.validation"] == "full",
         )
     except RecordsError as exc:
