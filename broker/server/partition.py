@@ -59,6 +59,9 @@ class Partition:
         self.producers.rebuild(_recent_headers(log))
         # Told (topic, partition) whenever the high watermark moves: wakes parked fetches.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
+        # The only in-sync replica has everything it recovered: a checkpoint written
+        # before an unclean stop must not hide the records appended after it.
+        self.maybe_advance_high_watermark()
 
     @property
     def topic(self) -> str:

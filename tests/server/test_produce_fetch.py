@@ -172,3 +172,17 @@ def test_zstd_needs_produce_v7_and_fetch_v10(broker):
     assert old["error_code"] == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE and not old["records"]
     assert _values_of(fetch(broker, "t", 0, version=10)) == [b"plain", b"z"]
     assert _values_of(fetch(broker, "t", 0, version=9, max_bytes=1)) == [b"plain"]  # KIP-74
+
+
+def test_high_watermark_after_an_unclean_stop_covers_every_recovered_record(tmp_path):
+    from tests.server.harness import InProcessBroker
+
+    first = InProcessBroker(tmp_path / "logs")
+    create(first, "t")
+    produce(first, "t", values(b"a"))
+    replicas = first.state.replicas
+    replicas.logs.checkpoint(replicas.high_watermarks())  # checkpoint at 1...
+    produce(first, "t", values(b"b", b"c"))  # ...then two more, and no clean stop
+    again = InProcessBroker(tmp_path / "logs")
+    p = fetch(again, "t", 0)
+    assert p["high_watermark"] == 3 and _values_of(p) == [b"a", b"b", b"c"]
