@@ -17,7 +17,8 @@ from collections.abc import Mapping
 
 
 class PlacementError(ValueError):
-    """The request cannot be placed (more replicas than brokers, no brokers)."""
+    """The request cannot be placed (more replicas than brokers, no brokers, racks on
+    only some brokers)."""
 
 
 def assign_replicas(
@@ -45,7 +46,13 @@ def assign_replicas(
             f"{len(brokers)}"
         )
     rng = rng or random.Random()
-    if brokers and all(rack is not None for rack in brokers.values()):
+    with_rack = sum(rack is not None for rack in brokers.values())
+    if 0 < with_rack < len(brokers):
+        # As Kafka: a half-racked cluster would silently lose the rack guarantee.
+        raise PlacementError(
+            "not all brokers have rack information (broker.rack) for rack-aware placement"
+        )
+    if with_rack:
         ordered = rack_alternated(brokers)
         racks = {b: brokers[b] for b in ordered}
     else:

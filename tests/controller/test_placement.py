@@ -45,11 +45,9 @@ def test_fewer_racks_than_replicas_still_uses_distinct_brokers():
         assert len(set(replicas)) == 3 and {racks[b] for b in replicas} == {"a", "b"}
 
 
-def test_partial_rack_information_places_without_racks():
-    mixed = {0: "a", 1: None, 2: "b"}
-    assert assign_replicas(mixed, 3, 2, start_index=0) == assign_replicas(
-        dict.fromkeys(mixed), 3, 2, start_index=0
-    )
+def test_partial_rack_information_is_refused():
+    with pytest.raises(PlacementError, match="rack information"):
+        assign_replicas({0: "a", 1: None, 2: "b"}, 3, 2)
 
 
 def test_partitions_added_later_continue_the_walk():
