@@ -1,0 +1,301 @@
+"""ZooKeeper paths and the JSON stored at them, as Kafka 2.x writes them, so Kafka's own
+tools (and people with zkCli) can read a cluster of ours (docs/contracts/cluster.md).
+
+Pure functions: paths, and bytes <-> values. Readers ignore fields they do not know (later
+Kafka releases add some); writers write exactly the documented fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+CLUSTER_ID = "/cluster/id"
+BROKER_IDS = "/brokers/ids"
+BROKER_TOPICS = "/brokers/topics"
+CONTROLLER = "/controller"
+CONTROLLER_EPOCH = "/controller_epoch"
+DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
+ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+CONFIG_TOPICS = "/config/topics"
+CONFIG_CHANGES = "/config/changes"
+CONFIG_CHANGE_PREFIX = "config_change_"
+PRODUCER_ID_BLOCK = "/latest_producer_id_block"
+
+# Paths every cluster has, created (empty) by the first broker that finds them missing.
+PERSISTENT_PATHS = (
+    BROKER_IDS,
+    BROKER_TOPICS,
+    DELETE_TOPICS,
+    ISR_CHANGE_NOTIFICATION,
+    CONFIG_TOPICS,
+    CONFIG_CHANGES,
+)
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{BROKER_TOPICS}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS}/{topic}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS}/{topic}"
+
+
+def _dump(value: dict) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode()
+
+
+def _load(data: bytes, what: str) -> dict:
+    try:
+        value = json.loads(data.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZkDataError(f"{what}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise ZkDataError(f"{what}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+class ZkDataError(ValueError):
+    """A znode holds data we cannot read (hand-edited, or from an incompatible writer)."""
+
+
+# -- brokers ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    listener: str  # the listener name, e.g. PLAINTEXT
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    def url(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class BrokerRegistration:
+    broker_id: int
+    endpoints: tuple[Endpoint, ...]
+    rack: str | None = None
+    timestamp_ms: int = 0
+    # The registration znode's creation zxid: Kafka's broker epoch, which tells a broker
+    # that restarted apart from the registration of the one that died.
+    epoch: int = -1
+
+    def endpoint(self, listener: str) -> Endpoint | None:
+        return next((e for e in self.endpoints if e.listener == listener), None)
+
+
+def encode_broker(registration: BrokerRegistration) -> bytes:
+    plaintext = next(
+        (e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None
+    )
+    value: dict = {
+        "listener_security_protocol_map": {
+            e.listener: e.security_protocol for e in registration.endpoints
+        },
+        "endpoints": [e.url() for e in registration.endpoints],
+        "jmx_port": -1,
+        # host/port name the first PLAINTEXT endpoint (null without one), as Kafka.
+        "host": plaintext.host if plaintext else None,
+        "port": plaintext.port if plaintext else -1,
+        "timestamp": str(registration.timestamp_ms),
+        "version": 4,
+    }
+    if registration.rack is not None:
+        value["rack"] = registration.rack
+    return _dump(value)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistration:
+    value = _load(data, f"broker {broker_id} registration")
+    protocols = value.get("listener_security_protocol_map") or {}
+    endpoints = []
+    for url in value.get("endpoints") or []:
+        listener, _, address = str(url).partition("://")
+        host, _, port = address.rpartition(":")
+        if not listener or not port.isdigit():
+            raise ZkDataError(f"broker {broker_id}: bad endpoint {url!r}")
+        host = host.strip("[]")
+        endpoints.append(Endpoint(listener, host, int(port), protocols.get(listener, listener)))
+    if not endpoints and value.get("host"):  # registrations older than version 2
+        endpoints.append(Endpoint("PLAINTEXT", value["host"], int(value["port"])))
+    if not endpoints:
+        raise ZkDataError(f"broker {broker_id}: registration has no endpoint")
+    return BrokerRegistration(
+        broker_id,
+        tuple(endpoints),
+        value.get("rack"),
+        int(value.get("timestamp") or 0),
+        epoch,
+    )
+
+
+# -- topics and partitions ----------------------------------------------------------------
+
+
+def encode_assignment(partitions: dict[int, list[int]]) -> bytes:
+    return _dump(
+        {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(partitions.items())}}
+    )
+
+
+def decode_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
+    value = _load(data, f"topic {topic} assignment")
+    partitions = value.get("partitions")
+    if not isinstance(partitions, dict):
+        raise ZkDataError(f"topic {topic}: no partitions map")
+    try:
+        return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
+    except (TypeError, ValueError) as exc:
+        raise ZkDataError(f"topic {topic}: bad partitions map ({exc})") from None
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's state znode, and the znode version it was read or written at (the
+    conditional updates of leaders and controller compare it)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = field(default=-1, compare=False)
+
+    def with_version(self, zk_version: int) -> LeaderAndIsr:
+        return LeaderAndIsr(
+            self.leader, self.leader_epoch, self.isr, self.controller_epoch, zk_version
+        )
+
+
+NO_LEADER = -1
+
+
+def encode_partition_state(state: LeaderAndIsr) -> bytes:
+    return _dump(
+        {
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
+    value = _load(data, "partition state")
+    try:
+        return LeaderAndIsr(
+            int(value["leader"]),
+            int(value["leader_epoch"]),
+            tuple(int(b) for b in value["isr"]),
+            int(value["controller_epoch"]),
+            zk_version,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"partition state: missing or bad field ({exc})") from None
+
+
+def encode_topic_config(config: dict[str, str]) -> bytes:
+    return _dump({"version": 1, "config": dict(sorted(config.items()))})
+
+
+def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
+    value = _load(data, f"topic {topic} config")
+    config = value.get("config") or {}
+    if not isinstance(config, dict):
+        raise ZkDataError(f"topic {topic}: config is not a map")
+    return {str(k): str(v) for k, v in config.items()}
+
+
+# -- controller -------------------------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    return _dump({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    try:
+        return int(_load(data, "controller")["brokerid"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"controller: bad brokerid ({exc})") from None
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode())
+    except (UnicodeDecodeError, ValueError):
+        raise ZkDataError(f"controller_epoch: not a number: {data[:40]!r}") from None
+
+
+# -- notifications --------------------------------------------------------------------------
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return _dump(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
+    )
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    value = _load(data, "isr change notification")
+    try:
+        return [(str(p["topic"]), int(p["partition"])) for p in value.get("partitions") or []]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"isr change notification: bad entry ({exc})") from None
+
+
+def encode_config_change(entity_path: str) -> bytes:
+    return _dump({"version": 2, "entity_path": entity_path})
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    return _dump({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes) -> str:
+    try:
+        return str(_load(data, "cluster id")["id"])
+    except KeyError:
+        raise ZkDataError("cluster id: no id field") from None
+
+
+def encode_producer_id_block(broker_id: int, first: int, last: int) -> bytes:
+    return _dump(
+        {"version": 1, "broker": broker_id, "block_start": str(first), "block_end": str(last)}
+    )
+
+
+def decode_producer_id_block(data: bytes) -> tuple[int, int]:
+    """(first, last) of the newest block handed out; last inclusive."""
+    value = _load(data, "producer id block")
+    try:
+        return int(value["block_start"]), int(value["block_end"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"producer id block: bad field ({exc})") from None
