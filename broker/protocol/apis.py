@@ -35,6 +35,10 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    UPDATE_METADATA = 6
+    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -48,12 +52,17 @@ class ApiKey(enum.IntEnum):
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
 
 
 PRODUCE = ApiKey.PRODUCE
 FETCH = ApiKey.FETCH
 LIST_OFFSETS = ApiKey.LIST_OFFSETS
 METADATA = ApiKey.METADATA
+LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
+STOP_REPLICA = ApiKey.STOP_REPLICA
+UPDATE_METADATA = ApiKey.UPDATE_METADATA
+CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
 OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
 OFFSET_FETCH = ApiKey.OFFSET_FETCH
 FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
@@ -67,6 +76,7 @@ API_VERSIONS = ApiKey.API_VERSIONS
 CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
+OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
 
 
 @dataclass(frozen=True, eq=False)
@@ -512,6 +522,147 @@ INIT_PRODUCER_ID_API = Api(
     ),
 )
 
+# -- Inter-broker APIs. Every broker of a cluster runs this code, so each is declared at
+# one version: the last one before the flexible versions, with everything the ZooKeeper
+# era needs (broker epochs, adding/removing replicas for reassignments, offline replicas,
+# listener names). Clients also send OffsetForLeaderEpoch (KIP-320): librdkafka v2 only,
+# kafka-python up to v4 -> min(4, ours) = 3.
+
+PARTITION_ERRORS = F("partition_errors", Array(Struct(
+    F("topic_name", STRING),
+    F("partition_index", INT32),
+    F("error_code", INT16),
+)))
+
+LEADER_AND_ISR_API = Api(
+    LEADER_AND_ISR, "LeaderAndIsr", 3, 3, 4,
+    request=Struct(
+        F("controller_id", INT32),
+        F("controller_epoch", INT32),
+        F("broker_epoch", INT64, default=-1),
+        F("topic_states", Array(Struct(
+            F("topic_name", STRING),
+            F("partition_states", Array(Struct(
+                F("partition_index", INT32),
+                F("controller_epoch", INT32),
+                F("leader", INT32),
+                F("leader_epoch", INT32),
+                F("isr", Array(INT32)),
+                F("zk_version", INT32),
+                F("replicas", Array(INT32)),
+                F("adding_replicas", Array(INT32)),
+                F("removing_replicas", Array(INT32)),
+                F("is_new", BOOL, default=False),
+            ))),
+        ))),
+        F("live_leaders", Array(Struct(
+            F("broker_id", INT32),
+            F("host_name", STRING),
+            F("port", INT32),
+        ))),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        PARTITION_ERRORS,
+    ),
+)
+
+STOP_REPLICA_API = Api(
+    STOP_REPLICA, "StopReplica", 1, 1, 2,
+    request=Struct(
+        F("controller_id", INT32),
+        F("controller_epoch", INT32),
+        F("broker_epoch", INT64, default=-1),
+        F("delete_partitions", BOOL),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        ))),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        PARTITION_ERRORS,
+    ),
+)
+
+UPDATE_METADATA_API = Api(
+    UPDATE_METADATA, "UpdateMetadata", 5, 5, 6,
+    request=Struct(
+        F("controller_id", INT32),
+        F("controller_epoch", INT32),
+        F("broker_epoch", INT64, default=-1),
+        F("topic_states", Array(Struct(
+            F("topic_name", STRING),
+            F("partition_states", Array(Struct(
+                F("partition_index", INT32),
+                F("controller_epoch", INT32),
+                F("leader", INT32),
+                F("leader_epoch", INT32),
+                F("isr", Array(INT32)),
+                F("zk_version", INT32),
+                F("replicas", Array(INT32)),
+                F("offline_replicas", Array(INT32)),
+            ))),
+        ))),
+        F("live_brokers", Array(Struct(
+            F("id", INT32),
+            F("endpoints", Array(Struct(
+                F("port", INT32),
+                F("host", STRING),
+                F("listener", STRING),
+                F("security_protocol", INT16),
+            ))),
+            F("rack", STRING, nullable="0+", default=None),
+        ))),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+    ),
+)
+
+CONTROLLED_SHUTDOWN_API = Api(
+    CONTROLLED_SHUTDOWN, "ControlledShutdown", 2, 2, 3,
+    request=Struct(
+        F("broker_id", INT32),
+        F("broker_epoch", INT64, default=-1),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("remaining_partitions", Array(Struct(
+            F("topic_name", STRING),
+            F("partition_index", INT32),
+        ))),
+    ),
+)
+
+OFFSET_FOR_LEADER_EPOCH_API = Api(
+    OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 3, 4,
+    request=Struct(
+        # -1 from a consumer, a broker id from a follower; v0-v2 carry none (-2 as Kafka).
+        F("replica_id", INT32, "3+", default=-2),
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(Struct(
+                F("partition", INT32),
+                F("current_leader_epoch", INT32, "2+", default=-1),
+                F("leader_epoch", INT32),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32, "2+"),
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(Struct(
+                F("error_code", INT16),
+                F("partition", INT32),
+                F("leader_epoch", INT32, "1+", default=-1),
+                F("end_offset", INT64),
+            ))),
+        ))),
+    ),
+)
+
 # fmt: on
 
 API_BY_KEY: dict[int, Api] = {
@@ -534,5 +685,10 @@ API_BY_KEY: dict[int, Api] = {
         CREATE_TOPICS_API,
         DELETE_TOPICS_API,
         INIT_PRODUCER_ID_API,
+        LEADER_AND_ISR_API,
+        STOP_REPLICA_API,
+        UPDATE_METADATA_API,
+        CONTROLLED_SHUTDOWN_API,
+        OFFSET_FOR_LEADER_EPOCH_API,
     )
 }
