@@ -322,7 +322,7 @@ def child_task(arg: str) -> None:
     )
     rss_before = _vm("VmRSS")
     started = time.perf_counter()
-    result = run_task(TaskSpec(MEMORY_TOPIC, 0, -1, 0, job["end"]), settings)
+    result = run_task(TaskSpec(MEMORY_TOPIC, 0, 0, job["end"]), settings)
     elapsed = time.perf_counter() - started
     out = {
         "seconds": elapsed,

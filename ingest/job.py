@@ -38,6 +38,7 @@ from ingest.manifest import (
     utc_now_iso,
 )
 from ingest.plan import PartitionRange, plan_ranges, select_topics, split_tasks
+from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
 
@@ -94,7 +95,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
         bootstrap_servers=tuple(config["bootstrap.servers"]),
         registry_url=config["registry.url"],
         root=config["root"],
-        format=config["format"],
+        plugins=TopicPlugins.from_config(config),
         time_field=config["time.field"],
         window_ms=config["audit.window.ms"],
         fetch_bytes=config["fetch.max.bytes"],
@@ -257,7 +258,6 @@ def rerun(
                     PartitionRange(
                         p.topic,
                         p.partition,
-                        -1,
                         p.first,
                         p.next,
                         p.first,
@@ -268,8 +268,14 @@ def rerun(
                 ]
                 tasks = split_tasks(plan, config["limits.max.records.per.task"])
                 settings = _settings(config, new_run)
-                # A rerun must cover the stored ranges exactly: no byte budget.
-                settings = dataclasses.replace(settings, max_bytes=None)
+                # A rerun must cover the stored ranges exactly: no byte budget. Its
+                # records keep the ingestion time of the load that first committed them,
+                # so an ingestion-time partitioner puts them back where they were.
+                settings = dataclasses.replace(
+                    settings,
+                    max_bytes=None,
+                    ingest_time_ms=int(layout.run_time(_first_load(fs, holder)).timestamp() * 1000),
+                )
                 results = run_tasks(session, tasks, settings, show_progress)
                 manifest, moves = build_manifest(
                     new_run,
@@ -283,6 +289,13 @@ def rerun(
                 commit(fs, manifest, moves, replaces=replaced_paths, lock=lock)
                 done.append(LoadResult(new_run, manifest, recovered, results))
             return done
+
+
+def _first_load(fs: FileSystem, manifest: Manifest) -> str:
+    """The load run whose ranges a (chain of) rerun(s) re-reads."""
+    while manifest.replaces is not None:
+        manifest = load_manifest(fs, manifest.replaces)
+    return manifest.run_id
 
 
 def _rerun_targets(config, fs: FileSystem, run_id, ranges, time_range) -> list[str]:

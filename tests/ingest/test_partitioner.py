@@ -7,14 +7,8 @@ import datetime as dt
 import pyarrow as pa
 
 from ingest.decoders import arrow_schema_for
-from ingest.partitioner import (
-    EventHourPartitioner,
-    HourKey,
-    audit_windows,
-    hour_key,
-    split_by,
-    window_counts,
-)
+from ingest.layout import Hour
+from ingest.partitioner import EventHourPartitioner, audit_windows, split_by, window_counts
 from schemas import catalog
 
 SCHEMA = arrow_schema_for(catalog.load_str("PageViewEvent.v3"))
@@ -75,13 +69,13 @@ def test_rows_crossing_hour_boundaries_land_in_their_event_hour():
     b = batch(times, [ms("2030-01-01T05:00:00")] * len(times))
     parts = list(EventHourPartitioner().split(b))
     assert [key for key, _ in parts] == [
-        HourKey("2024-05-01", "11"),
-        HourKey("2024-05-01", "12"),
-        HourKey("2024-05-01", "23"),
-        HourKey("2024-05-02", "00"),
+        Hour("2024-05-01", "11"),
+        Hour("2024-05-01", "12"),
+        Hour("2024-05-01", "23"),
+        Hour("2024-05-02", "00"),
     ]
     offsets = {key: rows.column("_kafka_offset").to_pylist() for key, rows in parts}
-    assert offsets[HourKey("2024-05-01", "12")] == [1, 2, 5]  # batch order kept
+    assert offsets[Hour("2024-05-01", "12")] == [1, 2, 5]  # batch order kept
     assert sum(rows.num_rows for _, rows in parts) == b.num_rows
 
 
@@ -92,10 +86,10 @@ def test_null_event_time_or_null_header_falls_back_to_the_kafka_timestamp():
         header_null={2},
     )
     hours = EventHourPartitioner().assign(b).to_pylist()
-    assert [hour_key(h) for h in hours] == [
-        HourKey("2024-05-01", "07"),
-        HourKey("2024-05-01", "12"),
-        HourKey("2024-05-01", "09"),
+    assert [Hour.of_ms(h) for h in hours] == [
+        Hour("2024-05-01", "07"),
+        Hour("2024-05-01", "12"),
+        Hour("2024-05-01", "09"),
     ]
 
 
@@ -107,8 +101,8 @@ def test_missing_field_or_no_field_uses_the_kafka_timestamp():
         EventHourPartitioner("page_key.time"),
         EventHourPartitioner(None),
     ):
-        assert [hour_key(h) for h in partitioner.assign(b).to_pylist()] == [
-            HourKey("2024-05-01", "03")
+        assert [Hour.of_ms(h) for h in partitioner.assign(b).to_pylist()] == [
+            Hour("2024-05-01", "03")
         ]
 
 
@@ -117,16 +111,16 @@ def test_integer_time_field_is_milliseconds_and_path_is_configurable():
     # member_id (an int64 column) stands in for an integer epoch-ms field
     b = b.set_column(1, "member_id", pa.array([ms("2020-02-29T23:59:59")], pa.int64()))
     ((key, _),) = split_by(EventHourPartitioner("member_id"), b)
-    assert key == HourKey("2020-02-29", "23")
+    assert key == Hour("2020-02-29", "23")
 
 
 def test_times_before_1970_round_down():
     b = batch([-1, -HOUR, -HOUR - 1], [0, 0, 0])
-    keys = [hour_key(h) for h in EventHourPartitioner().assign(b).to_pylist()]
+    keys = [Hour.of_ms(h) for h in EventHourPartitioner().assign(b).to_pylist()]
     assert keys == [
-        HourKey("1969-12-31", "23"),
-        HourKey("1969-12-31", "23"),
-        HourKey("1969-12-31", "22"),
+        Hour("1969-12-31", "23"),
+        Hour("1969-12-31", "23"),
+        Hour("1969-12-31", "22"),
     ]
 
 

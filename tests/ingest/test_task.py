@@ -56,7 +56,7 @@ def produced(broker, registry):
 def test_task_loads_its_range_into_hourly_staged_files(tmp_path, broker, registry, produced):
     run = new_run_id()
     settings = TaskSettings(run, (broker.bootstrap,), registry.url, str(tmp_path), window_ms=600_000)
-    result = run_task(TaskSpec("task-views", 0, 0, 50, 550), settings, attempt=0)
+    result = run_task(TaskSpec("task-views", 0, 50, 550), settings, attempt=0)
     assert (result.start, result.end) == (50, 550)
     assert result.balances
     assert result.quarantined == 5  # offsets 107, 207, ... 507
