@@ -77,9 +77,9 @@ INGEST_CONFIG = (
         "string",
         "confluent-avro",
         "How values are read, for every topic without its own in per.topic.decoder: "
-        "confluent-avro (Avro in the Confluent framing, read as the latest schema of "
-        "<topic>-value), json (JSON objects read as that schema) or raw (the bytes as "
-        "they are).",
+        "confluent-avro (Avro in the Confluent framing, read as the latest schema of the "
+        "topic's value subject), json (JSON objects read as that schema) or raw (the "
+        "bytes as they are).",
         validator=one_of(*plugins.DECODERS),
         group="topics",
     )

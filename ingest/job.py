@@ -16,6 +16,7 @@ from typing import Any
 
 from broker.client.admin import AdminClient
 from broker.client.simple_consumer import SimpleConsumer
+from broker.util.clock import SECOND_MS
 from ingest import layout
 from ingest.commit import (
     Recovery,
@@ -125,7 +126,7 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
     watermark (within the per-run limits), committed atomically with its offsets."""
     with _Session(config, spark) as session:
         fs = open_root(config, session)
-        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / SECOND_MS) as lock:
             recovered = recover(fs, lock)
             previous = last_committed_manifest(fs, kind="load")
             stored = previous.next_offsets() if previous else {}
@@ -247,7 +248,7 @@ def rerun(
     a rerun replaces exactly a stored run's files and offsets never move."""
     with _Session(config, spark) as session:
         fs = open_root(config, session)
-        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / SECOND_MS) as lock:
             recovered = recover(fs, lock)
             targets = _rerun_targets(config, fs, run_id, ranges, time_range)
             done = []
@@ -274,7 +275,7 @@ def rerun(
                 settings = dataclasses.replace(
                     settings,
                     max_bytes=None,
-                    ingest_time_ms=int(layout.run_time(_first_load(fs, holder)).timestamp() * 1000),
+                    ingest_time_ms=layout.run_start_ms(_first_load(fs, holder)),
                 )
                 results = run_tasks(session, tasks, settings, show_progress)
                 manifest, moves = build_manifest(

@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
 
 from broker.protocol.topic import topic_name_problem
+from broker.util.clock import SECOND_MS
 
 DATA = "data"
 ERRORS = "errors"
@@ -56,13 +57,13 @@ class Hour(NamedTuple):
 
     @classmethod
     def of_ms(cls, epoch_ms: int) -> Hour:
-        t = datetime.fromtimestamp(epoch_ms // 1000, UTC)
+        t = datetime.fromtimestamp(epoch_ms // SECOND_MS, UTC)
         return cls(t.strftime("%Y-%m-%d"), t.strftime("%H"))
 
     @property
     def start_ms(self) -> int:
         t = datetime.strptime(f"{self.dt} {self.hr}", "%Y-%m-%d %H").replace(tzinfo=UTC)
-        return int(t.timestamp()) * 1000
+        return int(t.timestamp()) * SECOND_MS
 
 
 class Day(NamedTuple):
@@ -95,6 +96,11 @@ def new_run_id(now: datetime | None = None, after: str | None = None) -> str:
         t = max(t, floor)
     millis = t.microsecond // 1000
     return f"{t.strftime(_RUN_TIME)}.{millis:03d}Z-{secrets.token_hex(4)}"
+
+
+def run_start_ms(run_id: str) -> int:
+    """The run's start time in ms since the epoch."""
+    return int(run_time(run_id).timestamp() * SECOND_MS)
 
 
 def is_run_id(name: str) -> bool:

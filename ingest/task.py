@@ -67,7 +67,7 @@ class TaskSettings:
     def context(self, topic: str, registry: RegistryClient | None) -> TopicContext:
         ingested = self.ingest_time_ms
         if ingested is None:
-            ingested = int(layout.run_time(self.run_id).timestamp() * 1000)
+            ingested = layout.run_start_ms(self.run_id)
         return TopicContext(topic, registry, self.time_field, ingested)
 
 

@@ -71,7 +71,7 @@ class JsonDecoder:
         try:
             validate(document, self._plain, raise_errors=True)
         except ValidationError as exc:
-            problems = "; ".join(exc.errors) if exc.errors else str(exc)
+            problems = "; ".join(str(e) for e in exc.errors) if exc.errors else str(exc)
             return None, f"does not match schema {self.schema_id}: {problems}"
         out = io.BytesIO()
         out.write(frame(self.schema_id, b""))

@@ -19,8 +19,8 @@ from ingest.layout import Hour
 from ingest.quarantine import QuarantineWriter, read_quarantine
 from ingest.writers import (
     AvroRecordWriter,
-    PartitionedWriters,
     ParquetRecordWriter,
+    PartitionedWriters,
     avro_schema_with_kafka_fields,
 )
 from schemas import catalog
