@@ -1,7 +1,7 @@
 """The load, driver side: plan, run the map tasks on Spark, commit data and offsets as one.
 
 `run_load` is the hourly job; `rerun` re-reads the exact offset ranges of stored runs and
-replaces their files under the same commit protocol (DESIGN.md section 6).
+replaces their files under the same commit protocol (ingest/README.md, "Commit protocol").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every path of the load's root (DESIGN.md section 6), in one place.
+"""Every path of the load's root (ingest/README.md, "Layout"), in one place.
 
     data/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<first>+<next>+<run>.<parquet|avro>
     data/<topic>/dt=YYYY-MM-DD/hr=HH/_SUCCESS        the hour is complete and audited

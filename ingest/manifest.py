@@ -1,4 +1,4 @@
-"""The manifest of a committed run (DESIGN.md section 6): offsets, counts, files, gaps.
+"""The manifest of a committed run (ingest/README.md, "Manifest"): offsets, counts, files, gaps.
 
 ``history/<run>/manifest.json`` is where the load keeps its offsets: the next run starts each
 partition at the ``next`` of the newest *load* manifest. The JSON carries ``"version"``;

@@ -1,4 +1,4 @@
-"""The audited producer: our Producer plus the audit counts of DESIGN.md section 5.
+"""The audited producer: our Producer plus the audit counts (schemas/README.md).
 
 Every record gets a CreateTime timestamp (the caller's, or now) and falls in the
 event-time window ``[start, start + window_ms)`` with ``start =

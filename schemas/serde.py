@@ -1,4 +1,4 @@
-"""Avro values in the Confluent wire format (DESIGN.md section 4).
+"""Avro values in the Confluent wire format.
 
 A framed value is byte 0 = 0 (the magic byte), bytes 1-4 = the schema id as a
 big-endian int32, then the Avro binary encoding of the value. Subjects are named
