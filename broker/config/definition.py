@@ -250,6 +250,25 @@ def _unescape(text: str, line: str) -> str:
     return "".join(out)
 
 
+def add_config_commands(commands: Any, config_help: str, properties_file: str) -> Any:
+    """The command-line conventions of a component configured by a properties file, on an
+    argparse subparsers object: ``config-docs [--properties]`` and the ``start`` command
+    with its ``CONFIG`` file and repeatable ``--override key=value``. Returns ``start``,
+    for the component's own options."""
+    docs = commands.add_parser("config-docs", help="print the configuration reference (Markdown)")
+    docs.add_argument("--properties", action="store_true", help=f"print {properties_file} instead")
+    start = commands.add_parser("start", help=config_help)
+    start.add_argument("config", help=f"a Java-properties file, e.g. {properties_file}")
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one configuration key (repeatable)",
+    )
+    return start
+
+
 def load_properties(path: str | Path, overrides: Iterable[str] = ()) -> dict[str, str]:
     """A properties file plus `key=value` overrides (as `--override` passes them)."""
     try:

@@ -9,6 +9,7 @@ import sys
 
 import uvicorn
 
+from broker.config.definition import add_config_commands
 from schemas.registry.app import create_app
 from schemas.registry.config import ConfigError, RegistryConfig
 from schemas.registry.service import Registry
@@ -30,19 +31,7 @@ def open_store(config: RegistryConfig) -> SchemaStore:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m schemas.registry")
     commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="run the registry")
-    start.add_argument("config", help="Java-properties file, e.g. conf/registry.properties")
-    start.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one configuration key (repeatable)",
-    )
-    docs = commands.add_parser("config-docs", help="print the configuration reference (Markdown)")
-    docs.add_argument(
-        "--properties", action="store_true", help="print conf/registry.properties instead"
-    )
+    add_config_commands(commands, "run the registry", "conf/registry.properties")
     args = parser.parse_args(argv)
 
     if args.command == "config-docs":
