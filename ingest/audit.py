@@ -194,12 +194,15 @@ class _Periods:
     def __init__(self, config: dict[str, Any]) -> None:
         self.plugins = TopicPlugins.from_config(config)
         self.time_field = config["time.field"]
+        self._known: dict[str, tuple[int, bool]] = {}
 
     def of(self, topic: str) -> tuple[int, bool]:
         """(period in ms, whether a period is a directory of its own)."""
-        context = TopicContext(topic, None, self.time_field, 0)
-        period = self.plugins.partitioner(context).period_ms
-        return (HOUR_MS, False) if period is None else (period, True)
+        if topic not in self._known:
+            context = TopicContext(topic, None, self.time_field, 0)
+            period = self.plugins.partitioner(context).period_ms
+            self._known[topic] = (HOUR_MS, False) if period is None else (period, True)
+        return self._known[topic]
 
     def report(self, topic: str, start_ms: int) -> HourReport:
         period, own_directory = self.of(topic)
