@@ -8,8 +8,10 @@ Options measured (all produce the same batch; the benchmark checks that):
 
   rows-user     fastavro.schemaless_reader per record (logical types on, as a
                 user writes it) + pa.RecordBatch.from_pylist: the baseline (i)
-  rows-ours     our RowDecoder: fastavro per record with logical types off,
-                one pa.array(struct) per chunk, casts per column
+  rows-ours     the load's own row path: ConfluentAvroDecoder with
+                columnar_decoding=False (what it uses for schemas the columnar
+                decoder does not read): fastavro per record with logical types
+                off, one pa.array(struct) per chunk, casts per column
   block-fastavro the bodies of one writer schema wrapped as ONE Avro container
                 block in memory and read by fastavro's Cython reader with the
                 target as reader schema (ii). Not usable as is: a truncated or

@@ -57,6 +57,7 @@ import pyarrow.parquet as pq
 from bench.common import ROOT, report, running_broker, running_registry
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from broker.util.clock import HOUR_MS, now_ms
 from schemas import catalog
 from schemas.client import RegistryClient
 from schemas.samples import events, page_view
@@ -64,9 +65,8 @@ from schemas.serde import AvroSerializer
 
 TOPIC = "page-views"
 MEMORY_TOPIC = "page-views-1g"
-HOUR_MS = 3_600_000
 # Three whole event hours, ending two hours ago (so every hour is closed).
-_NOW = int(time.time() * 1000)
+_NOW = now_ms()
 START_MS = _NOW - _NOW % HOUR_MS - 5 * HOUR_MS
 END_MS = START_MS + 3 * HOUR_MS
 TARGET_RATIO = 5.0
@@ -322,7 +322,7 @@ def child_task(arg: str) -> None:
     )
     rss_before = _vm("VmRSS")
     started = time.perf_counter()
-    result = run_task(TaskSpec(MEMORY_TOPIC, 0, -1, 0, job["end"]), settings)
+    result = run_task(TaskSpec(MEMORY_TOPIC, 0, 0, job["end"]), settings)
     elapsed = time.perf_counter() - started
     out = {
         "seconds": elapsed,

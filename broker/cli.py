@@ -7,25 +7,13 @@ import asyncio
 import logging
 import sys
 
-from broker.config.definition import ConfigError
+from broker.config.definition import ConfigError, add_config_commands
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m broker", description="A Kafka-protocol broker")
     sub = parser.add_subparsers(dest="command", required=True)
-    start = sub.add_parser("start", help="run a broker until SIGTERM/SIGINT")
-    start.add_argument("config", help="a server.properties file")
-    start.add_argument(
-        "--override",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one configuration key (repeatable)",
-    )
-    docs = sub.add_parser("config-docs", help="print the configuration reference (Markdown)")
-    docs.add_argument(
-        "--properties", action="store_true", help="print conf/server.properties instead"
-    )
+    add_config_commands(sub, "run a broker until SIGTERM/SIGINT", "conf/server.properties")
     args = parser.parse_args(argv)
 
     if args.command == "config-docs":

@@ -106,7 +106,7 @@ def kafka_hourly_rerun():
             summary.append({"run_id": new.run_id, "replaces": old.run_id})
             for p in new.partitions:
                 for f in p.files:
-                    marker = layout.success_marker(p.topic, layout.Hour(f.dt, f.hr))
+                    marker = layout.success_marker_beside(f.path)
                     if (p.topic, f.dt, f.hr) not in hours and fs.exists(marker):
                         hours[(p.topic, f.dt, f.hr)] = (fs.read_bytes(marker), new)
         if problems:

@@ -1,13 +1,22 @@
 """The audit: producers' counts against what the load committed, per audit window and
-per topic-hour; `_SUCCESS` for the hours proven complete.
+per topic-period; `_SUCCESS` for the periods proven complete.
 
-Producers publish, per (topic, window, host), how many records they sent
-(docs/contracts/audit.md; events are additive). The load's manifests hold, per (topic, window), how
-many records it committed: loaded into data files or quarantined. Both sides count by
-the record's Kafka timestamp, so they count the same thing. An hour is complete when
-every window of it is (accounted >= threshold x produced, and never more than produced:
-more would be duplicates) and every partition of the topic has been loaded past the
-hour's end.
+Producers publish, per (topic, window, host), how many records they sent (events are
+additive). The load's manifests hold, per (topic, window), how many records it
+committed: loaded into data files or quarantined (docs/contracts/audit.md). Both sides count by the record's
+Kafka timestamp (schemas/windows.py), so they count the same thing, whatever the
+topic's decoder (a raw or JSON topic is counted like an Avro one) or partitioner.
+
+A period is what one output directory holds, so that its `_SUCCESS` means "this
+directory is complete": an hour for the event-hour partitioner, a day for event-day.
+An ingestion-time partitioner's directories are not event time, so its topics are
+audited per event hour and the verdict goes to `data/<topic>/_audit/dt=/hr=/_SUCCESS`
+(layout.audit_marker), not into a data directory. A period is complete when every
+window of it is (accounted >= threshold x produced, and never more than produced: more
+would be duplicates) and every partition of the topic has been loaded past its end.
+(The rows' directory follows their event-time field, the audit their Kafka timestamp:
+with producers that stamp records with the event time, as the audited producer does,
+the two agree.)
 """
 
 from __future__ import annotations
@@ -21,15 +30,18 @@ from typing import Any
 
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from broker.util.clock import DAY_MS, HOUR_MS, SECOND_MS
+from broker.util.clock import now_ms as wall_clock_ms
 from ingest import layout
 from ingest.commit import list_runs, load_manifest
 from ingest.fs import FileSystem
 from ingest.manifest import Manifest
+from ingest.plugins import TopicContext, TopicPlugins
 from schemas.audited_producer import AUDIT_SCHEMA
 from schemas.client import RegistryClient
 from schemas.serde import AvroDeserializer, AvroSerializer
+from schemas.windows import window_start
 
-HOUR_MS = 3_600_000
 PUBLISHED = "audit-published"
 
 
@@ -51,9 +63,11 @@ class WindowReport:
 
 @dataclass
 class HourReport:
+    """One audited period of a topic: an hour (``hr`` set) or a day (``hr`` None)."""
+
     topic: str
     dt: str
-    hr: str
+    hr: str | None
     produced: int = 0
     loaded: int = 0
     quarantined: int = 0
@@ -61,6 +75,20 @@ class HourReport:
     partitions_past: bool = False
     complete: bool = False
     reasons: list[str] = field(default_factory=list)
+    period_ms: int = HOUR_MS
+    marker: str = ""  # the _SUCCESS file finalize writes (relative to the root)
+
+    @property
+    def label(self) -> str:
+        return self.dt if self.hr is None else f"{self.dt} {self.hr}h"
+
+    @property
+    def start_ms(self) -> int:
+        return layout.Hour(self.dt, self.hr or "00").start_ms
+
+    @property
+    def end_ms(self) -> int:
+        return self.start_ms + self.period_ms
 
     @property
     def completeness(self) -> float:
@@ -113,7 +141,7 @@ class AuditReport:
         ]
         for h in self.hours:
             lines.append(
-                f"{h.topic:<20} {h.dt + ' ' + h.hr + 'h':<16} {h.produced:>10,} {h.loaded:>10,} "
+                f"{h.topic:<20} {h.label:<16} {h.produced:>10,} {h.loaded:>10,} "
                 f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9}  {'; '.join(h.reasons)}"
             )
         for topic, lost in sorted(self.gaps.items()):
@@ -160,11 +188,44 @@ def producer_counts(config: dict[str, Any], registry: RegistryClient) -> dict[tu
     return counts
 
 
+class _Periods:
+    """How a topic is audited: the period of its directories and where a verdict goes."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.plugins = TopicPlugins.from_config(config)
+        self.time_field = config["time.field"]
+        self._known: dict[str, tuple[int, bool]] = {}
+
+    def of(self, topic: str) -> tuple[int, bool]:
+        """(period in ms, whether a period is a directory of its own)."""
+        if topic not in self._known:
+            context = TopicContext(topic, None, self.time_field, 0)
+            period = self.plugins.partitioner(context).period_ms
+            self._known[topic] = (HOUR_MS, False) if period is None else (period, True)
+        return self._known[topic]
+
+    def report(self, topic: str, start_ms: int) -> HourReport:
+        period, own_directory = self.of(topic)
+        hour = layout.Hour.of_ms(start_ms)
+        if period == HOUR_MS:
+            h = HourReport(topic, hour.dt, hour.hr)
+        elif period == DAY_MS:
+            h = HourReport(topic, hour.dt, None, period_ms=period)
+        else:
+            raise ValueError(f"{topic}: the audit reports hours and days, not {period} ms")
+        if own_directory:
+            key = hour if h.hr is not None else layout.Day(hour.dt)
+            h.marker = layout.success_marker(topic, key)
+        else:
+            h.marker = layout.audit_marker(topic, hour)
+        return h
+
+
 def audit(
     config: dict[str, Any], fs: FileSystem, run_id: str | None = None, now_ms: int | None = None
 ) -> AuditReport:
-    """Audit every topic-hour the live manifests touch that has no _SUCCESS yet."""
-    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    """Audit every topic-period the live manifests touch that has no _SUCCESS yet."""
+    now_ms = now_ms if now_ms is not None else wall_clock_ms()
     window_ms = config["audit.window.ms"]
     threshold = config["audit.threshold"]
     manifests = current_manifests(fs)
@@ -183,16 +244,16 @@ def audit(
                 report.gaps[p.topic] = report.gaps.get(p.topic, 0) + p.gap.size
     registry = RegistryClient(config["registry.url"])
     produced = producer_counts(config, registry)
+    periods = _Periods(config)
     hours: dict[tuple[str, int], list[int]] = defaultdict(list)
     loaded_topics = {t for t, _ in loaded}
     for topic, window in set(loaded) | {k for k in produced if k[0] in loaded_topics}:
-        hours[(topic, window - window % HOUR_MS)].append(window)
+        hours[(topic, window_start(window, periods.of(topic)[0]))].append(window)
     with SimpleConsumer(config["bootstrap.servers"]) as consumer:
-        for (topic, hour_ms), windows in sorted(hours.items()):
-            hour = layout.Hour.of_ms(hour_ms)
-            if fs.exists(layout.success_marker(topic, hour)):
+        for (topic, start_ms), windows in sorted(hours.items()):
+            h = periods.report(topic, start_ms)
+            if fs.exists(h.marker):
                 continue
-            h = HourReport(topic, hour.dt, hour.hr)
             for window in sorted(windows):
                 n_loaded, n_bad = loaded.get((topic, window), (0, 0))
                 w = WindowReport(topic, window, produced.get((topic, window), 0), n_loaded, n_bad)
@@ -209,10 +270,10 @@ def audit(
                 elif not w.complete(threshold):
                     h.reasons.append(f"window {_hhmm(window)}: {w.accounted}/{w.produced}")
             h.partitions_past = _partitions_past(
-                consumer, topic, hour_ms + HOUR_MS, committed_next, now_ms, window_ms
+                consumer, topic, h.end_ms, committed_next, now_ms, window_ms
             )
             if not h.partitions_past:
-                h.reasons.append("not every partition is loaded past the hour's end yet")
+                h.reasons.append("not every partition is loaded past the period's end yet")
             h.complete = h.partitions_past and all(w.complete(threshold) for w in h.windows)
             report.hours.append(h)
     return report
@@ -220,11 +281,11 @@ def audit(
 
 def _epoch_ms(value) -> int:
     """timestamp-millis fields may decode as datetimes."""
-    return value if isinstance(value, int) else int(value.timestamp() * 1000)
+    return value if isinstance(value, int) else int(value.timestamp() * SECOND_MS)
 
 
 def _hhmm(ms: int) -> str:
-    return time.strftime("%H:%M", time.gmtime(ms / 1000))
+    return time.strftime("%H:%M", time.gmtime(ms / SECOND_MS))
 
 
 def _partitions_past(
@@ -264,11 +325,11 @@ def write_report(fs: FileSystem, report: AuditReport) -> str:
 
 
 def finalize(fs: FileSystem, report: AuditReport) -> list[HourReport]:
-    """_SUCCESS (holding the hour's report) for every complete hour."""
+    """_SUCCESS (holding the period's report) for every complete period."""
     done = []
     for h in report.complete_hours:
         fs.write_bytes(
-            layout.success_marker(h.topic, layout.Hour(h.dt, h.hr)),
+            h.marker or layout.success_marker(h.topic, layout.Hour(h.dt, h.hr)),
             json.dumps(h.to_dict(), indent=1).encode(),
         )
         done.append(h)
@@ -283,7 +344,7 @@ def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Mani
         return 0
     serialize = AvroSerializer(RegistryClient(config["registry.url"]), AUDIT_SCHEMA)
     topic = config["audit.topic"]
-    now = int(time.time() * 1000)
+    now = wall_clock_ms()
     with Producer(config["bootstrap.servers"], acks=-1) as producer:
         futures = [
             producer.send(

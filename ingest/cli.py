@@ -9,6 +9,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 
 from broker.config.definition import ConfigError
+from broker.util.clock import SECOND_MS
 from ingest.config import load_config
 
 
@@ -58,7 +59,7 @@ def _parse_time(text: str) -> int:
     stamp = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
-    return int(stamp.timestamp() * 1000)
+    return int(stamp.timestamp() * SECOND_MS)
 
 
 def _audit_and_finalize(config, fs, manifest, out) -> int:

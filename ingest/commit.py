@@ -265,8 +265,8 @@ def last_committed_manifest(fs: FileSystem, kind: str | None = None) -> Manifest
 def rerun_target(fs: FileSystem, run_id: str) -> tuple[Manifest, list[str]]:
     """What a rerun of ``run_id`` must replace: the manifest that now holds its ranges
     (``run_id``'s own, or that of the newest rerun that replaced it, and so on) and the paths
-    to delete: that run's files plus the ``_SUCCESS`` markers of the hours they fill (the
-    audit writes them again after the rerun's commit)."""
+    to delete: that run's files plus the ``_SUCCESS`` markers of the directories they are
+    in (the audit writes them again after the rerun's commit)."""
     replaced_by = {}
     for run in list_runs(fs):
         m = load_manifest(fs, run)
@@ -276,11 +276,7 @@ def rerun_target(fs: FileSystem, run_id: str) -> tuple[Manifest, list[str]]:
     while holder in replaced_by:
         holder = replaced_by[holder]
     m = load_manifest(fs, holder)
-    markers = {
-        layout.success_marker(p.topic, layout.Hour(f.dt, f.hr))
-        for p in m.partitions
-        for f in p.files
-    }
+    markers = {layout.success_marker_beside(f.path) for p in m.partitions for f in p.files}
     return m, [*m.files(), *sorted(markers)]
 
 

@@ -11,6 +11,13 @@ from typing import Any
 import yaml
 
 from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
+from broker.util.clock import HOUR_MS, SECOND_MS
+from ingest import plugins
+from schemas.windows import DEFAULT_AUDIT_WINDOW_MS
+
+
+def _per_topic(kind: str):
+    return lambda entries: plugins.per_topic_problem(kind, entries)
 
 
 def _regexes(value: list[str]) -> str | None:
@@ -66,19 +73,66 @@ INGEST_CONFIG = (
         group="output",
     )
     .define(
+        "decoder",
+        "string",
+        "confluent-avro",
+        "How values are read, for every topic without its own in per.topic.decoder: "
+        "confluent-avro (Avro in the Confluent framing, read as the latest schema of the "
+        "topic's value subject), json (JSON objects read as that schema) or raw (the "
+        "bytes as they are).",
+        validator=one_of(*plugins.DECODERS),
+        group="topics",
+    )
+    .define(
+        "partitioner",
+        "string",
+        "event-hour",
+        "The directories rows go to, for every topic without its own in "
+        "per.topic.partitioner: event-hour (dt=/hr= of the event time), event-day "
+        "(dt= of the event time) or ingestion-time (dt=/hr= of the run that first "
+        "loaded the records).",
+        validator=one_of(*plugins.PARTITIONERS),
+        group="topics",
+    )
+    .define(
         "format",
         "string",
         "parquet",
-        "Data file format.",
-        validator=one_of("parquet", "avro"),
-        group="output",
+        "Data file format (the record writer) for every topic without its own in "
+        "per.topic.format: parquet or avro.",
+        validator=one_of(*plugins.WRITERS),
+        group="topics",
+    )
+    .define(
+        "per.topic.decoder",
+        "list",
+        [],
+        "Decoders of single topics: topic=decoder entries, e.g. app-logs=raw.",
+        validator=_per_topic("decoder"),
+        group="topics",
+    )
+    .define(
+        "per.topic.partitioner",
+        "list",
+        [],
+        "Partitioners of single topics: topic=partitioner entries, e.g. app-logs=ingestion-time.",
+        validator=_per_topic("partitioner"),
+        group="topics",
+    )
+    .define(
+        "per.topic.format",
+        "list",
+        [],
+        "Data file formats of single topics: topic=format entries, e.g. clicks=avro.",
+        validator=_per_topic("format"),
+        group="topics",
     )
     .define(
         "time.field",
         "string",
         "header.time",
-        "Dotted path of the event-time field used to "
-        "partition by hour; records without it use their Kafka timestamp.",
+        "Dotted path of the event-time field the event-hour and event-day "
+        "partitioners use; records without it use their Kafka timestamp.",
         group="output",
     )
     .define(
@@ -109,7 +163,7 @@ INGEST_CONFIG = (
     .define(
         "limits.max.bytes.per.partition",
         "long",
-        1_073_741_824,
+        1 << 30,
         "At most about this many bytes per partition in one run (checked per fetch).",
         validator=at_least(1),
         group="limits",
@@ -125,7 +179,7 @@ INGEST_CONFIG = (
     .define(
         "fetch.max.bytes",
         "int",
-        8_388_608,
+        8 << 20,
         "Bytes per fetch request of a task.",
         validator=at_least(1024),
         group="limits",
@@ -140,9 +194,9 @@ INGEST_CONFIG = (
     .define(
         "audit.window.ms",
         "long",
-        600_000,
+        DEFAULT_AUDIT_WINDOW_MS,
         "Audit window; must match the producers'.",
-        validator=at_least(1000),
+        validator=at_least(SECOND_MS),
         group="audit",
     )
     .define(
@@ -167,9 +221,9 @@ INGEST_CONFIG = (
     .define(
         "lock.stale.ms",
         "long",
-        3_600_000,
+        HOUR_MS,
         "A run lock older than this (a dead driver) may be broken by the next run.",
-        validator=at_least(1000),
+        validator=at_least(SECOND_MS),
         group="output",
     )
     .define(

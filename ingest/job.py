@@ -16,6 +16,7 @@ from typing import Any
 
 from broker.client.admin import AdminClient
 from broker.client.simple_consumer import SimpleConsumer
+from broker.util.clock import SECOND_MS
 from ingest import layout
 from ingest.commit import (
     Recovery,
@@ -38,6 +39,7 @@ from ingest.manifest import (
     utc_now_iso,
 )
 from ingest.plan import PartitionRange, plan_ranges, select_topics, split_tasks
+from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
 
@@ -94,7 +96,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
         bootstrap_servers=tuple(config["bootstrap.servers"]),
         registry_url=config["registry.url"],
         root=config["root"],
-        format=config["format"],
+        plugins=TopicPlugins.from_config(config),
         time_field=config["time.field"],
         window_ms=config["audit.window.ms"],
         fetch_bytes=config["fetch.max.bytes"],
@@ -124,7 +126,7 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
     watermark (within the per-run limits), committed atomically with its offsets."""
     with _Session(config, spark) as session:
         fs = open_root(config, session)
-        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / SECOND_MS) as lock:
             recovered = recover(fs, lock)
             previous = last_committed_manifest(fs, kind="load")
             stored = previous.next_offsets() if previous else {}
@@ -246,7 +248,7 @@ def rerun(
     a rerun replaces exactly a stored run's files and offsets never move."""
     with _Session(config, spark) as session:
         fs = open_root(config, session)
-        with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
+        with RunLock(fs, ttl_s=config["lock.stale.ms"] / SECOND_MS) as lock:
             recovered = recover(fs, lock)
             targets = _rerun_targets(config, fs, run_id, ranges, time_range)
             done = []
@@ -257,7 +259,6 @@ def rerun(
                     PartitionRange(
                         p.topic,
                         p.partition,
-                        -1,
                         p.first,
                         p.next,
                         p.first,
@@ -268,8 +269,14 @@ def rerun(
                 ]
                 tasks = split_tasks(plan, config["limits.max.records.per.task"])
                 settings = _settings(config, new_run)
-                # A rerun must cover the stored ranges exactly: no byte budget.
-                settings = dataclasses.replace(settings, max_bytes=None)
+                # A rerun must cover the stored ranges exactly: no byte budget. Its
+                # records keep the ingestion time of the load that first committed them,
+                # so an ingestion-time partitioner puts them back where they were.
+                settings = dataclasses.replace(
+                    settings,
+                    max_bytes=None,
+                    ingest_time_ms=layout.run_start_ms(_first_load(fs, holder)),
+                )
                 results = run_tasks(session, tasks, settings, show_progress)
                 manifest, moves = build_manifest(
                     new_run,
@@ -283,6 +290,13 @@ def rerun(
                 commit(fs, manifest, moves, replaces=replaced_paths, lock=lock)
                 done.append(LoadResult(new_run, manifest, recovered, results))
             return done
+
+
+def _first_load(fs: FileSystem, manifest: Manifest) -> str:
+    """The load run whose ranges a (chain of) rerun(s) re-reads."""
+    while manifest.replaces is not None:
+        manifest = load_manifest(fs, manifest.replaces)
+    return manifest.run_id
 
 
 def _rerun_targets(config, fs: FileSystem, run_id, ranges, time_range) -> list[str]:

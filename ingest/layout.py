@@ -2,6 +2,9 @@
 
     data/<topic>/dt=YYYY-MM-DD/hr=HH/<topic>+<partition>+<first>+<next>+<run>.<parquet|avro>
     data/<topic>/dt=YYYY-MM-DD/hr=HH/_SUCCESS        the hour is complete and audited
+    data/<topic>/dt=YYYY-MM-DD/...                   a daily partitioner's files and _SUCCESS
+    data/<topic>/_audit/dt=YYYY-MM-DD/hr=HH/_SUCCESS the audit's verdict on an event hour
+                                                     when directories are not event time
     errors/<topic>/<run>/<topic>+<partition>+<first>+<next>.<ext>   quarantined records
     history/<run>/manifest.json                      a committed run (offsets, counts, files)
     _runs/<run>/staging/...                          what the run's tasks wrote; never read
@@ -11,6 +14,10 @@
 
 All paths are relative to the root (see ingest/fs). Names starting with ``_`` or ``.`` are
 skipped by Spark, Hive and Trino, so staging, the lock and markers never leak into queries.
+
+The directories below ``data/<topic>/`` are a partitioner's keys (ingest/partitioner.py):
+a key is a NamedTuple whose fields name the levels, ``Hour(dt, hr)`` ->
+``dt=YYYY-MM-DD/hr=HH``, ``Day(dt)`` -> ``dt=YYYY-MM-DD``.
 
 Run ids sort by time as strings: ``20261122T030012.345Z-9f3a0c1d`` is the UTC start time to
 the millisecond, then 8 random hex digits so two drivers never pick the same id.
@@ -23,7 +30,10 @@ from __future__ import annotations
 import re
 import secrets
 from datetime import UTC, datetime, timedelta
-from typing import NamedTuple, Protocol
+from typing import Any, NamedTuple
+
+from broker.protocol.topic import topic_name_problem
+from broker.util.clock import SECOND_MS
 
 DATA = "data"
 ERRORS = "errors"
@@ -33,32 +43,46 @@ LOCK_DIR = "_lock"
 SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
 INTENT = "COMMITTED"
+AUDIT_MARKERS = "_audit"
 
 _RUN_TIME = "%Y%m%dT%H%M%S"
 RUN_ID_RE = re.compile(r"^(\d{8}T\d{6})\.(\d{3})Z-([0-9a-f]{8})$")
-TOPIC_RE = re.compile(r"^[A-Za-z0-9._-]{1,249}$")  # Kafka's legal topic names
-
-
-class HourLike(Protocol):
-    dt: str
-    hr: str
 
 
 class Hour(NamedTuple):
-    """An event hour in UTC as the partition directories spell it."""
+    """An hour in UTC as the partition directories spell it: ``dt=YYYY-MM-DD/hr=HH``."""
 
     dt: str  # YYYY-MM-DD
     hr: str  # HH
 
     @classmethod
     def of_ms(cls, epoch_ms: int) -> Hour:
-        t = datetime.fromtimestamp(epoch_ms // 1000, UTC)
+        t = datetime.fromtimestamp(epoch_ms // SECOND_MS, UTC)
         return cls(t.strftime("%Y-%m-%d"), t.strftime("%H"))
 
     @property
     def start_ms(self) -> int:
         t = datetime.strptime(f"{self.dt} {self.hr}", "%Y-%m-%d %H").replace(tzinfo=UTC)
-        return int(t.timestamp()) * 1000
+        return int(t.timestamp()) * SECOND_MS
+
+
+class Day(NamedTuple):
+    """A day in UTC as the partition directories spell it: ``dt=YYYY-MM-DD``."""
+
+    dt: str  # YYYY-MM-DD
+
+    @classmethod
+    def of_ms(cls, epoch_ms: int) -> Day:
+        return cls(Hour.of_ms(epoch_ms).dt)
+
+    @property
+    def start_ms(self) -> int:
+        return Hour(self.dt, "00").start_ms
+
+
+def key_dirs(key: Any) -> str:
+    """The directories a partition key names: ``name=value`` per field of the NamedTuple."""
+    return "/".join(f"{name}={value}" for name, value in zip(key._fields, key, strict=True))
 
 
 # run ids
@@ -72,6 +96,11 @@ def new_run_id(now: datetime | None = None, after: str | None = None) -> str:
         t = max(t, floor)
     millis = t.microsecond // 1000
     return f"{t.strftime(_RUN_TIME)}.{millis:03d}Z-{secrets.token_hex(4)}"
+
+
+def run_start_ms(run_id: str) -> int:
+    """The run's start time in ms since the epoch."""
+    return int(run_time(run_id).timestamp() * SECOND_MS)
 
 
 def is_run_id(name: str) -> bool:
@@ -90,8 +119,9 @@ def run_time(run_id: str) -> datetime:
 
 
 def _topic(topic: str) -> str:
-    if not TOPIC_RE.match(topic) or topic in (".", ".."):
-        raise ValueError(f"not a Kafka topic name: {topic!r}")
+    problem = topic_name_problem(topic)
+    if problem is not None:
+        raise ValueError(f"not a Kafka topic name: {topic!r}: {problem}")
     return topic
 
 
@@ -99,16 +129,21 @@ def topic_dir(topic: str) -> str:
     return f"{DATA}/{_topic(topic)}"
 
 
-def hour_dir(topic: str, hour: HourLike) -> str:
-    return f"{topic_dir(topic)}/dt={hour.dt}/hr={hour.hr}"
+def partition_dir(topic: str, key: Any) -> str:
+    """The directory of a partition key (``Hour``, ``Day``, any NamedTuple of strings)."""
+    return f"{topic_dir(topic)}/{key_dirs(key)}"
+
+
+def hour_dir(topic: str, hour: Hour) -> str:
+    return partition_dir(topic, hour)
 
 
 def data_file(
-    topic: str, hour: HourLike, partition: int, first: int, next_: int, run_id: str, ext: str
+    topic: str, key: Any, partition: int, first: int, next_: int, run_id: str, ext: str
 ) -> str:
-    """One file per (partition, hour) per run; first/next are the offsets the writing task
-    covered, so names never collide between tasks, runs or reruns."""
-    return f"{hour_dir(topic, hour)}/{topic}+{partition}+{first}+{next_}+{run_id}.{ext}"
+    """One file per (partition, output partition) per run; first/next are the offsets the
+    writing task covered, so names never collide between tasks, runs or reruns."""
+    return f"{partition_dir(topic, key)}/{topic}+{partition}+{first}+{next_}+{run_id}.{ext}"
 
 
 class DataFileName(NamedTuple):
@@ -131,8 +166,20 @@ def parse_data_file(path: str) -> DataFileName:
     return DataFileName(topic, int(partition), int(first), int(next_), run_id, ext)
 
 
-def success_marker(topic: str, hour: HourLike) -> str:
-    return f"{hour_dir(topic, hour)}/{SUCCESS}"
+def success_marker(topic: str, key: Any) -> str:
+    """``_SUCCESS`` of a partition directory: its data is complete and audited."""
+    return f"{partition_dir(topic, key)}/{SUCCESS}"
+
+
+def success_marker_beside(data_file_path: str) -> str:
+    """``_SUCCESS`` of the directory a data file is in."""
+    return f"{data_file_path.rsplit('/', 1)[0]}/{SUCCESS}"
+
+
+def audit_marker(topic: str, hour: Hour) -> str:
+    """The audit's verdict on an event hour of a topic whose directories are not event
+    time (ingestion-time partitioning): hidden from queries by the leading underscore."""
+    return f"{topic_dir(topic)}/{AUDIT_MARKERS}/{key_dirs(hour)}/{SUCCESS}"
 
 
 def errors_dir(topic: str, run_id: str) -> str:

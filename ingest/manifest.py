@@ -40,8 +40,10 @@ class Gap:
 class DataFile:
     path: str  # final path, relative to the root
     records: int
-    dt: str  # the event hour the file holds, as in its directory
-    hr: str
+    # The output partition the file is in, as its directory names it: dt= and hr=, hr
+    # None for a daily partitioner (both None for a partitioner with other levels).
+    dt: str | None
+    hr: str | None
     bytes: int = 0
 
 

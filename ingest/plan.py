@@ -24,7 +24,6 @@ class GapError(RuntimeError):
 class PartitionRange:
     topic: str
     partition: int
-    leader: int
     first: int
     next: int
     earliest: int  # log start at planning time
@@ -43,7 +42,6 @@ class TaskSpec:
 
     topic: str
     partition: int
-    leader: int
     start: int
     end: int
     index: int = 0
@@ -99,18 +97,7 @@ def plan_ranges(
                     "the topic was recreated or truncated -- rerun with an explicit range"
                 )
             end = min(latest, start + max_records_per_partition)
-            ranges.append(
-                PartitionRange(
-                    topic,
-                    partition,
-                    consumer.cluster.leader_for(topic, partition),
-                    start,
-                    end,
-                    earliest,
-                    latest,
-                    gap,
-                )
-            )
+            ranges.append(PartitionRange(topic, partition, start, end, earliest, latest, gap))
     return ranges
 
 
@@ -120,7 +107,7 @@ def split_tasks(ranges: list[PartitionRange], max_records_per_task: int) -> list
         start, index = r.first, 0
         while start < r.next:
             end = min(r.next, start + max_records_per_task)
-            tasks.append(TaskSpec(r.topic, r.partition, r.leader, start, end, index))
+            tasks.append(TaskSpec(r.topic, r.partition, start, end, index))
             start, index = end, index + 1
     # Largest first: Spark schedules in order, so long tasks do not straggle at the end.
     return sorted(tasks, key=lambda t: t.end - t.start, reverse=True)

@@ -1,4 +1,4 @@
-"""The audit as a self-contained HTML page: a table per topic-hour and, per topic, a chart
+"""The audit as a self-contained HTML page: a table per topic-period and, per topic, a chart
 of producer vs loaded counts per audit window (inline SVG: no plotting dependency, opens
 anywhere)."""
 
@@ -8,13 +8,14 @@ import html
 import time
 from collections import defaultdict
 
+from broker.util.clock import SECOND_MS
 from ingest.audit import AuditReport, WindowReport
 
 _BAR_W, _GAP, _H = 14, 10, 180
 
 
 def _hhmm(ms: int) -> str:
-    return time.strftime("%m-%d %H:%M", time.gmtime(ms / 1000))
+    return time.strftime("%m-%d %H:%M", time.gmtime(ms / SECOND_MS))
 
 
 def _chart(topic: str, windows: list[WindowReport]) -> str:
@@ -56,7 +57,7 @@ def render(report: AuditReport) -> str:
     for h in report.hours:
         by_topic[h.topic].extend(h.windows)
     rows = "".join(
-        f'<tr class="{"ok" if h.complete else "bad"}"><td>{html.escape(h.topic)}</td><td>{h.dt} {h.hr}:00</td>'
+        f'<tr class="{"ok" if h.complete else "bad"}"><td>{html.escape(h.topic)}</td><td>{h.dt if h.hr is None else f"{h.dt} {h.hr}:00"}</td>'
         f"<td>{h.produced:,}</td><td>{h.loaded:,}</td><td>{h.quarantined:,}</td>"
         f"<td>{h.completeness:.2%}</td><td>{'complete' if h.complete else 'incomplete'}</td>"
         f"<td>{html.escape('; '.join(h.reasons))}</td></tr>"
@@ -79,7 +80,7 @@ tr.ok td:nth-child(7){{color:#2a7a2a}} tr.bad td:nth-child(7),.bad{{color:#b22}}
 <body><h1>Audit of run {html.escape(str(report.run_id))}</h1>
 <p>Producer counts (monitoring events, tier producer) against what the load committed, by the
 records' Kafka timestamps; threshold {report.threshold:g}.</p>
-<table><tr><th>topic</th><th>hour (UTC)</th><th>produced</th><th>loaded</th><th>quarantined</th>
+<table><tr><th>topic</th><th>hour or day (UTC)</th><th>produced</th><th>loaded</th><th>quarantined</th>
 <th>completeness</th><th>status</th><th>notes</th></tr>{rows}</table>{gaps}
 <p class="legend"><span style="background:#4a78b5"></span>produced<span style="background:#59a14f"></span>loaded
 <span style="background:#e15759"></span>quarantined</p>{charts}

@@ -1,7 +1,8 @@
-"""One map task of the load: one (leader, topic, partition) range, executor side.
+"""One map task of the load: one (topic, partition) range, executor side.
 
-It pulls [start, end) through the fetch API, decodes through the registry, splits
-rows by event hour and streams them into files under the run's staging area; nothing
+It pulls [start, end) through the fetch API, decodes with the topic's decoder, splits
+rows by its partitioner (event hour by default) and streams them with its record
+writer into files under the run's staging area (the plug-ins: ingest/plugins.py); nothing
 it writes is visible to users until the driver commits the run. Each attempt stages
 under its own directory, so a retried attempt never mixes with a dead one's files.
 What it returns is its ledger: offsets read, records loaded, quarantined and skipped,
@@ -16,16 +17,16 @@ from dataclasses import dataclass, field
 
 from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
-from ingest.decoders import ConfluentAvroDecoder
+from ingest.columns import SCHEMA_ID
 from ingest.fs import filesystem_for
-from ingest.partitioner import EventHourPartitioner, window_counts
+from ingest.partitioner import window_counts
 from ingest.plan import TaskSpec
+from ingest.plugins import TopicContext, TopicPlugins
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
-from ingest.writers import AvroRecordWriter, HourlyWriters, ParquetRecordWriter
+from ingest.writers import PartitionedWriters
 from schemas.client import RegistryClient
-
-EXTENSIONS = {"parquet": "parquet", "avro": "avro"}
+from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
 # Fault injection for the crash tests: when this directory holds a file `kill-task-once`,
 # the first task attempt to claim it (by renaming it away) dies after its first chunk,
@@ -52,13 +53,22 @@ class TaskSettings:
     bootstrap_servers: tuple[str, ...]
     registry_url: str
     root: str
-    format: str = "parquet"
+    plugins: TopicPlugins = TopicPlugins()
     time_field: str = "header.time"
-    window_ms: int = 600_000
+    window_ms: int = DEFAULT_AUDIT_WINDOW_MS
     fetch_bytes: int = 8 << 20
     max_bytes: int | None = None
     webhdfs_user: str | None = None
     webhdfs_kerberos: bool = False
+    # When the ranges were first loaded (the ingestion-time partitioner's hour): the
+    # run's start, or for a rerun the start of the run it replaces. None: the run's.
+    ingest_time_ms: int | None = None
+
+    def context(self, topic: str, registry: RegistryClient | None) -> TopicContext:
+        ingested = self.ingest_time_ms
+        if ingested is None:
+            ingested = layout.run_start_ms(self.run_id)
+        return TopicContext(topic, registry, self.time_field, ingested)
 
 
 @dataclass(frozen=True)
@@ -67,7 +77,7 @@ class StagedFile:
     final: str
     records: int
     bytes: int
-    dt: str | None = None
+    dt: str | None = None  # the output partition's dt= and hr=, where it has them
     hr: str | None = None
 
 
@@ -118,22 +128,15 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
 def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
     result = TaskResult(spec.topic, spec.partition, spec.start, spec.start, spec.end, attempt)
     stage = staging_dir(settings.run_id, spec, attempt)
-    ext = EXTENSIONS[settings.format]
-    decoder = ConfluentAvroDecoder(registry, spec.topic)
-    if settings.format == "parquet":
-
-        def make_writer(f):
-            return ParquetRecordWriter(f, decoder.schema)
-    else:
-
-        def make_writer(f):
-            return AvroRecordWriter(f, decoder.target)
-
-    writers = HourlyWriters(
+    context = settings.context(spec.topic, registry)
+    decoder = settings.plugins.decoder(context)
+    writer = settings.plugins.writer(spec.topic)
+    ext = writer.extension
+    writers = PartitionedWriters(
         fs.open_write,
-        lambda key: f"{stage}/dt={key.dt}/hr={key.hr}.{ext}",
-        make_writer,
-        EventHourPartitioner(settings.time_field),
+        lambda key: f"{stage}/{layout.key_dirs(key)}.{ext}",
+        lambda f: writer.for_decoder(f, decoder),
+        settings.plugins.partitioner(context),
     )
     quarantine: QuarantineWriter | None = None
     reader = RangeReader(
@@ -156,7 +159,8 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                 # Audit windows of decoded rows on the whole batch (Arrow), not per record.
                 windows.update(window_counts(chunk.batch, window_ms))
                 writers.write(chunk.batch)
-                schema_ids.update(chunk.batch.column("_schema_id").unique().to_pylist())
+                if SCHEMA_ID.name in chunk.batch.schema.names:
+                    schema_ids.update(chunk.batch.column(SCHEMA_ID.name).unique().to_pylist())
             if chunk.quarantined:
                 if quarantine is None:
                     quarantine = QuarantineWriter.open(
@@ -165,9 +169,9 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                 quarantine.write(chunk.quarantined)
                 stamps = {r.offset: r.timestamp for r in records}
                 for q in chunk.quarantined:
-                    ts = stamps[q.offset]
-                    bad_windows[ts - ts % window_ms] += 1
-                    windows[ts - ts % window_ms] += 1
+                    window = window_start(stamps[q.offset], window_ms)
+                    bad_windows[window] += 1
+                    windows[window] += 1
                 result.quarantined += len(chunk.quarantined)
             result.loaded += chunk.batch.num_rows
             _maybe_die()
@@ -185,7 +189,14 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
             spec.topic, key, spec.partition, result.start, result.end, settings.run_id, ext
         )
         result.files.append(
-            StagedFile(staged, final, written.records, written.bytes, key.dt, key.hr)
+            StagedFile(
+                staged,
+                final,
+                written.records,
+                written.bytes,
+                getattr(key, "dt", None),
+                getattr(key, "hr", None),
+            )
         )
     if errors is not None:
         final = layout.errors_file(

@@ -1,45 +1,51 @@
 """Record writers: decoded Arrow batches streamed into Parquet or Avro container files.
+The plug point for output formats, chosen per topic by the ``format`` /
+``per.topic.format`` keys (ingest/plugins.py).
 
 A ``RecordWriter`` writes one output file: ``write(batch)`` as batches come,
-``close()`` -> ``WriteResult(records, bytes)``. Files are opened through an
-``open_file(path) -> binary file`` callable, so the filesystem layer (local,
+``close()`` -> ``WriteResult(records, bytes)``. It owns its file name's ``extension``
+and is built for a topic's decoder by ``for_decoder(file, decoder)``. Files are opened
+through an ``open_file(path) -> binary file`` callable, so the filesystem layer (local,
 HDFS) decides where bytes go; the writer closes the file.
 
-``HourlyWriters`` keeps one writer per output hour of one (topic, partition):
-one file per (partition, hour) per run, as the layout requires, so every hour
-seen in a run stays open until the task ends. Memory bound: the Parquet writer
-holds at most one row group (``row_group_size`` rows, default 20,000, ~5 MB of
-PageViewEvents) before writing it out, the Avro writer one block
-(``sync_interval`` bytes, default 1 MiB); so a task holds about hours x that,
-plus the chunk being decoded. A partition's range normally spans a few hours.
+``PartitionedWriters`` keeps one writer per output partition (an hour, a day, ...) of
+one (topic, partition): one file per (partition, output partition) per run, as the
+layout requires, so every output partition seen in a run stays open until the task
+ends. Memory bound: the Parquet writer holds at most one row group (``row_group_size``
+rows, default 20,000, ~5 MB of PageViewEvents) before writing it out, the Avro writer
+one block (``sync_interval`` bytes, default 1 MiB); so a task holds about output
+partitions x that, plus the chunk being decoded. A partition's range normally spans
+a few hours.
 
-Parquet: the Arrow schema of ``arrow_schema_for`` (the target schema's columns
-then ``_kafka_*`` / ``_schema_id``), snappy by default (zstd, gzip, none too),
-readable by Spark SQL, Hive, Trino and pyarrow. Avro: the target schema with the
-Kafka fields appended to its top-level record (``avro_schema_with_kafka_fields``),
-deflate by default (snappy, null too).
+Parquet: the decoder's Arrow schema (the value's columns then the metadata columns
+of ingest/columns.py), snappy by default (zstd, gzip, none too), readable by Spark
+SQL, Hive, Trino and pyarrow. Avro: the decoder's value schema with the metadata
+columns' Avro fields appended to its top-level record
+(``avro_schema_with_kafka_fields``), deflate by default (snappy, null too).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, NamedTuple, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 from fastavro.write import Writer as AvroContainerWriter
 
+from ingest import columns as meta
 from ingest.decoders.arrow_types import arrow_schema_for, as_parsed
-from ingest.partitioner import EventHourPartitioner, HourKey, Partitioner, split_by
+from ingest.decoders.base import Decoder
+from ingest.partitioner import EventHourPartitioner, Partitioner, split_by
 from schemas.canonical import ParsedSchema
 from schemas.serde import parse_schema
 
 __all__ = [
     "AvroRecordWriter",
     "CountingFile",
-    "HourlyWriters",
     "ParquetRecordWriter",
+    "PartitionedWriters",
     "RecordWriter",
     "WriteResult",
     "arrow_schema_for",
@@ -48,14 +54,6 @@ __all__ = [
 
 OpenFile = Callable[[str], BinaryIO]
 
-KAFKA_AVRO_FIELDS = [
-    {"name": "_kafka_partition", "type": "int"},
-    {"name": "_kafka_offset", "type": "long"},
-    {"name": "_kafka_timestamp", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "_kafka_key", "type": ["null", "bytes"], "default": None},
-    {"name": "_schema_id", "type": "int"},
-]
-
 
 class WriteResult(NamedTuple):
     records: int
@@ -63,6 +61,13 @@ class WriteResult(NamedTuple):
 
 
 class RecordWriter(Protocol):
+    extension: str  # of the files it writes, without the dot
+
+    @classmethod
+    def for_decoder(cls, file: BinaryIO, decoder: Decoder) -> RecordWriter:
+        """A writer of ``decoder``'s batches into ``file``."""
+        ...
+
     def write(self, batch: pa.RecordBatch) -> None: ...
 
     def close(self) -> WriteResult: ...
@@ -104,6 +109,12 @@ class CountingFile:
 
 
 class ParquetRecordWriter:
+    extension = "parquet"
+
+    @classmethod
+    def for_decoder(cls, file: BinaryIO, decoder: Decoder) -> ParquetRecordWriter:
+        return cls(file, decoder.schema)
+
     def __init__(
         self,
         file: BinaryIO,
@@ -144,28 +155,37 @@ class ParquetRecordWriter:
         return WriteResult(self.records, self.file.bytes)
 
 
-def avro_schema_with_kafka_fields(target: str | dict | ParsedSchema) -> dict:
-    """The target schema (a record) with the Kafka metadata fields appended."""
+def avro_schema_with_kafka_fields(
+    target: str | dict | ParsedSchema, metadata: Sequence[meta.Column] = meta.WITH_SCHEMA_ID
+) -> dict:
+    """The target schema (a record) with the metadata columns' Avro fields appended."""
     document = json.loads(as_parsed(target).text)
     names = {f["name"] for f in document["fields"]}
-    clash = names & {f["name"] for f in KAFKA_AVRO_FIELDS}
+    clash = names & {c.name for c in metadata}
     if clash:
         raise ValueError(f"the target schema already has fields {sorted(clash)}")
-    return {**document, "fields": [*document["fields"], *KAFKA_AVRO_FIELDS]}
+    return {**document, "fields": [*document["fields"], *meta.avro_fields(metadata)]}
 
 
 class AvroRecordWriter:
+    extension = "avro"
+
+    @classmethod
+    def for_decoder(cls, file: BinaryIO, decoder: Decoder) -> AvroRecordWriter:
+        return cls(file, decoder.value_schema, metadata=decoder.metadata)
+
     def __init__(
         self,
         file: BinaryIO,
         target: str | dict | ParsedSchema,
         *,
+        metadata: Sequence[meta.Column] = meta.WITH_SCHEMA_ID,
         codec: str = "deflate",
         sync_interval: int = 1 << 20,
     ) -> None:
         self.file = CountingFile(file)
-        self.avro_schema = avro_schema_with_kafka_fields(target)
-        self.schema = arrow_schema_for(target)
+        self.avro_schema = avro_schema_with_kafka_fields(target, metadata)
+        self.schema = arrow_schema_for(target, metadata)
         self._writer = AvroContainerWriter(
             self.file, parse_schema(self.avro_schema), codec=codec, sync_interval=sync_interval
         )
@@ -199,16 +219,16 @@ def _plain(column: pa.Array) -> pa.Array:
     return column
 
 
-class HourlyWriters:
-    """One writer per output hour of one (topic, partition), for the life of a task.
+class PartitionedWriters:
+    """One writer per output partition of one (topic, partition), for the life of a task.
 
-    ``path_for(key)`` names each hour's file (the layout module decides), and
-    ``make_writer(file)`` builds the writer for an opened file."""
+    ``path_for(key)`` names each output partition's file (the layout module decides),
+    and ``make_writer(file)`` builds the writer for an opened file."""
 
     def __init__(
         self,
         open_file: OpenFile,
-        path_for: Callable[[HourKey], str],
+        path_for: Callable[[Any], str],
         make_writer: Callable[[BinaryIO], RecordWriter],
         partitioner: Partitioner | None = None,
     ) -> None:
@@ -216,7 +236,7 @@ class HourlyWriters:
         self.path_for = path_for
         self.make_writer = make_writer
         self.partitioner = partitioner or EventHourPartitioner()
-        self._open: dict[HourKey, tuple[str, RecordWriter]] = {}
+        self._open: dict[Any, tuple[str, RecordWriter]] = {}
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -228,8 +248,8 @@ class HourlyWriters:
                 entry = self._open[key] = (path, self.make_writer(self.open_file(path)))
             entry[1].write(rows)
 
-    def close(self) -> dict[HourKey, tuple[str, WriteResult]]:
-        """Close every file: hour -> (path, records, bytes)."""
+    def close(self) -> dict[Any, tuple[str, WriteResult]]:
+        """Close every file: output partition -> (path, records, bytes)."""
         done = {}
         try:
             for key, (path, writer) in sorted(self._open.items()):

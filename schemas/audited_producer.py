@@ -1,8 +1,9 @@
 """The audited producer: our Producer plus the audit counts of docs/contracts/audit.md.
 
 Every record gets a CreateTime timestamp (the caller's, or now) and falls in the
-event-time window ``[start, start + window_ms)`` with ``start = timestamp -
-timestamp % window_ms`` (aligned to the epoch, so UTC). A record is counted only
+event-time window ``[start, start + window_ms)`` with ``start =
+window_start(timestamp, window_ms)`` (schemas/windows.py: aligned to the epoch, so
+UTC; the load's audit uses the same function). A record is counted only
 once its delivery succeeded: the loader can only ever see delivered records, so a
 failed send must not raise the producer's count above the loader's.
 
@@ -39,9 +40,11 @@ from typing import Any
 
 from broker.client.producer import Producer
 from broker.protocol.errors import RequestTimedOutError
+from broker.util.clock import MINUTE_MS, SECOND_MS
 from schemas import catalog
 from schemas.client import RegistryClient
 from schemas.serde import AvroSerializer
+from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
 log = logging.getLogger(__name__)
 
@@ -128,8 +131,8 @@ class AuditedProducer:
         service: str,
         host: str | None = None,
         audit_topic: str = "_audit",
-        window_ms: int = 600_000,
-        grace_ms: int = 60_000,
+        window_ms: int = DEFAULT_AUDIT_WINDOW_MS,
+        grace_ms: int = MINUTE_MS,
         clock: Callable[[], float] = time.time,
         emit_interval_s: float | None = 1.0,
         **producer_kwargs: Any,
@@ -187,10 +190,10 @@ class AuditedProducer:
     ) -> Future:
         """Send one record (CreateTime = ``timestamp_ms`` or now); it is counted once delivered."""
         if timestamp_ms is None:
-            timestamp_ms = int(self.clock() * 1000)
+            timestamp_ms = int(self.clock() * SECOND_MS)
         future = self.producer.send(topic, value, key, partition, timestamp_ms, headers)
         if topic != self.audit_topic:
-            self.tally.track(((topic, timestamp_ms - timestamp_ms % self.window_ms), future))
+            self.tally.track(((topic, window_start(timestamp_ms, self.window_ms)), future))
         return future
 
     def send_avro(
@@ -218,7 +221,7 @@ class AuditedProducer:
         The emitter thread calls this every ``emit_interval_s``. Returns the number of
         events handed to the audit producer.
         """
-        now_ms = int(self.clock() * 1000)
+        now_ms = int(self.clock() * SECOND_MS)
         with self._publish_lock:
             self.tally.settle()
             return self._publish(self.tally.take(now_ms - self.grace_ms, self.window_ms), now_ms)
@@ -267,7 +270,7 @@ class AuditedProducer:
             self.tally.settle()
             # Earlier failures had their counts put back: they go out now.
             self._failures, self._last_failure = 0, None
-            self._publish(self.tally.take(), int(self.clock() * 1000))
+            self._publish(self.tally.take(), int(self.clock() * SECOND_MS))
         self._audit_producer.flush(_left(deadline))
         failures, last = self._failures, self._last_failure
         self._failures, self._last_failure = 0, None
@@ -277,13 +280,13 @@ class AuditedProducer:
     def _publish(self, counts: dict[WindowKey, int], now_ms: int) -> int:
         """Under the publish lock: send one AuditEvent per counted window."""
         pending = sorted(counts.items())
-        for i, ((topic, window_start), n) in enumerate(pending):
+        for i, ((topic, start_ms), n) in enumerate(pending):
             event = {
                 "tier": TIER,
                 "host": self.host,
                 "service": self.service,
                 "topic": topic,
-                "window_start_ms": window_start,
+                "window_start_ms": start_ms,
                 "window_ms": self.window_ms,
                 "count": n,
                 "emitted_at_ms": now_ms,
@@ -301,7 +304,7 @@ class AuditedProducer:
                 self._failed(exc)
                 log.warning("audit events not published, counts kept: %s", exc)
                 return i
-            future.add_done_callback(self._on_audit_delivery((topic, window_start), n))
+            future.add_done_callback(self._on_audit_delivery((topic, start_ms), n))
         return len(pending)
 
     def _on_audit_delivery(self, window: WindowKey, n: int) -> Callable[[Future], None]:

@@ -4,6 +4,11 @@ A framed value is byte 0 = 0 (the magic byte), bytes 1-4 = the schema id as a
 big-endian int32, then the Avro binary encoding of the value. Subjects are named
 by topic: ``<topic>-value`` (or ``<topic>-key``), Confluent's TopicNameStrategy.
 
+This module is the one home of that framing: ``frame`` / ``unframe`` /
+``frame_problem`` / ``frame_schema_id`` for one value, ``frame_columns`` for a
+whole chunk of values at once (the load's decoder), and ``UNDECODABLE``, the
+fastavro exceptions that mean "these bytes are not a value of the schema".
+
 The deserializer reads with the writer's schema (found by the id in the frame)
 and can project onto a reader schema, either one given or the latest version of
 the topic's subject, so data written by several schema versions reads as one
@@ -25,7 +30,22 @@ from fastavro.read import SchemaResolutionError
 from schemas.client import RegistryClient
 
 MAGIC_BYTE = 0
-_HEADER = struct.Struct(">bI")
+# Confluent's serializers write the id with Java's putInt: a signed big-endian int32.
+_HEADER = struct.Struct(">bi")
+FRAME_SIZE = _HEADER.size  # 5
+
+# What fastavro raises when the bytes are not a value of the writer schema, or the
+# value has no place in the reader schema. Found by decoding truncated bodies, random
+# garbage, flipped bytes and bodies read with another schema (tests/schemas/
+# test_avro_serde.py): truncation gives EOFError; a varint or length running off
+# the end, or an enum or union index out of range, IndexError; bad UTF-8
+# (UnicodeDecodeError), a malformed uuid and other logical-type conversions,
+# ValueError; a timestamp or date beyond Python's datetime range, OverflowError; a
+# writer value the reader cannot take (enum symbol, type mismatch),
+# SchemaResolutionError. TypeError and KeyError are deliberately not here: no bytes
+# produce them, only a bug in how fastavro is called does, and a bug must fail the
+# task rather than quarantine a partition's data as "undecodable".
+UNDECODABLE = (EOFError, IndexError, ValueError, OverflowError, SchemaResolutionError)
 
 SubjectNameStrategy = Callable[[str, bool], str]
 
@@ -43,19 +63,57 @@ def frame(schema_id: int, body: bytes) -> bytes:
     return _HEADER.pack(MAGIC_BYTE, schema_id) + body
 
 
-def _schema_id_of(data: bytes) -> int:
-    if data is None or len(data) < _HEADER.size:
+def frame_problem(data: bytes | None) -> str | None:
+    """Why ``data`` is not a Confluent-framed value, or None when it is one."""
+    if data is None or len(data) < FRAME_SIZE:
         size = 0 if data is None else len(data)
-        raise SerializationError(f"framed value too short: {size} bytes, need at least 5")
-    magic, schema_id = _HEADER.unpack_from(data)
-    if magic != MAGIC_BYTE:
-        raise SerializationError(f"unknown magic byte {magic}, expected {MAGIC_BYTE}")
-    return schema_id
+        return f"not Confluent framing: {size} bytes, need at least {FRAME_SIZE}"
+    if data[0] != MAGIC_BYTE:
+        return f"not Confluent framing: magic byte {data[0]}, expected {MAGIC_BYTE}"
+    return None
+
+
+def frame_schema_id(data: bytes | None) -> int | None:
+    """The schema id of a framed value, None when ``data`` is not framed."""
+    if frame_problem(data) is not None:
+        return None
+    return _HEADER.unpack_from(data)[1]
+
+
+def _schema_id_of(data: bytes) -> int:
+    problem = frame_problem(data)
+    if problem is not None:
+        raise SerializationError(problem)
+    return _HEADER.unpack_from(data)[1]
 
 
 def unframe(data: bytes) -> tuple[int, memoryview]:
     """The schema id and the Avro body of a framed value."""
-    return _schema_id_of(data), memoryview(data)[_HEADER.size :]
+    return _schema_id_of(data), memoryview(data)[FRAME_SIZE:]
+
+
+def frame_columns(data, starts, ends):
+    """The frames of a chunk of values at once, in Arrow: ``data`` is the values packed
+    into one uint8 array, value i at ``[starts[i], ends[i])`` with at least
+    ``FRAME_SIZE`` bytes of padding after the last (see ingest/decoders/columnar.py's
+    ``pack``). Returns (the schema id of each value as int64, null where the value is
+    not framed; a boolean mask of the values that are not framed, whose reason
+    ``frame_problem`` gives)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    short = pc.less(pc.subtract(ends, starts), FRAME_SIZE)
+    magic = data.take(starts)
+    word = pa.scalar(0, pa.int64())
+    for k in range(1, FRAME_SIZE):
+        byte = data.take(pc.add(starts, k)).cast(pa.int64())
+        word = pc.add(pc.multiply(word, 256), byte)
+    # Big-endian int32, signed as _HEADER reads it.
+    ids = pc.if_else(pc.greater_equal(word, 1 << 31), pc.subtract(word, 1 << 32), word)
+    unframed = pc.or_(short, pc.not_equal(magic, MAGIC_BYTE))
+    if pc.any(unframed).as_py():
+        ids = pc.if_else(unframed, pa.scalar(None, pa.int64()), ids)
+    return ids, unframed
 
 
 def parse_schema(schema: str | dict) -> Any:
@@ -97,7 +155,7 @@ class AvroSerializer:
 
     def __call__(self, value: Any, topic: str) -> bytes:
         out = io.BytesIO()
-        out.write(_HEADER.pack(MAGIC_BYTE, self.schema_id(topic)))
+        out.write(frame(self.schema_id(topic), b""))
         try:
             fastavro.schemaless_writer(out, self.parsed, value)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -156,15 +214,8 @@ class AvroDeserializer:
         reader = self._reader(schema_id, topic)
         # Seeking past the header is cheaper than wrapping a sliced memoryview.
         body = io.BytesIO(data)
-        body.seek(_HEADER.size)
+        body.seek(FRAME_SIZE)
         try:
             return fastavro.schemaless_reader(body, writer, reader)
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            EOFError,
-            IndexError,
-            SchemaResolutionError,
-        ) as exc:
+        except UNDECODABLE as exc:
             raise SerializationError(f"cannot decode a value of schema {schema_id}: {exc}") from exc

@@ -34,6 +34,7 @@ from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.util.clock import SECOND_MS
 
 Entry = tuple[dict, dict | None]
 
@@ -147,7 +148,7 @@ class KafkaTopicStore:
             consumer = SimpleConsumer(
                 self.bootstrap_servers,
                 client_id="schema-registry-replay",
-                timeout_s=self.init_timeout_ms / 1000,
+                timeout_s=self.init_timeout_ms / SECOND_MS,
             )
         except KafkaError as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
@@ -163,7 +164,7 @@ class KafkaTopicStore:
         # Read up to the end offset as of now: everything appended before we
         # started, which is everything, since this registry is the only writer.
         end = consumer.latest_offset(self.topic, self.PARTITION)
-        deadline = time.monotonic() + self.init_timeout_ms / 1000
+        deadline = time.monotonic() + self.init_timeout_ms / SECOND_MS
         while offset < end:
             result = consumer.fetch(self.topic, self.PARTITION, offset, max_bytes=1 << 20)
             for record in result.records():
@@ -196,7 +197,7 @@ class KafkaTopicStore:
             future = self._producer.send(
                 self.topic, encode(value), key=encode(key), partition=self.PARTITION
             )
-            future.result(timeout=max(self.timeout_ms, 1) / 1000)
+            future.result(timeout=max(self.timeout_ms, 1) / SECOND_MS)
         except FutureTimeout as exc:
             raise StoreError(
                 f"append to {self.topic!r} not acknowledged within {self.timeout_ms} ms"
@@ -206,5 +207,5 @@ class KafkaTopicStore:
 
     def close(self) -> None:
         if self._producer is not None:
-            self._producer.close(self.timeout_ms / 1000)
+            self._producer.close(self.timeout_ms / SECOND_MS)
             self._producer = None

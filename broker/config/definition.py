@@ -174,24 +174,101 @@ class ConfigDef:
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java-style properties: `key=value` or `key: value`, `#`/`!` comments, trailing `\\`
-    continuations. Enough of java.util.Properties for the files Kafka users write."""
+    """Java-properties text as a dict, by java.util.Properties.load's rules (the format
+    every Kafka and Confluent config file is in):
+
+    - a line whose first non-blank character is ``#`` or ``!`` is a comment; blank lines
+      are skipped;
+    - a line ending in an odd number of backslashes continues on the next line, whose
+      leading white space is dropped;
+    - the key ends at the first unescaped ``=``, ``:`` or white space; white space, then
+      one ``=`` or ``:``, then white space may follow; the rest of the line is the value
+      (``key value``, ``key=value`` and ``key : value`` are the same; ``key`` alone has
+      the empty value);
+    - ``\\t``, ``\\n``, ``\\r``, ``\\f`` and ``\\uXXXX`` are escapes; a backslash before
+      any other character stands for that character (``\\=``, ``\\:``, ``\\ `` in keys).
+    """
     result: dict[str, str] = {}
-    pending = ""
+    logical: str | None = None
     for raw_line in text.splitlines():
-        line = raw_line.strip() if not pending else raw_line.lstrip()
-        if not pending and (not line or line[0] in "#!"):
+        line = raw_line.lstrip(" \t\f")
+        if logical is None:
+            if not line or line[0] in "#!":
+                continue
+            logical = ""
+        logical += line
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2:
+            logical = logical[:-1]  # continued on the next line
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending += line[:-1]
-            continue
-        line = pending + line
-        pending = ""
-        sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-        if sep < 0:
-            raise ConfigError(f"Malformed properties line {raw_line!r}: expected key=value")
-        result[line[:sep].strip()] = line[sep + 1 :].strip()
+        key, value = _split_property(logical)
+        result[key] = value
+        logical = None
+    if logical is not None:  # the last line ended in a continuation
+        key, value = _split_property(logical)
+        result[key] = value
     return result
+
+
+_SEPARATORS = "=:"
+_BLANKS = " \t\f"
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    """A logical line (continuations joined) as (key, value), escapes resolved."""
+    i = 0
+    while i < len(line) and line[i] not in _SEPARATORS + _BLANKS:
+        i += 2 if line[i] == "\\" else 1
+    key_end = min(i, len(line))
+    while i < len(line) and line[i] in _BLANKS:
+        i += 1
+    if i < len(line) and line[i] in _SEPARATORS:
+        i += 1
+        while i < len(line) and line[i] in _BLANKS:
+            i += 1
+    return _unescape(line[:key_end], line), _unescape(line[i:], line)
+
+
+def _unescape(text: str, line: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if char != "\\" or i + 1 == len(text):
+            out.append(char)
+            i += 1
+            continue
+        code = text[i + 1]
+        if code == "u":
+            digits = text[i + 2 : i + 6]
+            if len(digits) != 4 or any(c not in "0123456789abcdefABCDEF" for c in digits):
+                raise ConfigError(f"Malformed \\uXXXX escape in properties line {line!r}")
+            out.append(chr(int(digits, 16)))
+            i += 6
+        else:
+            out.append(_ESCAPES.get(code, code))
+            i += 2
+    return "".join(out)
+
+
+def add_config_commands(commands: Any, config_help: str, properties_file: str) -> Any:
+    """The command-line conventions of a component configured by a properties file, on an
+    argparse subparsers object: ``config-docs [--properties]`` and the ``start`` command
+    with its ``CONFIG`` file and repeatable ``--override key=value``. Returns ``start``,
+    for the component's own options."""
+    docs = commands.add_parser("config-docs", help="print the configuration reference (Markdown)")
+    docs.add_argument("--properties", action="store_true", help=f"print {properties_file} instead")
+    start = commands.add_parser("start", help=config_help)
+    start.add_argument("config", help=f"a Java-properties file, e.g. {properties_file}")
+    start.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override one configuration key (repeatable)",
+    )
+    return start
 
 
 def load_properties(path: str | Path, overrides: Iterable[str] = ()) -> dict[str, str]:

@@ -4,7 +4,8 @@ complete.
 An hour [H, H+1h) can only be complete once every partition is loaded past H+1h and the
 producers have published their counts for its last window, so right after the hour an
 incomplete audit is normal. It becomes an incident when the hour is still incomplete
-`deadline` after it ended: records were lost, duplicated, or never counted.
+`deadline` after it ended: records were lost, duplicated, or never counted. The same
+holds for a day (a topic with the event-day partitioner): late `deadline` after its end.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
+from broker.util.clock import HOUR_MS, SECOND_MS
 from ingest import layout
 
-HOUR_MS = 3_600_000
 DEADLINE_VARIABLE = "kafka_hourly_hour_deadline_minutes"
 DEFAULT_DEADLINE = timedelta(hours=2)
 
@@ -33,7 +34,9 @@ class Verdict:
 
 
 def hour_end_ms(hour: dict) -> int:
-    return layout.Hour(hour["dt"], hour["hr"]).start_ms + HOUR_MS
+    """The end of an audited period (HourReport.to_dict()): an hour, or a day."""
+    start = layout.Hour(hour["dt"], hour["hr"] or "00").start_ms
+    return start + hour.get("period_ms", HOUR_MS)
 
 
 def judge(hours: list[dict], now_ms: int, deadline: timedelta) -> Verdict:
@@ -41,7 +44,7 @@ def judge(hours: list[dict], now_ms: int, deadline: timedelta) -> Verdict:
     for h in hours:
         if h["complete"]:
             complete.append(h)
-        elif now_ms >= hour_end_ms(h) + deadline.total_seconds() * 1000:
+        elif now_ms >= hour_end_ms(h) + deadline.total_seconds() * SECOND_MS:
             late.append(h)
         else:
             waiting.append(h)

@@ -28,20 +28,13 @@ date): the row decoder builds that and casts it to the logical type in one step.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from ingest import columns as meta
 from schemas.canonical import ParsedSchema, kind, parse
-
-# The metadata columns every decoded batch carries after the value's columns.
-KAFKA_FIELDS = [
-    pa.field("_kafka_partition", pa.int32()),
-    pa.field("_kafka_offset", pa.int64()),
-    pa.field("_kafka_timestamp", pa.timestamp("ms", tz="UTC")),
-    pa.field("_kafka_key", pa.binary()),
-    pa.field("_schema_id", pa.int32()),
-]
 
 _PRIMITIVE = {
     "null": pa.null(),
@@ -76,15 +69,19 @@ def as_parsed(schema: str | dict | ParsedSchema) -> ParsedSchema:
     return parse(schema if isinstance(schema, str) else json.dumps(schema))
 
 
-def arrow_schema_for(schema: str | dict | ParsedSchema, *, kafka_fields: bool = True) -> pa.Schema:
-    """The Arrow schema of a decoded batch of ``schema`` (a record), with the
-    ``_kafka_*`` / ``_schema_id`` columns appended unless ``kafka_fields=False``."""
+def arrow_schema_for(
+    schema: str | dict | ParsedSchema, metadata: Sequence[meta.Column] = meta.WITH_SCHEMA_ID
+) -> pa.Schema:
+    """The Arrow schema of a decoded batch of ``schema`` (a record): its fields, then
+    the ``metadata`` columns (ingest/columns.py; ``()`` for none)."""
     parsed = as_parsed(schema)
     struct = arrow_type(parsed, parsed.tree)
     if not pa.types.is_struct(struct):
         raise UnsupportedSchema("the top-level schema must be a record")
-    fields = list(struct) + (KAFKA_FIELDS if kafka_fields else [])
-    return pa.schema(fields)
+    clash = {f.name for f in struct} & {c.name for c in metadata}
+    if clash:
+        raise UnsupportedSchema(f"the schema already has fields {sorted(clash)}")
+    return pa.schema(list(struct) + meta.arrow_fields(metadata))
 
 
 def logical_type(schema: ParsedSchema, node: Any) -> pa.DataType | None:

@@ -1,4 +1,5 @@
-"""The decoder plug point: what a decoder takes and gives back."""
+"""The decoder plug point: what a decoder takes and gives back. Decoders are chosen per
+topic by the ``decoder`` / ``per.topic.decoder`` keys (ingest/plugins.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from typing import Protocol
 import pyarrow as pa
 
 from broker.records.batch import Record
+from ingest.columns import Column
+from schemas.canonical import ParsedSchema
 
 
 @dataclass(frozen=True)
@@ -39,17 +42,29 @@ class DecodedChunk:
 
 
 class Decoder(Protocol):
-    """Decodes fetched records of one topic into Arrow batches of ``schema``
-    (the target value columns, then ``_kafka_partition``, ``_kafka_offset``,
-    ``_kafka_timestamp``, ``_kafka_key``, ``_schema_id``)."""
+    """Decodes fetched records of one topic into Arrow batches of ``schema``: the
+    fields of ``value_schema`` (an Avro record: the Avro writer writes it, with the
+    metadata columns' Avro types appended), then the ``metadata`` columns
+    (ingest/columns.py), in that order.
+
+    Every record given to ``decode`` comes back either as a row of the batch (in
+    offset order) or quarantined with its reason, never dropped: ``len(records) ==
+    batch.num_rows + len(quarantined)``. Problems that are not the record's fault (a
+    registry outage) raise, so the task fails and is retried."""
 
     schema: pa.Schema
+    value_schema: ParsedSchema
+    metadata: tuple[Column, ...]
 
     def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk: ...
 
-    def decode_stream(
-        self, partition: int, records: Iterable[Record], chunk_size: int | None = None
-    ) -> Iterator[DecodedChunk]: ...
+
+def decode_stream(
+    decoder: Decoder, partition: int, records: Iterable[Record], chunk_size: int
+) -> Iterator[DecodedChunk]:
+    """Decode in chunks of at most ``chunk_size`` records: memory stays bounded by one."""
+    for chunk in chunks(records, chunk_size):
+        yield decoder.decode(partition, chunk)
 
 
 def chunks(records: Iterable[Record], size: int) -> Iterator[list[Record]]:

@@ -15,7 +15,8 @@ Every input record is either in the batch or quarantined, never dropped:
 
 * ``null value`` — a tombstone (value None): an Avro topic has no meaning for
   it, and keeping it makes the ledger balance; it is quarantined, not loaded;
-* ``not Confluent framing: ...`` — shorter than 5 bytes or magic byte not 0;
+* ``not Confluent framing: ...`` — shorter than 5 bytes or magic byte not 0
+  (the framing is schemas/serde.py's, read here for a whole chunk at once);
 * ``unknown schema id N`` — the registry answers 404 for the id;
 * ``writer schema N not resolvable to the target: ...`` — Avro resolution of the
   writer schema as the target schema fails (checked once per id);
@@ -45,16 +46,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.records.batch import Record
+from ingest import columns as meta
 from ingest.decoders import columnar
-from ingest.decoders.arrow_types import KAFKA_FIELDS, UnsupportedSchema, arrow_schema_for, as_parsed
-from ingest.decoders.base import DecodedChunk, Quarantined, chunks
+from ingest.decoders.arrow_types import UnsupportedSchema, arrow_schema_for, as_parsed
+from ingest.decoders.base import DecodedChunk, Quarantined, decode_stream
 from ingest.decoders.rowwise import BadRow, RowDecoder
 from schemas.canonical import InvalidSchema, ParsedSchema, parse
 from schemas.client import RegistryClient, RegistryError
 from schemas.compatibility import read_problems
-from schemas.serde import topic_subject
-
-FRAME = 5
+from schemas.serde import FRAME_SIZE, frame_columns, frame_problem, frame_schema_id, topic_subject
 
 
 @dataclass
@@ -68,6 +68,8 @@ class _Writer:
 
 
 class ConfluentAvroDecoder:
+    metadata = meta.WITH_SCHEMA_ID
+
     def __init__(
         self,
         registry: RegistryClient,
@@ -81,9 +83,9 @@ class ConfluentAvroDecoder:
         self.topic = topic
         if target_schema is None:
             target_schema = registry.latest(topic_subject(topic)).schema
-        self.target = as_parsed(target_schema)
-        self.schema = arrow_schema_for(self.target)
-        self.value_type = pa.struct(list(self.schema)[: -len(KAFKA_FIELDS)])
+        self.target = self.value_schema = as_parsed(target_schema)
+        self.schema = arrow_schema_for(self.target, self.metadata)
+        self.value_type = pa.struct(arrow_schema_for(self.target, ()))
         self.chunk_size = chunk_size
         self.columnar_decoding = columnar_decoding
         self._writers: dict[int, _Writer] = {}
@@ -127,9 +129,6 @@ class ConfluentAvroDecoder:
     def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
         """Decode one chunk (bounded by the caller: see ``decode_stream``)."""
         count = len(records)
-        offsets = [r.offset for r in records]
-        timestamps = [r.timestamp for r in records]
-        keys = [r.key for r in records]
         values = [r.value for r in records]
         data, starts, ends = columnar.pack(values, self._pad())
         ids, reasons = self._frames(values, data, starts, ends)
@@ -162,14 +161,14 @@ class ConfluentAvroDecoder:
         else:
             struct = pa.array([], self.value_type)
             rows = pa.array([], pa.int64())
-        batch = self._with_kafka_columns(struct, rows, ids, partition, offsets, timestamps, keys)
+        batch = meta.with_metadata(self.schema, struct, partition, records, rows, ids)
         quarantined = [
             Quarantined(
                 records[i].offset,
                 records[i].key,
                 records[i].value,
                 reason,
-                _frame_id(records[i].value),
+                frame_schema_id(records[i].value),
             )
             for i, reason in sorted(reasons.items())
         ]
@@ -179,8 +178,7 @@ class ConfluentAvroDecoder:
     def decode_stream(
         self, partition: int, records: Iterable[Record], chunk_size: int | None = None
     ) -> Iterator[DecodedChunk]:
-        for chunk in chunks(records, chunk_size or self.chunk_size):
-            yield self.decode(partition, chunk)
+        return decode_stream(self, partition, records, chunk_size or self.chunk_size)
 
     def _pad(self) -> int:
         """Spare bytes the packed values need after the last one (see columnar.Rows)."""
@@ -189,27 +187,12 @@ class ConfluentAvroDecoder:
 
     def _frames(self, values, data, starts, ends) -> tuple[pa.Array, dict[int, str]]:
         """The schema id of each row (null when unframed) and reasons for the unframed."""
+        ids, unframed = frame_columns(data, starts, ends)
         reasons: dict[int, str] = {}
-        size = pc.subtract(ends, starts)
-        short = pc.less(size, FRAME)
-        magic = data.take(starts)
-        word = pa.scalar(0, pa.int64())
-        for k in range(1, FRAME):
-            byte = data.take(pc.add(starts, k)).cast(pa.int64())
-            word = pc.add(pc.multiply(word, 256), byte)
-        # Big-endian int32 (ids are positive; a negative one is unknown anyway).
-        ids = pc.if_else(pc.greater_equal(word, 1 << 31), pc.subtract(word, 1 << 32), word)
-        unframed = pc.or_(short, pc.not_equal(magic, 0))
         if pc.any(unframed).as_py():
             for i in pc.indices_nonzero(unframed).to_pylist():
                 value = values[i]
-                if value is None:
-                    reasons[i] = "null value"
-                elif len(value) < FRAME:
-                    reasons[i] = f"not Confluent framing: {len(value)} bytes, need at least 5"
-                else:
-                    reasons[i] = f"not Confluent framing: magic byte {value[0]}, expected 0"
-            ids = pc.if_else(unframed, pa.scalar(None, pa.int64()), ids)
+                reasons[i] = "null value" if value is None else frame_problem(value)
         return ids, reasons
 
     def _decode_group(self, writer, values, indices, data, starts, ends, reasons):
@@ -217,7 +200,7 @@ class ConfluentAvroDecoder:
         decoded rows and their indices; reasons filled in for the others."""
         if writer.plan is not None:
             struct, bad = columnar.decode_rows(
-                writer.plan, data, pc.add(starts.take(indices), FRAME), ends.take(indices)
+                writer.plan, data, pc.add(starts.take(indices), FRAME_SIZE), ends.take(indices)
             )
             if not pc.any(bad).as_py():
                 return struct, indices
@@ -229,7 +212,7 @@ class ConfluentAvroDecoder:
         rescued, rescued_rows = [], []
         for i in suspects:
             try:
-                rescued.append(writer.rows.read(values[i], FRAME))
+                rescued.append(writer.rows.read(values[i], FRAME_SIZE))
                 rescued_rows.append(i)
             except BadRow as exc:
                 reasons[i] = str(exc)
@@ -241,29 +224,3 @@ class ConfluentAvroDecoder:
             order = pc.sort_indices(indices)
             struct, indices = struct.take(order), indices.take(order)
         return struct, indices
-
-    def _with_kafka_columns(
-        self, struct, rows, ids, partition, offsets, timestamps, keys
-    ) -> pa.RecordBatch:
-        count = len(rows)
-        if count == 0:
-            return pa.RecordBatch.from_pylist([], schema=self.schema)
-        everything = count == len(offsets)
-        kafka = [
-            pa.array(offsets, pa.int64()),
-            pa.array(timestamps, pa.int64()).cast(KAFKA_FIELDS[2].type),
-            pa.array(keys, pa.binary()),
-            ids.cast(pa.int32()),
-        ]
-        columns = [
-            *struct.flatten(),
-            pa.nulls(count, pa.int32()).fill_null(partition),
-            *(column if everything else column.take(rows) for column in kafka),
-        ]
-        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
-
-
-def _frame_id(value: bytes | None) -> int | None:
-    if value is None or len(value) < FRAME or value[0] != 0:
-        return None
-    return int.from_bytes(value[1:FRAME], "big", signed=True)

@@ -1,8 +1,7 @@
 """Row-at-a-time Avro decoding with fastavro: the reference path.
 
 Used for writer schemas the columnar decoder does not read (arrays, maps,
-decimals, recursive records), to name the reason a row is bad, and as the
-baseline of the decode benchmark. Logical types other than decimal are switched
+decimals, recursive records) and to name the reason a row is bad. Logical types other than decimal are switched
 off in the schemas handed to fastavro (their encoding is the underlying type's),
 so it returns plain ints and strings instead of datetime and UUID objects; the
 Arrow cast to the logical type happens once per column afterwards.
@@ -16,22 +15,10 @@ from typing import Any
 
 import fastavro
 import pyarrow as pa
-from fastavro.read import SchemaResolutionError
 
 from ingest.decoders.arrow_types import arrow_type
 from schemas.canonical import ParsedSchema
-
-# What fastavro raises on bytes that are not a value of the schema.
-DECODE_ERRORS = (
-    ValueError,
-    TypeError,
-    KeyError,
-    EOFError,
-    IndexError,
-    OverflowError,
-    UnicodeDecodeError,
-    SchemaResolutionError,
-)
+from schemas.serde import UNDECODABLE, parse_schema
 
 
 class BadRow(ValueError):
@@ -50,7 +37,7 @@ def without_logical_types(node: Any) -> Any:
 
 
 def _fastavro_schema(schema: ParsedSchema) -> Any:
-    return fastavro.parse_schema(without_logical_types(json.loads(schema.text)), named_schemas={})
+    return parse_schema(without_logical_types(json.loads(schema.text)))
 
 
 class RowDecoder:
@@ -67,7 +54,7 @@ class RowDecoder:
         body.seek(skip)
         try:
             record = fastavro.schemaless_reader(body, self.writer, self.reader)
-        except DECODE_ERRORS as exc:
+        except UNDECODABLE as exc:
             raise BadRow(f"undecodable body: {type(exc).__name__}: {exc}") from None
         left = len(value) - body.tell()
         if left:
@@ -76,15 +63,3 @@ class RowDecoder:
 
     def to_arrow(self, records: list[dict]) -> pa.StructArray:
         return pa.array(records, type=self.physical).cast(self.out_type)
-
-    def decode(self, values: list[bytes], skip: int = 0) -> tuple[pa.StructArray, list[int], dict]:
-        """The decodable values as a struct array, their indices, and a reason per
-        index of the others."""
-        good, kept, bad = [], [], {}
-        for i, value in enumerate(values):
-            try:
-                good.append(self.read(value, skip))
-                kept.append(i)
-            except BadRow as exc:
-                bad[i] = str(exc)
-        return self.to_arrow(good), kept, bad

@@ -1,4 +1,5 @@
-"""``python -m schemas.registry start CONFIG``: replay the store, then serve HTTP."""
+"""``python -m schemas.registry start CONFIG [--override key=value ...]``: replay the
+store, then serve HTTP. ``config-docs [--properties]``: the configuration reference."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import sys
 
 import uvicorn
 
+from broker.config.definition import add_config_commands
 from schemas.registry.app import create_app
-from schemas.registry.config import ConfigError, RegistryConfig, read_config
+from schemas.registry.config import ConfigError, RegistryConfig
 from schemas.registry.service import Registry
 from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore, StoreError
 
@@ -29,15 +31,23 @@ def open_store(config: RegistryConfig) -> SchemaStore:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m schemas.registry")
     commands = parser.add_subparsers(dest="command", required=True)
-    start = commands.add_parser("start", help="run the registry")
-    start.add_argument("config", help="Java-properties file, e.g. conf/registry.properties")
+    add_config_commands(commands, "run the registry", "conf/registry.properties")
     args = parser.parse_args(argv)
+
+    if args.command == "config-docs":
+        from schemas.registry.config import REGISTRY_CONFIG, SAMPLE_HEADER, SAMPLE_SETTINGS
+
+        if args.properties:
+            print(REGISTRY_CONFIG.to_properties(SAMPLE_SETTINGS, SAMPLE_HEADER), end="")
+        else:
+            print(REGISTRY_CONFIG.to_markdown(), end="")
+        return 0
 
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        config = read_config(args.config)
+        config = RegistryConfig.from_file(args.config, args.override)
     except ConfigError as exc:
         print(f"schema registry: bad config {args.config}: {exc}", file=sys.stderr)
         return 2

@@ -1,29 +1,164 @@
-"""The registry's configuration: a Java-properties file with Confluent's key names.
-
-Every key is declared once in ``KEYS`` with its default and its parser; an
-unknown key or a bad value stops the start with a message naming both, so a typo
-never silently falls back to a default.
+"""The registry's configuration keys, declared once on the project's ConfigDef
+(broker/config/definition.py) with Confluent Schema Registry's names, so a Confluent
+``schema-registry.properties`` reads the same here. ``python -m schemas.registry
+config-docs`` prints their reference (docs/configuration.md) and, with ``--properties``,
+conf/registry.properties; an unknown key or a bad value stops the start with a message
+naming both, so a typo never silently falls back to a default.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
+from broker.config.definition import ConfigDef, ConfigError, at_least, load_properties, one_of
+from broker.protocol.topic import topic_name_problem
+from broker.util.clock import MINUTE_MS, SECOND_MS
 from schemas.compatibility import Level
 
-
-class ConfigError(ValueError):
-    pass
+__all__ = ["REGISTRY_CONFIG", "ConfigError", "Listener", "RegistryConfig"]
 
 
 @dataclass(frozen=True)
 class Listener:
     host: str
     port: int
+
+
+def _listener(value: str) -> Listener:
+    first = value.split(",")[0].strip()
+    parts = urlsplit(first)
+    if parts.scheme != "http":
+        raise ValueError("only http:// listeners are supported")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if not parts.hostname or port is None:
+        raise ValueError("expected http://host:port")
+    return Listener(parts.hostname, port)
+
+
+def _server(item: str) -> str:
+    """host:port from ``host:port`` or Confluent's ``PLAINTEXT://host:port``."""
+    if "://" in item:
+        scheme, _, item = item.partition("://")
+        if scheme.upper() != "PLAINTEXT":
+            raise ValueError(f"only PLAINTEXT is supported, got {scheme}")
+    host, _, port = item.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected host:port, got {item!r}")
+    return item
+
+
+def _problem(parse):
+    """A ConfigDef validator from a parser that raises ValueError with the reason."""
+
+    def check(value: Any) -> str | None:
+        try:
+            for item in value if isinstance(value, list) else [value]:
+                parse(item)
+        except ValueError as exc:
+            return str(exc)
+        return None
+
+    return check
+
+
+REGISTRY_CONFIG = (
+    ConfigDef("Schema registry (conf/registry.properties)")
+    .define(
+        "listeners",
+        "string",
+        "http://0.0.0.0:8081",
+        "Where the REST API listens: http://host:port (http only; of a comma-separated "
+        "list, the first is used).",
+        validator=_problem(_listener),
+        group="Listener",
+    )
+    .define(
+        "kafkastore.type",
+        "string",
+        "kafka",
+        'Where the schemas live: "kafka" keeps them in a topic on our broker, replayed at '
+        'start so ids and versions survive restarts; "memory" keeps them in this process '
+        "only (tests, throwaway registries). Not a Confluent key.",
+        validator=one_of("kafka", "memory"),
+        group="Store",
+    )
+    .define(
+        "kafkastore.bootstrap.servers",
+        "list",
+        None,
+        "The broker to keep the store topic on: host:port[,host:port...] or "
+        "PLAINTEXT://host:port. Required when kafkastore.type=kafka.",
+        validator=_problem(_server),
+        optional=True,
+        group="Store",
+    )
+    .define(
+        "kafkastore.topic",
+        "string",
+        "_schemas",
+        "The store topic: one partition, created at start if missing.",
+        validator=topic_name_problem,
+        group="Store",
+    )
+    .define(
+        "kafkastore.topic.replication.factor",
+        "int",
+        1,
+        "Replication factor used when the store topic is created (Confluent defaults to 3).",
+        validator=at_least(1),
+        group="Store",
+    )
+    .define(
+        "kafkastore.timeout.ms",
+        "int",
+        5 * SECOND_MS,
+        "How long an append may wait for the broker's acknowledgement (acks=all), in ms. "
+        "(Confluent's default is 500; ours is 5000 to allow for a cold first produce.)",
+        validator=at_least(1),
+        group="Store",
+    )
+    .define(
+        "kafkastore.init.timeout.ms",
+        "int",
+        MINUTE_MS,
+        "How long the replay at start may take before the registry gives up, in ms.",
+        validator=at_least(1),
+        group="Store",
+    )
+    .define(
+        "schema.compatibility.level",
+        "string",
+        "backward",
+        "Default compatibility level for subjects without their own: none, backward, "
+        "backward_transitive, forward, forward_transitive, full, full_transitive. A level "
+        "set through PUT /config overrides this one and survives restarts.",
+        validator=_problem(Level.parse),
+        group="Compatibility",
+    )
+)
+
+# conf/registry.properties: the keys set there (the rest is shown at its default).
+SAMPLE_HEADER = """Schema registry configuration: python -m schemas.registry start conf/registry.properties
+Keys follow Confluent Schema Registry's names. Unknown keys and bad values are
+refused at start with a message naming the key and the value.
+Generated: python -m schemas.registry config-docs --properties > conf/registry.properties"""
+SAMPLE_SETTINGS = {
+    "listeners": "http://127.0.0.1:8081",
+    "kafkastore.type": "kafka",
+    "kafkastore.bootstrap.servers": "127.0.0.1:9092",
+    "kafkastore.topic": "_schemas",
+    "kafkastore.topic.replication.factor": "1",
+    "kafkastore.timeout.ms": "5000",
+    "kafkastore.init.timeout.ms": "60000",
+    "schema.compatibility.level": "backward",
+}
 
 
 @dataclass(frozen=True)
@@ -37,120 +172,27 @@ class RegistryConfig:
     init_timeout_ms: int
     compatibility_level: Level
 
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Java-properties text as a dict: ``key=value`` or ``key: value``, ``#``/``!``
-    comments, trailing-backslash continuation lines."""
-    result: dict[str, str] = {}
-    logical = ""
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not logical and (not stripped or stripped[0] in "#!"):
-            continue
-        if stripped.endswith("\\") and not stripped.endswith("\\\\"):
-            logical += stripped[:-1]
-            continue
-        logical += stripped
-        # The key ends at the first '=', ':' or blank; one separator may follow.
-        match = re.match(r"^(?P<key>[^=:\s]+)\s*[=:]?\s*(?P<value>.*)$", logical)
-        if match is None:
-            raise ConfigError(f"cannot parse line {logical!r}: no key")
-        key, value = match["key"], match["value"]
-        result[key] = value.strip()
-        logical = ""
-    return result
-
-
-def _listener(value: str) -> Listener:
-    first = value.split(",")[0].strip()
-    parts = urlsplit(first)
-    if parts.scheme != "http":
-        raise ValueError("only http:// listeners are supported")
-    if not parts.hostname or parts.port is None:
-        raise ValueError("expected http://host:port")
-    return Listener(parts.hostname, parts.port)
-
-
-def _servers(value: str) -> list[str]:
-    servers = []
-    for item in value.split(","):
-        item = item.strip()
-        if "://" in item:  # Confluent style: PLAINTEXT://host:port
-            scheme, _, item = item.partition("://")
-            if scheme.upper() != "PLAINTEXT":
-                raise ValueError(f"only PLAINTEXT is supported, got {scheme}")
-        host, _, port = item.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"expected host:port, got {item!r}")
-        servers.append(item)
-    return servers
-
-
-def _topic(value: str) -> str:
-    if not re.fullmatch(r"[A-Za-z0-9._-]{1,249}", value) or value in (".", ".."):
-        raise ValueError("a topic name is 1-249 of [A-Za-z0-9._-]")
-    return value
-
-
-def _positive_int(value: str) -> int:
-    number = int(value)
-    if number <= 0:
-        raise ValueError("must be a positive integer")
-    return number
-
-
-def _store_type(value: str) -> str:
-    if value not in ("kafka", "memory"):
-        raise ValueError("must be kafka or memory")
-    return value
-
-
-# key -> (default, parser); a default of None means required (when used).
-KEYS: dict[str, tuple[str | None, Callable]] = {
-    "listeners": ("http://0.0.0.0:8081", _listener),
-    "kafkastore.type": ("kafka", _store_type),
-    "kafkastore.bootstrap.servers": (None, _servers),
-    "kafkastore.topic": ("_schemas", _topic),
-    "kafkastore.topic.replication.factor": ("1", _positive_int),
-    "kafkastore.timeout.ms": ("5000", _positive_int),
-    "kafkastore.init.timeout.ms": ("60000", _positive_int),
-    "schema.compatibility.level": ("backward", Level.parse),
-}
-
-
-def load_config(properties: dict[str, str]) -> RegistryConfig:
-    unknown = sorted(set(properties) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"unknown key {unknown[0]!r} (known keys: {', '.join(KEYS)})")
-    values = {}
-    for key, (default, parser) in KEYS.items():
-        raw = properties.get(key, default)
-        if raw is None:
-            values[key] = None
-            continue
-        try:
-            values[key] = parser(raw)
-        except ValueError as exc:
-            raise ConfigError(f"invalid value {raw!r} for key {key!r}: {exc}") from None
-    if values["kafkastore.type"] == "kafka" and values["kafkastore.bootstrap.servers"] is None:
-        raise ConfigError(
-            "key 'kafkastore.bootstrap.servers' is required when kafkastore.type=kafka"
+    @classmethod
+    def from_mapping(cls, raw: Mapping[str, Any]) -> RegistryConfig:
+        values = REGISTRY_CONFIG.parse(raw)
+        servers = values["kafkastore.bootstrap.servers"]
+        if values["kafkastore.type"] == "kafka" and not servers:
+            raise ConfigError(
+                "Configuration 'kafkastore.bootstrap.servers' is required when "
+                "kafkastore.type=kafka"
+            )
+        return cls(
+            listener=_listener(values["listeners"]),
+            store_type=values["kafkastore.type"],
+            bootstrap_servers=[_server(s) for s in servers or []],
+            topic=values["kafkastore.topic"],
+            replication_factor=values["kafkastore.topic.replication.factor"],
+            timeout_ms=values["kafkastore.timeout.ms"],
+            init_timeout_ms=values["kafkastore.init.timeout.ms"],
+            compatibility_level=Level.parse(values["schema.compatibility.level"]),
         )
-    return RegistryConfig(
-        listener=values["listeners"],
-        store_type=values["kafkastore.type"],
-        bootstrap_servers=values["kafkastore.bootstrap.servers"] or [],
-        topic=values["kafkastore.topic"],
-        replication_factor=values["kafkastore.topic.replication.factor"],
-        timeout_ms=values["kafkastore.timeout.ms"],
-        init_timeout_ms=values["kafkastore.init.timeout.ms"],
-        compatibility_level=values["schema.compatibility.level"],
-    )
 
-
-def read_config(path: str | Path) -> RegistryConfig:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    return load_config(parse_properties(text))
+    @classmethod
+    def from_file(cls, path: str | Path, overrides: Iterable[str] = ()) -> RegistryConfig:
+        """A properties file plus ``key=value`` overrides (``--override``)."""
+        return cls.from_mapping(load_properties(path, overrides))

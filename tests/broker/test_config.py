@@ -94,3 +94,29 @@ def test_configuration_reference_is_generated_from_the_declarations():
     text = (ROOT / "docs" / "configuration.md").read_text()
     for definition in (SERVER_CONFIG, TOPIC_CONFIG, INGEST_CONFIG):
         assert definition.to_markdown() in text, "regenerate: docs/gen_configuration.sh"
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        # The key ends at the first unescaped '=', ':' or white space (java.util.Properties).
+        ("key value\nk2\tv2\nk3   =   v3\n", {"key": "value", "k2": "v2", "k3": "v3"}),
+        ("k4:v4=x\nk5 :  : v\n", {"k4": "v4=x", "k5": ": v"}),
+        (
+            "a\\=b=c\nsp\\ ace = v\ncolon\\:key:val\n",
+            {"a=b": "c", "sp ace": "v", "colon:key": "val"},
+        ),
+        ("onlykey\n", {"onlykey": ""}),
+        # An even number of trailing backslashes is an escaped backslash, not a continuation.
+        ("even=ends\\\\\nnext=1\n", {"even": "ends\\", "next": "1"}),
+        ("u=\\u0041\\tB\n", {"u": "A\tB"}),
+        ("  # indented comment\n#x=y\\\nz=1\n", {"z": "1"}),
+    ],
+)
+def test_properties_follow_java_rules(text, expected):
+    assert parse_properties(text) == expected
+
+
+def test_malformed_unicode_escape_is_refused():
+    with pytest.raises(ConfigError, match="uXXXX"):
+        parse_properties("x=\\u00zz\n")

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
+
+from broker.util.clock import HOUR_MS, now_ms
 
 pytest.importorskip("ingest.job", reason="ingest.job not available yet")
 
@@ -21,10 +22,9 @@ from schemas import catalog  # noqa: E402
 from schemas.audited_producer import AuditedProducer  # noqa: E402
 from schemas.samples import events  # noqa: E402
 
-HOUR = 3_600_000
-NOW = int(time.time() * 1000)
+NOW = now_ms()
 # Three whole event hours that ended long enough ago for the audit to call them complete.
-H0 = NOW - NOW % HOUR - 5 * HOUR
+H0 = NOW - NOW % HOUR_MS - 5 * HOUR_MS
 TOPICS = {"searches": 2, "clicks": 1}
 PER_TOPIC = 300
 BAD_EVERY = 50  # undecodable values: counted by the producer, quarantined by the load
@@ -81,7 +81,7 @@ def traffic(broker, registry) -> dict[str, int]:
         broker.bootstrap, registry=registry.url, service="dags-test", emit_interval_s=None
     ) as producer:
         for topic in TOPICS:
-            for i, event in enumerate(events(topic, PER_TOPIC, H0, H0 + 3 * HOUR, seed=7)):
+            for i, event in enumerate(events(topic, PER_TOPIC, H0, H0 + 3 * HOUR_MS, seed=7)):
                 ts = event["header"]["time"]
                 if i % BAD_EVERY == BAD_EVERY - 1:
                     producer.send(topic, b"\x00\x00\x00\x00\x07garbage", timestamp_ms=ts)
@@ -113,7 +113,7 @@ def _asset_event_uris() -> list[str]:
 
 
 def _hours() -> list[layout.Hour]:
-    return [layout.Hour.of_ms(H0 + i * HOUR) for i in range(3)]
+    return [layout.Hour.of_ms(H0 + i * HOUR_MS) for i in range(3)]
 
 
 def test_hourly_load_loads_audits_and_finalizes(dagbag, airflow_env, traffic, warehouse):

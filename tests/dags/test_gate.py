@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from broker.util.clock import HOUR_MS
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "dags"))
@@ -26,10 +27,10 @@ def test_incomplete_hours_wait_until_the_deadline_then_are_late():
     end_02 = hour_end_ms(hours[1])
     assert end_02 == layout.Hour("2026-11-22", "03").start_ms
     deadline = timedelta(hours=2)
-    just_before = judge(hours, end_02 + 2 * 3_600_000 - 1, deadline)
+    just_before = judge(hours, end_02 + 2 * HOUR_MS - 1, deadline)
     assert [h["hr"] for h in just_before.complete] == ["01"]
     assert [h["hr"] for h in just_before.waiting] == ["02", "03"] and just_before.late == []
-    at_deadline = judge(hours, end_02 + 2 * 3_600_000, deadline)
+    at_deadline = judge(hours, end_02 + 2 * HOUR_MS, deadline)
     assert [h["hr"] for h in at_deadline.late] == ["02"]
     assert [h["hr"] for h in at_deadline.waiting] == ["03"]
     assert "1 incomplete past the deadline" in at_deadline.summary()

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from broker.records.batch import Record
-from ingest.decoders import ConfluentAvroDecoder
+from ingest.decoders import ConfluentAvroDecoder, JsonDecoder, RawDecoder
 from ingest.decoders.rowwise import RowDecoder
 from schemas import catalog
 from schemas.canonical import parse
@@ -435,3 +435,60 @@ def test_a_large_fixed_cut_short_in_the_last_record_of_a_first_chunk(registry):
     assert [(q.offset, q.reason.split(":")[0]) for q in chunk.quarantined] == [
         (1, "undecodable body")
     ]
+
+
+def test_json_values_decode_as_the_registered_schema(registry, ids):
+    """Plain JSON objects read as the topic's latest schema (v3): same shape as the Avro
+    decoder's, defaults for missing fields, every bad value quarantined with its bytes."""
+    evs = events(40)
+    records, expected = [], []
+    for offset, event in enumerate(evs):
+        document = dict(event)
+        if offset % 2:
+            del document["referrer"]  # missing: takes the schema's default (null)
+            event = {**event, "referrer": None}
+        key = f"user-{offset}".encode() if offset % 3 == 0 else None
+        records.append(Record(offset, BASE_MS + offset, key, json.dumps(document).encode(), ()))
+        expected.append(expected_row(event, offset, ids["PageViewEvent.v3"], key))
+    no_member = {k: v for k, v in evs[0].items() if k != "member_id"}
+    broken = {
+        3: (None, "null value"),
+        4: (b'{"header": "\xff\xfe"}', "not UTF-8"),
+        5: (b"{not json", "not JSON"),
+        6: (b"[1, 2]", "not a JSON object: a list"),
+        7: (json.dumps(no_member).encode(), "does not match schema"),
+        8: (json.dumps({**evs[0], "member_id": 1.5}).encode(), "does not match schema"),
+        9: (json.dumps({**evs[0], "member_id": 2**63}).encode(), "does not match schema"),
+        10: (("[" * 100_000).encode(), "not JSON"),
+    }
+    for offset, (value, _) in broken.items():
+        records[offset] = records[offset]._replace(value=value)
+    decoder = JsonDecoder(registry, TOPIC)
+    chunk = decoder.decode(3, records)
+    assert chunk.count == len(records)
+    assert chunk.batch.schema == decoder.schema == ConfluentAvroDecoder(registry, TOPIC).schema
+    got = {q.offset: q for q in chunk.quarantined}
+    assert sorted(got) == sorted(broken)
+    for offset, (value, reason) in broken.items():
+        assert got[offset].reason.startswith(reason), (offset, got[offset].reason)
+        assert got[offset].value == value and got[offset].schema_id is None
+    assert plain_rows(chunk.batch) == [r for i, r in enumerate(expected) if i not in broken]
+
+
+def test_raw_values_are_kept_as_they_are():
+    values = [b"plain text", b"\x00\x00\x00\x00\x07not avro", None, b""]
+    records = [Record(o, BASE_MS + o, b"k" if o else None, v, ()) for o, v in enumerate(values)]
+    decoder = RawDecoder()
+    chunk = decoder.decode(2, records)
+    assert chunk.quarantined == []
+    assert chunk.batch.schema.names == [
+        "value",
+        "_kafka_partition",
+        "_kafka_offset",
+        "_kafka_timestamp",
+        "_kafka_key",
+    ]
+    assert chunk.batch.column("value").to_pylist() == values
+    assert chunk.batch.column("_kafka_offset").to_pylist() == [0, 1, 2, 3]
+    assert chunk.batch.column("_kafka_partition").to_pylist() == [2] * 4
+    assert decoder.decode(2, []).batch.num_rows == 0

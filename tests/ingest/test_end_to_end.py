@@ -11,12 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
+from broker.util.clock import HOUR_MS, now_ms
 from ingest import layout
 from ingest.commit import list_runs, load_manifest
 from ingest.config import load_config
@@ -28,10 +28,9 @@ from schemas.audited_producer import AuditedProducer
 from schemas.samples import events
 from tests.conftest import ROOT
 
-HOUR = 3_600_000
-NOW = int(time.time() * 1000)
+NOW = now_ms()
 # Three whole event hours, ending more than an hour ago (so late-record grace has passed).
-H0 = NOW - NOW % HOUR - 5 * HOUR
+H0 = NOW - NOW % HOUR_MS - 5 * HOUR_MS
 TOPICS = {"page-views": 3, "searches": 2, "clicks": 1}
 
 
@@ -123,7 +122,7 @@ class Traffic:
 def traffic(config):
     t = Traffic(config)
     # v1 page views first: the registry (BACKWARD) accepts v1 then v3.
-    t.produce(H0, H0 + 3 * HOUR, per_topic=1500, bad_every=97)
+    t.produce(H0, H0 + 3 * HOUR_MS, per_topic=1500, bad_every=97)
     return t
 
 
@@ -183,7 +182,7 @@ def test_load_end_to_end(spark, config, traffic):
 
 def test_incremental_load_adds_only_new_records(spark, config, traffic):
     before = list_runs(open_root(config))
-    traffic.produce(H0 + 3 * HOUR, H0 + 4 * HOUR, per_topic=300)
+    traffic.produce(H0 + 3 * HOUR_MS, H0 + 4 * HOUR_MS, per_topic=300)
     result = run_load(config, spark=spark, show_progress=False)
     assert result.manifest.previous_run == before[-1]
     assert sum(p.loaded for p in result.manifest.partitions) == 900
@@ -191,7 +190,7 @@ def test_incremental_load_adds_only_new_records(spark, config, traffic):
 
 
 def test_task_attempt_killed_mid_range_is_retried(spark, config, traffic, faults):
-    traffic.produce(H0 + 3 * HOUR, H0 + 4 * HOUR, per_topic=400)
+    traffic.produce(H0 + 3 * HOUR_MS, H0 + 4 * HOUR_MS, per_topic=400)
     (faults / "kill-task-once").write_text("armed")
     result = run_load(config, spark=spark, show_progress=False)
     armed = (faults / "kill-task-once").exists()
@@ -222,7 +221,7 @@ def _driver(config, crash_at: str) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize("crash_at", ["before-commit", "mid-moves"])
 def test_driver_killed_then_next_run_is_exact(spark, config, traffic, crash_at):
     runs_before = list_runs(open_root(config))
-    traffic.produce(H0 + 3 * HOUR, H0 + 4 * HOUR, per_topic=200)
+    traffic.produce(H0 + 3 * HOUR_MS, H0 + 4 * HOUR_MS, per_topic=200)
     died = _driver(config, crash_at)
     assert died.returncode == -9, died.stderr[-3000:]
     root = Path(config["root"])

@@ -1,4 +1,4 @@
-"""EventHourPartitioner and audit windows on decoded batches."""
+"""Partitioners and audit windows on decoded batches."""
 
 from __future__ import annotations
 
@@ -6,19 +6,21 @@ import datetime as dt
 
 import pyarrow as pa
 
+from broker.util.clock import DAY_MS, HOUR_MS
+from ingest import layout
 from ingest.decoders import arrow_schema_for
+from ingest.layout import Day, Hour
 from ingest.partitioner import (
+    EventDayPartitioner,
     EventHourPartitioner,
-    HourKey,
+    IngestionTimePartitioner,
     audit_windows,
-    hour_key,
     split_by,
     window_counts,
 )
 from schemas import catalog
 
 SCHEMA = arrow_schema_for(catalog.load_str("PageViewEvent.v3"))
-HOUR = 3_600_000
 
 
 def ms(text: str) -> int:
@@ -75,13 +77,13 @@ def test_rows_crossing_hour_boundaries_land_in_their_event_hour():
     b = batch(times, [ms("2030-01-01T05:00:00")] * len(times))
     parts = list(EventHourPartitioner().split(b))
     assert [key for key, _ in parts] == [
-        HourKey("2024-05-01", "11"),
-        HourKey("2024-05-01", "12"),
-        HourKey("2024-05-01", "23"),
-        HourKey("2024-05-02", "00"),
+        Hour("2024-05-01", "11"),
+        Hour("2024-05-01", "12"),
+        Hour("2024-05-01", "23"),
+        Hour("2024-05-02", "00"),
     ]
     offsets = {key: rows.column("_kafka_offset").to_pylist() for key, rows in parts}
-    assert offsets[HourKey("2024-05-01", "12")] == [1, 2, 5]  # batch order kept
+    assert offsets[Hour("2024-05-01", "12")] == [1, 2, 5]  # batch order kept
     assert sum(rows.num_rows for _, rows in parts) == b.num_rows
 
 
@@ -92,10 +94,10 @@ def test_null_event_time_or_null_header_falls_back_to_the_kafka_timestamp():
         header_null={2},
     )
     hours = EventHourPartitioner().assign(b).to_pylist()
-    assert [hour_key(h) for h in hours] == [
-        HourKey("2024-05-01", "07"),
-        HourKey("2024-05-01", "12"),
-        HourKey("2024-05-01", "09"),
+    assert [Hour.of_ms(h) for h in hours] == [
+        Hour("2024-05-01", "07"),
+        Hour("2024-05-01", "12"),
+        Hour("2024-05-01", "09"),
     ]
 
 
@@ -107,8 +109,8 @@ def test_missing_field_or_no_field_uses_the_kafka_timestamp():
         EventHourPartitioner("page_key.time"),
         EventHourPartitioner(None),
     ):
-        assert [hour_key(h) for h in partitioner.assign(b).to_pylist()] == [
-            HourKey("2024-05-01", "03")
+        assert [Hour.of_ms(h) for h in partitioner.assign(b).to_pylist()] == [
+            Hour("2024-05-01", "03")
         ]
 
 
@@ -117,16 +119,16 @@ def test_integer_time_field_is_milliseconds_and_path_is_configurable():
     # member_id (an int64 column) stands in for an integer epoch-ms field
     b = b.set_column(1, "member_id", pa.array([ms("2020-02-29T23:59:59")], pa.int64()))
     ((key, _),) = split_by(EventHourPartitioner("member_id"), b)
-    assert key == HourKey("2020-02-29", "23")
+    assert key == Hour("2020-02-29", "23")
 
 
 def test_times_before_1970_round_down():
-    b = batch([-1, -HOUR, -HOUR - 1], [0, 0, 0])
-    keys = [hour_key(h) for h in EventHourPartitioner().assign(b).to_pylist()]
+    b = batch([-1, -HOUR_MS, -HOUR_MS - 1], [0, 0, 0])
+    keys = [Hour.of_ms(h) for h in EventHourPartitioner().assign(b).to_pylist()]
     assert keys == [
-        HourKey("1969-12-31", "23"),
-        HourKey("1969-12-31", "23"),
-        HourKey("1969-12-31", "22"),
+        Hour("1969-12-31", "23"),
+        Hour("1969-12-31", "23"),
+        Hour("1969-12-31", "22"),
     ]
 
 
@@ -149,5 +151,23 @@ def test_audit_windows_follow_the_kafka_timestamp_not_the_event_time():
         ms("2024-05-01T12:10:00"): 2,
         ms("2024-05-01T12:50:00"): 1,
     }
-    assert window_counts(b, window_ms=HOUR) == {ms("2024-05-01T12:00:00"): 4}
+    assert window_counts(b, window_ms=HOUR_MS) == {ms("2024-05-01T12:00:00"): 4}
     assert window_counts(b.slice(0, 0)) == {}
+
+
+def test_event_day_partitions_write_dt_only():
+    times = [ms("2024-05-01T23:59:59.999"), ms("2024-05-02T00:00:00"), ms("2024-05-01T00:00:00")]
+    b = batch(times, [ms("2030-01-01T05:00:00")] * 3, header_null={})
+    parts = list(EventDayPartitioner().split(b))
+    assert [key for key, _ in parts] == [Day("2024-05-01"), Day("2024-05-02")]
+    assert [layout.key_dirs(key) for key, _ in parts] == ["dt=2024-05-01", "dt=2024-05-02"]
+    assert parts[0][1].column("_kafka_offset").to_pylist() == [0, 2]
+    assert EventDayPartitioner().period_ms == DAY_MS
+
+
+def test_ingestion_time_puts_every_row_in_the_hour_of_the_load():
+    b = batch([ms("2024-05-01T12:00:00"), None], [ms("2024-05-01T03:00:00")] * 2)
+    partitioner = IngestionTimePartitioner(ms("2026-11-22T03:00:12.345"))
+    ((key, rows),) = split_by(partitioner, b)
+    assert key == Hour("2026-11-22", "03") and rows.num_rows == 2
+    assert partitioner.period_ms is None

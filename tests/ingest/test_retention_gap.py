@@ -7,6 +7,7 @@ import time
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
+from broker.util.clock import HOUR_MS, MINUTE_MS, now_ms
 from ingest.audit import audit
 from ingest.config import load_config
 from ingest.job import open_root, run_load
@@ -40,23 +41,25 @@ def test_gap_is_recorded_and_loading_continues(broker_factory, tmp_path):
             ],
         )
         schema = catalog.load_str("PageViewEvent.v3")
-        now = int(time.time() * 1000)
+        now = now_ms()
 
         def produce(start_ms: int, count: int, seed: int) -> None:
             with AuditedProducer(
                 b.bootstrap, registry=registry.url, service="t", emit_interval_s=None, linger_ms=0
             ) as producer:
-                for e in events("page-views", count, start_ms, start_ms + 60_000, seed=seed):
+                for e in events("page-views", count, start_ms, start_ms + MINUTE_MS, seed=seed):
                     producer.send_avro("aging", e, schema, timestamp_ms=e["header"]["time"]).result(
                         10
                     )
 
         spark = spark_session("local[1]", "gap")
         try:
-            produce(now - 3_600_000, 50, 0)  # loaded by the first run
+            produce(now - HOUR_MS, 50, 0)  # loaded by the first run
             first = run_load(config, spark=spark, show_progress=False).manifest
             assert [(p.first, p.next) for p in first.partitions] == [(0, 50)]
-            produce(now - 1_800_000, 130, 1)  # more than retention keeps: the oldest go unloaded
+            produce(
+                now - 30 * MINUTE_MS, 130, 1
+            )  # more than retention keeps: the oldest go unloaded
             with SimpleConsumer(b.bootstrap) as consumer:
                 deadline = time.monotonic() + 20
                 while consumer.earliest_offset("aging", 0) <= 50 and time.monotonic() < deadline:

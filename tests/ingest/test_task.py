@@ -9,6 +9,7 @@ import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from broker.util.clock import HOUR_MS, MINUTE_MS
 from ingest.layout import new_run_id
 from ingest.plan import TaskSpec
 from ingest.task import TaskSettings, run_task
@@ -17,8 +18,7 @@ from schemas.client import RegistryClient
 from schemas.samples import events
 from schemas.serde import AvroSerializer
 
-HOUR = 3_600_000
-T0 = 1_790_000_000_000 - 1_790_000_000_000 % HOUR  # an hour boundary
+T0 = 1_790_000_000_000 - 1_790_000_000_000 % HOUR_MS  # an hour boundary
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def produced(broker, registry):
     sent = []
     with Producer(broker.bootstrap, linger_ms=5, compression="lz4") as producer:
         for i, event in enumerate(
-            events("page-views", 600, T0, T0 + 3 * HOUR, page_view_version=1)
+            events("page-views", 600, T0, T0 + 3 * HOUR_MS, page_view_version=1)
         ):
             # v1 first: the registry (BACKWARD) takes v1 then v3, not the reverse.
             value = (
@@ -55,8 +55,10 @@ def produced(broker, registry):
 
 def test_task_loads_its_range_into_hourly_staged_files(tmp_path, broker, registry, produced):
     run = new_run_id()
-    settings = TaskSettings(run, (broker.bootstrap,), registry.url, str(tmp_path), window_ms=600_000)
-    result = run_task(TaskSpec("task-views", 0, 0, 50, 550), settings, attempt=0)
+    settings = TaskSettings(
+        run, (broker.bootstrap,), registry.url, str(tmp_path), window_ms=10 * MINUTE_MS
+    )
+    result = run_task(TaskSpec("task-views", 0, 50, 550), settings, attempt=0)
     assert (result.start, result.end) == (50, 550)
     assert result.balances
     assert result.quarantined == 5  # offsets 107, 207, ... 507

@@ -15,12 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from ingest.decoders import Quarantined, UnsupportedSchema, arrow_schema_for
-from ingest.partitioner import HourKey
+from ingest.layout import Hour
 from ingest.quarantine import QuarantineWriter, read_quarantine
 from ingest.writers import (
     AvroRecordWriter,
-    HourlyWriters,
     ParquetRecordWriter,
+    PartitionedWriters,
     avro_schema_with_kafka_fields,
 )
 from schemas import catalog
@@ -67,18 +67,18 @@ def to_batch(plain: list[dict]) -> pa.RecordBatch:
     return pa.RecordBatch.from_pylist(plain, schema=plain_schema).cast(SCHEMA)
 
 
-def hour_of(ms: int) -> HourKey:
+def hour_of(ms: int) -> Hour:
     t = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
-    return HourKey(t.strftime("%Y-%m-%d"), t.strftime("%H"))
+    return Hour(t.strftime("%Y-%m-%d"), t.strftime("%H"))
 
 
 def write_hours(tmp_path, make_writer, data: list[dict], suffix: str):
-    def path_for(key: HourKey) -> str:
+    def path_for(key: Hour) -> str:
         folder = tmp_path / f"dt={key.dt}" / f"hr={key.hr}"
         folder.mkdir(parents=True, exist_ok=True)
         return str(folder / f"page-views+4+1000+2000+run1.{suffix}")
 
-    writers = HourlyWriters(lambda path: open(path, "wb"), path_for, make_writer)
+    writers = PartitionedWriters(lambda path: open(path, "wb"), path_for, make_writer)
     for start in range(0, len(data), 37):  # many small batches, as chunks arrive
         writers.write(to_batch(data[start : start + 37]))
     return writers.close()
@@ -194,7 +194,7 @@ def test_avro_output_schema_is_the_target_plus_kafka_fields():
     assert names[:5] == ["header", "member_id", "page_key", "page_url", "referrer"]
     assert names[5:] == [f.name for f in SCHEMA][5:]
     # and maps onto the same Arrow schema as the decoded batches
-    assert arrow_schema_for(json.dumps(schema), kafka_fields=False) == SCHEMA
+    assert arrow_schema_for(json.dumps(schema), metadata=()) == SCHEMA
 
 
 def test_arrow_schema_for_every_avro_type():
@@ -231,7 +231,7 @@ def test_arrow_schema_for_every_avro_type():
             },
         ],
     }
-    got = arrow_schema_for(schema, kafka_fields=False)
+    got = arrow_schema_for(schema, metadata=())
     assert [(f.name, f.type) for f in got] == [
         ("b", pa.bool_()),
         ("i", pa.int32()),

@@ -16,6 +16,7 @@ import pytest
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import MessageTooLargeError
+from broker.util.clock import SECOND_MS, now_ms
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer, AuditPublishError
 from schemas.client import RegistryClient
@@ -32,7 +33,7 @@ class FakeClock:
         self.now_ms = now_ms
 
     def __call__(self) -> float:
-        return self.now_ms / 1000
+        return self.now_ms / SECOND_MS
 
 
 def as_ms(value: datetime | int) -> int:
@@ -105,9 +106,9 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
     audit = fresh("_audit")
     topics = [fresh("views"), fresh("searches"), fresh("clicks")]
     create_topics(broker.bootstrap, NewTopic(audit, 2), *(NewTopic(t, 3) for t in topics))
-    now_ms = int(time.time() * 1000)
+    started_ms = now_ms()
     # Ten whole windows in the past, then records stamped "now" by the producer.
-    first_window = now_ms - now_ms % WINDOW_MS - 12 * WINDOW_MS
+    first_window = started_ms - started_ms % WINDOW_MS - 12 * WINDOW_MS
     futures = []
     lock = threading.Lock()
 
@@ -134,7 +135,7 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
             if topic == topics[2]:
                 record = {
                     "header": {
-                        "time": stamp or now_ms,
+                        "time": stamp or started_ms,
                         "host": "host-a",
                         "service": "test-traffic",
                         "event_id": str(uuid.uuid4()),
@@ -182,7 +183,7 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
         assert event["window_ms"] == WINDOW_MS
         assert event["window_start_ms"] % WINDOW_MS == 0
         assert event["count"] > 0
-        assert event["emitted_at_ms"] >= now_ms
+        assert event["emitted_at_ms"] >= started_ms
     # Audit records are not audited.
     assert {e["topic"] for e in events} == set(topics)
 

@@ -1,16 +1,24 @@
 """Our client's caching and the framing rules of the serde."""
 
+import io
+import json
 import struct
 
+import fastavro
 import pytest
 
 from schemas import catalog
 from schemas.client import RegistryClient, RegistryError
 from schemas.serde import (
+    UNDECODABLE,
     AvroDeserializer,
     AvroSerializer,
     SerializationError,
     frame,
+    frame_columns,
+    frame_problem,
+    frame_schema_id,
+    parse_schema,
     topic_subject,
     unframe,
 )
@@ -125,3 +133,82 @@ def test_client_compatibility_calls(client):
 
 def test_struct_header_is_big_endian():
     assert frame(1, b"")[1:] == struct.pack(">I", 1)
+
+
+def test_frame_problems_name_the_reason():
+    assert frame_problem(frame(7, b"x")) is None and frame_schema_id(frame(7, b"x")) == 7
+    assert frame_problem(b"\x00\x00\x01") == "not Confluent framing: 3 bytes, need at least 5"
+    assert frame_problem(b"\x01" + bytes(5)) == "not Confluent framing: magic byte 1, expected 0"
+    assert frame_schema_id(None) is None and frame_schema_id(b"\x02" + bytes(5)) is None
+    # Confluent writes the id as a Java int: signed.
+    assert unframe(b"\x00\xff\xff\xff\xff")[0] == -1
+
+
+def test_frame_columns_read_a_chunk_as_unframe_reads_each_value():
+    import pyarrow as pa
+
+    values = [frame(258, b"body"), b"\x00\x00\x01", None, b"\x01" + bytes(6), frame(2**31 - 1, b"")]
+    sizes = [0 if v is None else len(v) for v in values]
+    data = pa.array(list(b"".join(v or b"" for v in values) + bytes(8)), pa.uint8())
+    starts = pa.array([sum(sizes[:i]) for i in range(len(values))], pa.int64())
+    ends = pa.array([sum(sizes[: i + 1]) for i in range(len(values))], pa.int64())
+    ids, unframed = frame_columns(data, starts, ends)
+    assert ids.to_pylist() == [frame_schema_id(v) for v in values]
+    assert unframed.to_pylist() == [frame_problem(v) is not None for v in values]
+
+
+def _body(schema: dict, value) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, parse_schema(schema), value)
+    return out.getvalue()
+
+
+STAMPED = {
+    "type": "record",
+    "name": "Stamped",
+    "fields": [
+        {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["A", "B"]}},
+        {"name": "note", "type": ["null", "string"]},
+    ],
+}
+GOOD = {
+    "at": 1_700_000_000_000,
+    "id": "6f1c8a52-2d0e-4a4e-9d4e-6f6b8d1e2a3b",
+    "kind": "B",
+    "note": "n",
+}
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        pytest.param(_body(STAMPED, GOOD)[:-3], id="truncated"),
+        pytest.param(b"", id="empty"),
+        pytest.param(b"\xff" * 12, id="garbage varint"),
+        pytest.param(_body({"type": "long"}, 2**62) + b"\x02x", id="timestamp beyond datetime"),
+        pytest.param(_body({"type": "long"}, 0) + b"\x06abc\x00\x00", id="malformed uuid"),
+        pytest.param(_body({"type": "long"}, 0) + b"\x04\xff\xfe", id="not UTF-8"),
+        pytest.param(_body(STAMPED, GOOD)[:-4] + b"\x09", id="enum index out of range"),
+    ],
+)
+def test_undecodable_bodies_are_serialization_errors(client, body):
+    schema_id = client.register("stamped-value", json.dumps(STAMPED))
+    with pytest.raises(SerializationError):
+        AvroDeserializer(client)(frame(schema_id, body))
+
+
+def test_a_body_of_another_schema_is_a_serialization_error(client):
+    """Read as a reader schema it cannot be resolved to: SchemaResolutionError inside."""
+    schema_id = client.register("stamped-value", json.dumps(STAMPED))
+    other = {**STAMPED, "fields": [{"name": "at", "type": "string"}]}
+    with pytest.raises(SerializationError):
+        AvroDeserializer(client, reader_schema=other)(frame(schema_id, _body(STAMPED, GOOD)))
+
+
+def test_undecodable_is_the_row_decoders_definition_too():
+    from ingest.decoders import rowwise
+
+    assert rowwise.UNDECODABLE is UNDECODABLE
+    assert TypeError not in UNDECODABLE and KeyError not in UNDECODABLE

@@ -8,11 +8,13 @@ import time
 import httpx
 import pytest
 
+from broker.config.definition import parse_properties
 from schemas import catalog
 from schemas.compatibility import Level
 from schemas.registry.__main__ import main
-from schemas.registry.config import ConfigError, load_config, parse_properties
+from schemas.registry.config import REGISTRY_CONFIG, ConfigError, RegistryConfig
 from schemas.store import InMemoryStore
+from tests.conftest import ROOT
 
 V1 = catalog.load_str("PageViewEvent.v1")
 V2 = catalog.load_str("PageViewEvent.v2")
@@ -81,7 +83,7 @@ def test_entries_follow_the_confluent_layout(registry_server):
 
 
 def test_defaults_and_confluent_style_servers():
-    config = load_config(
+    config = RegistryConfig.from_mapping(
         parse_properties("kafkastore.bootstrap.servers=PLAINTEXT://broker1:9092, broker2:9093\n")
     )
     assert config.bootstrap_servers == ["broker1:9092", "broker2:9093"]
@@ -91,11 +93,18 @@ def test_defaults_and_confluent_style_servers():
 
 
 def test_repo_config_is_valid():
-    from schemas.registry.config import read_config
-
-    config = read_config("conf/registry.properties")
+    config = RegistryConfig.from_file(ROOT / "conf" / "registry.properties")
     assert config.store_type == "kafka"
     assert config.topic == "_schemas"
+
+
+def test_conf_file_is_generated_from_the_registry_keys():
+    from schemas.registry.config import SAMPLE_HEADER, SAMPLE_SETTINGS
+
+    committed = (ROOT / "conf" / "registry.properties").read_text()
+    assert committed == REGISTRY_CONFIG.to_properties(SAMPLE_SETTINGS, SAMPLE_HEADER), (
+        "regenerate: python -m schemas.registry config-docs --properties > conf/registry.properties"
+    )
 
 
 @pytest.mark.parametrize(
@@ -103,30 +112,44 @@ def test_repo_config_is_valid():
     [
         (
             "kafkastore.type=memory\nschema.compatibility.level=sideways\n",
-            "'sideways' for key 'schema.compatibility.level'",
+            "'sideways' for configuration schema.compatibility.level",
         ),
         (
             "kafkastore.type=memory\nlisteners=https://0.0.0.0:8081\n",
-            "'https://0.0.0.0:8081' for key 'listeners'",
+            "'https://0.0.0.0:8081' for configuration listeners",
         ),
-        ("kafkastore.type=memory\nlisteners=http://localhost\n", "key 'listeners'"),
+        (
+            "kafkastore.type=memory\nlisteners=http://localhost\n",
+            "'http://localhost' for configuration listeners",
+        ),
         (
             "kafkastore.type=memory\nkafkastore.topic=bad topic\n",
-            "'bad topic' for key 'kafkastore.topic'",
+            "'bad topic' for configuration kafkastore.topic",
         ),
         (
             "kafkastore.type=memory\nkafkastore.timeout.ms=-5\n",
-            "'-5' for key 'kafkastore.timeout.ms'",
+            "'-5' for configuration kafkastore.timeout.ms",
         ),
-        ("kafkastore.type=file\n", "'file' for key 'kafkastore.type'"),
-        ("kafkastore.bootstrap.servers=SSL://b:9093\n", "key 'kafkastore.bootstrap.servers'"),
+        ("kafkastore.type=file\n", "'file' for configuration kafkastore.type"),
+        (
+            "kafkastore.bootstrap.servers=SSL://b:9093\n",
+            "'SSL://b:9093' for configuration kafkastore.bootstrap.servers",
+        ),
         ("kafkastore.type=kafka\n", "'kafkastore.bootstrap.servers' is required"),
-        ("kafkastore.type=memory\nkafkastore.topics=x\n", "unknown key 'kafkastore.topics'"),
+        (
+            "kafkastore.type=memory\nkafkastore.topics=x\n",
+            "Unknown configuration 'kafkastore.topics' (value 'x')",
+        ),
+        # Java's properties rules: the key ends at white space too.
+        (
+            "kafkastore.type memory\nkafkastore.timeout.ms -5\n",
+            "'-5' for configuration kafkastore.timeout.ms",
+        ),
     ],
 )
 def test_bad_config_is_refused_naming_key_and_value(text, named):
     with pytest.raises(ConfigError) as refused:
-        load_config(parse_properties(text))
+        RegistryConfig.from_mapping(parse_properties(text))
     assert named in str(refused.value)
 
 
@@ -137,6 +160,11 @@ def test_start_with_bad_config_exits_with_the_reason(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "schema.compatibility.level" in err and "sideways" in err
     assert main(["start", str(tmp_path / "missing.properties")]) == 2
+    # A bad --override is refused the same way, naming its key and value.
+    path.write_text("kafkastore.type=memory\n")
+    assert main(["start", str(path), "--override", "kafkastore.timeout.ms=soon"]) == 2
+    err = capsys.readouterr().err
+    assert "kafkastore.timeout.ms" in err and "soon" in err
 
 
 def test_start_command_serves_the_api(tmp_path):
@@ -145,10 +173,18 @@ def test_start_command_serves_the_api(tmp_path):
         port = probe.getsockname()[1]
     path = tmp_path / "registry.properties"
     path.write_text(
-        f"listeners=http://127.0.0.1:{port}\nkafkastore.type=memory\nschema.compatibility.level=full\n"
+        f"listeners=http://127.0.0.1:{port}\nkafkastore.type=memory\nschema.compatibility.level=none\n"
     )
     process = subprocess.Popen(
-        [sys.executable, "-m", "schemas.registry", "start", str(path)],
+        [
+            sys.executable,
+            "-m",
+            "schemas.registry",
+            "start",
+            str(path),
+            "--override",
+            "schema.compatibility.level=full",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )
@@ -170,3 +206,8 @@ def test_start_command_serves_the_api(tmp_path):
         process.terminate()
         process.wait(timeout=10)
         process.stdout.close()
+
+
+def test_configuration_reference_has_the_registry_keys():
+    text = (ROOT / "docs" / "configuration.md").read_text()
+    assert REGISTRY_CONFIG.to_markdown() in text, "regenerate: docs/gen_configuration.sh"
