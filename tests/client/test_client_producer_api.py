@@ -14,7 +14,7 @@ from broker.client.admin import AdminClient, NewTopic
 from broker.client.errors import KafkaClientError, KafkaTimeoutError, MessageTooLargeError
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
-from tests.conftest import ROOT, free_port
+from broker.processes import ROOT, free_port
 
 
 def new_topic(bootstrap: str, partitions: int = 1) -> str:

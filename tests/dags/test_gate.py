@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.conftest import ROOT
+from broker.processes import ROOT
 
 sys.path.insert(0, str(ROOT / "dags"))
 from ingest_airflow.gate import deadline_from, hour_end_ms, judge, report_from_dict  # noqa: E402

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
+from broker.processes import ROOT
 from ingest import layout
 from ingest.commit import list_runs, load_manifest
 from ingest.config import load_config
@@ -26,7 +27,6 @@ from ingest.task import FAULTS_ENV
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer
 from schemas.samples import events
-from tests.conftest import ROOT
 
 HOUR = 3_600_000
 NOW = int(time.time() * 1000)
