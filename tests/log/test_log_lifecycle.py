@@ -7,7 +7,7 @@ import os
 import pytest
 
 from broker.log import Log, LogConfig, LogDeleted, OffsetOutOfRange
-from tests.log.batches import append, batch, batch_offsets, data_of
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of
 
 
 class Clock:
