@@ -1,6 +1,7 @@
-"""Fixtures of the load's tests: a FileSystem of every kind (local, Hadoop through a real
-Spark JVM on file://, WebHDFS through the real `hdfs` client against
-tests/helpers/webhdfs_server.py), for the filesystem contract and the commit protocol."""
+"""Fixtures of the load's tests: a local Spark session, and a FileSystem of every kind
+(local, Hadoop through a real Spark JVM on file://, WebHDFS through the real `hdfs` client
+against tests/helpers/webhdfs_server.py) for the filesystem contract and the commit
+protocol."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ def spark():
 
     session = (
         SparkSession.builder.master("local[1]")
-        .appName("ingest-fs-tests")
+        .appName("ingest-tests")
         .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
         .config("spark.sql.shuffle.partitions", "1")
         .getOrCreate()
     )
