@@ -54,9 +54,10 @@ import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from bench.common import ROOT, report, running_broker, running_registry
+from bench.common import report, running_broker, running_registry
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from broker.processes import ROOT
 from broker.util.clock import HOUR_MS, now_ms
 from schemas import catalog
 from schemas.client import RegistryClient

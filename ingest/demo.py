@@ -6,66 +6,84 @@
 3. run the hourly DAG through Airflow (SQLite metadata, Spark local);
 4. show the audit: a text summary and an HTML report with a chart;
 5. rerun one stored run through the rerun DAG and show that nothing changed;
-6. stop everything cleanly and say where the data, manifests and report are.
+6. stop everything cleanly and say where the data, manifests, report and logs are.
 
+The terminal gets a short narrative and one progress line while producing and loading;
+everything the servers, Airflow and Spark print goes to log files under var/demo/logs/.
 Everything lives under var/demo/, cleared at the start, so the demo runs again and again.
 """
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TextIO
 
-ROOT = Path(__file__).resolve().parent.parent
+from broker.processes import ROOT, BrokerProcess, RegistryProcess
+from broker.util.clock import HOUR_MS, now_ms
+
 WORK = ROOT / "var" / "demo"
-HOUR = 3_600_000
+LOGS = WORK / "logs"
 TOPICS = {"page-views": 3, "searches": 2, "clicks": 1}
 PER_TOPIC_PER_HOUR = 4000
+STEPS = 6
 
 
-def say(text: str) -> None:
-    print(f"\n== {text}", flush=True)
+class StatusLine:
+    """Progress on one line. On a terminal the line is rewritten in place; elsewhere (CI, a
+    pipe, a file) the first update and then at most one every `interval_s` seconds are
+    printed, so a log gets a few lines, not a flood."""
+
+    def __init__(self, out: TextIO, interval_s: float = 10.0) -> None:
+        self.out = out
+        self.tty = out.isatty()
+        self.interval_s = interval_s if not self.tty else 0.1
+        self._shown_at: float | None = None
+        self._width = 0
+
+    def update(self, text: str) -> None:
+        now = time.monotonic()
+        if self._shown_at is not None and now - self._shown_at < self.interval_s:
+            return
+        self._shown_at = now
+        if self.tty:
+            # Wider than the terminal, the line would wrap and \r could not rewrite it.
+            self._draw(f"    {text}"[: shutil.get_terminal_size().columns - 1])
+        else:
+            print(f"    {text}", file=self.out, flush=True)
+
+    def clear(self) -> None:
+        """Before the next line of the narrative: a terminal's progress line is erased."""
+        if self._width:
+            self._draw("")
+        self._shown_at = None
+
+    def _draw(self, text: str) -> None:
+        self.out.write("\r" + " " * self._width + "\r" + text)
+        self.out.flush()
+        self._width = len(text)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def shown(path: Path) -> str:
+    """`path` as the user reaches it from where the demo was started."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
-class Service:
-    """A product service in its own process, stopped with SIGTERM (a clean shutdown)."""
-
-    def __init__(self, name: str, args: list[str], port: int) -> None:
-        self.name, self.port = name, port
-        self.log = WORK / f"{name}.log"
-        self.proc = subprocess.Popen(
-            [sys.executable, *args], cwd=ROOT, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT
-        )
-        deadline = time.monotonic() + 90
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                return
-            except OSError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{name} did not start; see {self.log}") from None
-                time.sleep(0.1)
-
-    def stop(self) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(60)
-
-
-def produce(bootstrap: str, registry_url: str, start_ms: int) -> tuple[int, int]:
+def produce(
+    bootstrap: str, registry_url: str, start_ms: int, status: StatusLine
+) -> tuple[int, int]:
     from broker.client.admin import AdminClient, NewTopic
     from schemas import catalog
     from schemas.audited_producer import AuditedProducer
@@ -78,6 +96,7 @@ def produce(bootstrap: str, registry_url: str, start_ms: int) -> tuple[int, int]
         "searches": catalog.load_str("SearchEvent"),
         "clicks": catalog.load_str("ClickEvent"),
     }
+    total = 3 * PER_TOPIC_PER_HOUR * len(TOPICS)
     good = bad = 0
     with AuditedProducer(
         bootstrap, registry=registry_url, service="demo-frontend", linger_ms=20, compression="lz4"
@@ -86,7 +105,7 @@ def produce(bootstrap: str, registry_url: str, start_ms: int) -> tuple[int, int]
             # Page views switch from schema v1 to v3 half way, as a deploy would.
             for version in (1, 3) if topic == "page-views" else (3,):
                 count = 3 * PER_TOPIC_PER_HOUR // (2 if topic == "page-views" else 1)
-                span = 3 * HOUR // (2 if topic == "page-views" else 1)
+                span = 3 * HOUR_MS // (2 if topic == "page-views" else 1)
                 begin = start_ms + (span if version == 3 and topic == "page-views" else 0)
                 for i, event in enumerate(
                     events(
@@ -99,11 +118,15 @@ def produce(bootstrap: str, registry_url: str, start_ms: int) -> tuple[int, int]
                             topic, b'{"json":"instead of avro"}', key=key, timestamp_ms=ts
                         )
                         bad += 1
-                        continue
-                    schema = schemas.get(topic) or (v1 if version == 1 else v3)
-                    producer.send_avro(topic, event, schema, key=key, timestamp_ms=ts)
-                    good += 1
+                    else:
+                        schema = schemas.get(topic) or (v1 if version == 1 else v3)
+                        producer.send_avro(topic, event, schema, key=key, timestamp_ms=ts)
+                        good += 1
+                    if (good + bad) % 500 == 0:
+                        status.update(f"{topic}: {good + bad:,} of {total:,} records sent")
+        status.update(f"flushing: {good + bad:,} of {total:,} records sent")
         producer.flush()
+    status.clear()
     return good, bad
 
 
@@ -123,33 +146,70 @@ def fingerprint(root: Path) -> tuple[int, str]:
     return len(keys), hashlib.sha256(repr(sorted(keys)).encode()).hexdigest()[:16]
 
 
-def run_dag(dag_id: str, conf: dict | None = None) -> str:
+def run_dag_here(dag_id: str, conf: dict | None) -> int:
+    """In the child process `run_dag` starts: one DAG run through Airflow's dag.test()."""
     from airflow.dag_processing.dagbag import BundleDagBag
 
     bag = BundleDagBag(dag_folder=str(ROOT / "dags"), bundle_path=ROOT / "dags")
     if bag.import_errors:
-        raise RuntimeError(f"DAG import errors: {bag.import_errors}")
+        print(f"DAG import errors: {bag.import_errors}", flush=True)
+        return 1
     dag = bag.get_dag(dag_id)
     # Airflow 3.3.2's dag.test() crashes pruning the deadline of a successful run (the
     # scheduler does not): the demo runs the DAG without its deadline alert (docs/dags.md).
     dag.deadline = None
-    run = dag.test(run_conf=conf)
-    return str(run.state)
+    state = str(dag.test(run_conf=conf).state)
+    print(f"DAG run state: {state}", flush=True)
+    return 0 if state == "success" else 1
 
 
-def main() -> int:
-    shutil.rmtree(WORK, ignore_errors=True)
-    (WORK / "airflow").mkdir(parents=True)
-    root = WORK / "warehouse"
-    kafka_port, registry_port = free_port(), free_port()
-    bootstrap, registry_url = f"127.0.0.1:{kafka_port}", f"http://127.0.0.1:{registry_port}"
-    (WORK / "registry.properties").write_text(
-        f"listeners={registry_url}\nkafkastore.type=kafka\nkafkastore.bootstrap.servers={bootstrap}\n"
-    )
+# What the progress line shows of a DAG run, from the lines Airflow and the load write.
+_TASK_STARTS = re.compile(r"\[DAG TEST\] starting task_id=(\w+)")
+_LOAD_PROGRESS = re.compile(r"\[load\] tasks (\d+)/(\d+)\s+records ([\d,]+)")
+
+
+def run_dag(dag_id: str, conf: dict | None, status: StatusLine) -> tuple[bool, Path, float]:
+    """Run one DAG in a child process whose output (Airflow's, spark-submit's and the load's)
+    goes to var/demo/logs/<dag_id>.log; follow that log for the progress line.
+    Returns (succeeded, the log, seconds)."""
+    log_path = LOGS / f"{dag_id}.log"
+    args = [sys.executable, "-m", "ingest.demo", "--test-dag", dag_id]
+    if conf is not None:
+        args += ["--conf", json.dumps(conf)]
+    started = time.monotonic()
+    with open(log_path, "wb") as log:
+        child = subprocess.Popen(
+            args, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+        )
+    task, detail = "starting Airflow", ""
+    with open(log_path, encoding="utf-8", errors="replace") as follow:
+        while True:
+            done = child.poll() is not None
+            for line in follow.readlines():
+                if m := _TASK_STARTS.search(line):
+                    task, detail = m.group(1), ""
+                elif m := _LOAD_PROGRESS.search(line):
+                    detail = f": tasks {m.group(1)}/{m.group(2)}, {m.group(3)} records"
+            elapsed = time.monotonic() - started
+            status.update(f"{dag_id}: {task}{detail} ({elapsed:.0f}s)")
+            if done:
+                break
+            time.sleep(0.2)
+    status.clear()
+    return child.returncode == 0, log_path, time.monotonic() - started
+
+
+def tail(path: Path, lines: int = 15) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def configure(bootstrap: str, registry_url: str, root: Path) -> None:
+    """The load's config (conf/ingest.yaml pointed at the demo's services) and Airflow's
+    settings, in the environment the DAG runs inherit."""
     (WORK / "ingest.yaml").write_text(
         (ROOT / "conf" / "ingest.yaml").read_text()
-        + f"\n# demo overrides\nbootstrap.servers: [{bootstrap}]\nregistry.url: {registry_url}\nroot: {root}\n"
-        "spark.master: local[2]\n"
+        + f"\n# demo overrides\nbootstrap.servers: [{bootstrap}]\n"
+        f"registry.url: {registry_url}\nroot: {root}\nspark.master: local[2]\n"
     )
     os.environ.update(
         {
@@ -164,49 +224,76 @@ def main() -> int:
         }
     )
 
-    say(f"starting the broker on {bootstrap} and the schema registry on {registry_url}")
-    broker = Service(
-        "broker",
-        [
-            "-m",
-            "broker",
-            "start",
-            "conf/server.properties",
-            "--override",
-            f"listeners=PLAINTEXT://{bootstrap}",
-            "--override",
-            f"log.dirs={WORK / 'kafka-logs'}",
-        ],
-        kafka_port,
+
+def how_it_ended(code: int) -> str:
+    # uvicorn (the registry) re-raises the SIGTERM it handled once it has shut down.
+    return f"ended by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+
+
+def main() -> int:
+    shutil.rmtree(WORK, ignore_errors=True)
+    (WORK / "airflow").mkdir(parents=True)
+    LOGS.mkdir()
+    root = WORK / "warehouse"
+    status = StatusLine(sys.stdout)
+    begun = time.monotonic()
+
+    def step(n: int, text: str) -> None:
+        print(f"{n}/{STEPS} {text}", flush=True)
+
+    print(
+        "kafka-hourly demo on embedded defaults, about a minute "
+        f"(what the services, Airflow and Spark print goes to {shown(LOGS)}/)",
+        flush=True,
     )
+    broker = BrokerProcess(WORK / "kafka-logs", log_path=LOGS / "broker.log").start()
     registry = None
     try:
-        registry = Service(
-            "registry",
-            ["-m", "schemas.registry", "start", str(WORK / "registry.properties")],
-            registry_port,
-        )
-        now = int(time.time() * 1000)
-        start = now - now % HOUR - 4 * HOUR  # three whole hours, the last ended over an hour ago
-        say(
-            "producing three event hours of page views, searches and clicks with the audited producer"
-        )
-        good, bad = produce(bootstrap, registry_url, start)
-        print(
-            f"produced {good:,} Avro events and {bad} undecodable records; monitoring events in _audit"
+        registry = RegistryProcess(
+            WORK, bootstrap=broker.bootstrap, log_path=LOGS / "registry.log"
+        ).start()
+        configure(broker.bootstrap, registry.url, root)
+        step(
+            1,
+            f"broker on {broker.bootstrap}, schema registry on {registry.url} "
+            "(schemas in the broker's _schemas topic)",
         )
 
-        say("preparing Airflow (SQLite metadata database)")
-        subprocess.run(
-            [sys.executable, "-m", "airflow", "db", "migrate"],
-            check=True,
-            cwd=ROOT,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        now = now_ms()
+        start = now - now % HOUR_MS - 4 * HOUR_MS  # three whole hours, the last over an hour ago
+        hours = (
+            time.strftime("%Hh", time.gmtime(start / 1000)),
+            time.strftime("%Hh", time.gmtime((start + 2 * HOUR_MS) / 1000)),
         )
-        say("running the hourly DAG (kafka_hourly_load): plan -> load -> audit -> finalize")
-        state = run_dag("kafka_hourly_load")
-        print(f"DAG run finished: {state}")
+        step(
+            2,
+            f"the audited producer sends event hours {hours[0]}-{hours[1]} UTC: page views "
+            "(schema v1, then v3), searches, clicks",
+        )
+        t = time.monotonic()
+        good, bad = produce(broker.bootstrap, registry.url, start, status)
+        print(
+            f"    sent {good:,} Avro events and {bad} undecodable records in "
+            f"{time.monotonic() - t:.0f}s; its monitoring events (counts per window) in _audit",
+            flush=True,
+        )
+        # Airflow's metadata database first (its output, like the DAGs', goes to a log).
+        with open(LOGS / "airflow-db.log", "wb") as log:
+            subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                check=True,
+                cwd=ROOT,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+        step(
+            3,
+            "the hourly DAG kafka_hourly_load through Airflow: plan -> load (Spark local[2]) "
+            "-> audit -> finalize",
+        )
+        ok, log_path, seconds = run_dag("kafka_hourly_load", None, status)
 
         from ingest.audit import read_report
         from ingest.commit import list_runs, load_manifest
@@ -214,47 +301,80 @@ def main() -> int:
         from ingest.job import open_root
         from ingest.report_html import render
 
-        config = load_config(WORK / "ingest.yaml")
-        fs = open_root(config)
-        if not list_runs(fs):
-            raise RuntimeError(
-                f"the hourly DAG committed no run; see the Airflow log above ({state})"
-            )
+        fs = open_root(load_config(WORK / "ingest.yaml"))
+        if not ok or not list_runs(fs):
+            print(f"    the DAG run failed; the end of {shown(log_path)}:\n{tail(log_path)}")
+            return 1
         manifest = load_manifest(fs, list_runs(fs)[-1])
-        say("the audit (written by the DAG's audit task)")
+        loaded = sum(p.loaded for p in manifest.partitions)
+        quarantined = sum(p.quarantined for p in manifest.partitions)
+        print(
+            f"    success in {seconds:.0f}s: run {manifest.run_id} loaded {loaded:,} records "
+            f"from {len(manifest.partitions)} partitions, quarantined {quarantined}",
+            flush=True,
+        )
+
+        step(4, "the audit, written by the DAG's audit task:")
         report = read_report(fs, manifest.run_id)
-        print(report.text())
+        print("\n".join(f"    {line}" for line in report.text().splitlines()))
         html_path = WORK / "audit.html"
         html_path.write_text(render(report))
-        print(f"HTML report with the chart: {html_path}")
         print(
-            f"{len(report.complete_hours)} of {len(report.hours)} topic-hours complete, _SUCCESS written"
+            f"    {len(report.complete_hours)} of {len(report.hours)} topic-hours complete, "
+            f"_SUCCESS written; HTML report with a chart: {shown(html_path)}",
+            flush=True,
         )
 
         rows, digest = fingerprint(root)
-        say(f"rerunning stored run {manifest.run_id} through kafka_hourly_rerun")
-        state = run_dag("kafka_hourly_rerun", {"run_id": manifest.run_id})
-        print(f"DAG run finished: {state}")
+        step(5, f"rerunning stored run {manifest.run_id} through kafka_hourly_rerun")
+        ok, log_path, seconds = run_dag("kafka_hourly_rerun", {"run_id": manifest.run_id}, status)
+        if not ok:
+            print(f"    the DAG run failed; the end of {shown(log_path)}:\n{tail(log_path)}")
+            return 1
         rows2, digest2 = fingerprint(root)
         newest = load_manifest(fs, list_runs(fs)[-1])
         same = (rows, digest) == (rows2, digest2)
-        print(
-            f"before the rerun: {rows:,} records (digest {digest}); after: {rows2:,} (digest {digest2}) -> "
-            f"{'nothing changed' if same else 'CHANGED'}; {newest.run_id} replaces {newest.replaces}"
-        )
-        say("where things are")
-        print(f"data (Parquet, dt=/hr= partitions): {root / 'data'}")
-        print(f"manifests: {root / 'history'}")
-        print(f"quarantined records: {root / 'errors'}")
-        print(f"audit report: {html_path} (and history/<run>/audit.json)")
-        return 0 if same and good == rows else 1
+        if same:
+            outcome = f"nothing changed ({rows:,} records, digest {digest}, before and after)"
+        else:
+            outcome = (
+                f"CHANGED: {rows:,} records (digest {digest}) before, {rows2:,} ({digest2}) after"
+            )
+        print(f"    success in {seconds:.0f}s: {outcome}", flush=True)
+        print(f"    run {newest.run_id} replaces {newest.replaces}", flush=True)
+        code = 0 if same and good == rows else 1
     finally:
-        say("stopping the registry and the broker")
+        status.clear()
+        stopped = []
         if registry is not None:
-            registry.stop()
-        code = broker.stop()
-        print(f"broker exited with {code}; logs in {WORK}")
+            stopped.append(f"the registry ({how_it_ended(registry.stop())})")
+        stopped.append(f"the broker ({how_it_ended(broker.stop())})")
+        step(STEPS, f"stopped with SIGTERM: {', '.join(stopped)}")
+
+    logs = ", ".join(p.name for p in sorted(LOGS.iterdir()))
+    print(f"\nwhere things are (under {shown(WORK)}/, cleared on each run):")
+    for what, where in [
+        ("data (Parquet, dt=/hr=)", shown(root / "data")),
+        ("manifests", shown(root / "history")),
+        ("quarantined records", shown(root / "errors")),
+        ("audit report", f"{shown(html_path)} (and history/<run>/audit.json)"),
+        ("logs", f"{shown(LOGS)}/: {logs}"),
+    ]:
+        print(f"  {what:<24} {where}")
+    print(f"done in {time.monotonic() - begun:.0f}s", flush=True)
+    return code
+
+
+def cli(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ingest.demo", description=__doc__)
+    # Internal: the demo runs each DAG in a child process whose output goes to a log file.
+    parser.add_argument("--test-dag", help=argparse.SUPPRESS)
+    parser.add_argument("--conf", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.test_dag:
+        return run_dag_here(args.test_dag, json.loads(args.conf) if args.conf else None)
+    return main()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

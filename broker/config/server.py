@@ -17,8 +17,7 @@ from broker.config.definition import (
     one_of,
 )
 from broker.log.config import LogConfig
-
-HOUR_MS = 3600 * 1000
+from broker.util.clock import HOUR_MS, MINUTE_MS
 
 
 def _listeners(value: list[str]) -> str | None:
@@ -333,7 +332,7 @@ class BrokerConfig:
         if v["log.retention.ms"] is not None:
             return v["log.retention.ms"]
         if v["log.retention.minutes"] is not None:
-            return v["log.retention.minutes"] * 60 * 1000
+            return v["log.retention.minutes"] * MINUTE_MS
         return v["log.retention.hours"] * HOUR_MS
 
     @property

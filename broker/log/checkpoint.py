@@ -2,14 +2,15 @@
 `replication-offset-checkpoint` (high watermarks) and `log-start-offset-checkpoint`.
 
 Format: a version line `0`, a count line, then one `topic partition offset` line per
-partition. Written atomically: a temporary file is fsynced, renamed over the old one,
-and the directory fsynced, so a crash leaves either the old or the new file.
+partition. Written atomically (`broker.util.files.write_atomically`), so a crash leaves
+either the old or the new file.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from broker.util.files import write_atomically
 
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
@@ -50,19 +51,8 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 
 def write_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
-    path = Path(path)
     lines = [str(VERSION), str(len(offsets))]
     lines += [
         f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
     ]
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_atomically(path, "\n".join(lines) + "\n")

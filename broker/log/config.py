@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.util.clock import DAY_MS, HOUR_MS
+
 # Index entries hold positions and relative offsets as int32.
 INT32_MAX = 2**31 - 1
 
@@ -13,9 +15,9 @@ class LogConfig:
     # log.segment.bytes: roll when the active segment would grow past this.
     segment_bytes: int = 1073741824
     # log.roll.ms: roll when the active segment's first batch is older than this.
-    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_ms: int = 7 * DAY_MS
     # log.retention.ms: delete segments whose newest record is older; -1 = keep forever.
-    retention_ms: int = 168 * 3600 * 1000
+    retention_ms: int = 168 * HOUR_MS
     # log.retention.bytes: delete oldest segments while the log is bigger; -1 = no limit.
     retention_bytes: int = -1
     # log.flush.interval.messages: fsync after this many unflushed messages (default: never).

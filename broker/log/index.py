@@ -22,6 +22,8 @@ import struct
 from array import array
 from pathlib import Path
 
+from broker.util.files import write_all
+
 
 class SparseIndex:
     """Sorted (key, value) entries of one index file; subclasses fix the entry layout."""
@@ -95,7 +97,7 @@ class SparseIndex:
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         try:
             if pending:
-                _write_all(fd, pending)
+                write_all(fd, pending)
             if fsync:
                 os.fsync(fd)
         finally:
@@ -192,9 +194,3 @@ def _strictly_increasing(a: array) -> bool:
 
 def _non_decreasing(a: array) -> bool:
     return all(x <= y for x, y in zip(a, a[1:], strict=False))
-
-
-def _write_all(fd: int, data) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -14,7 +14,6 @@ import bisect
 import logging
 import os
 import shutil
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -41,6 +40,8 @@ from broker.records.header import (
     write_header,
 )
 from broker.records.region import FileRegion
+from broker.util import clock
+from broker.util.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +74,6 @@ class ReadResult(NamedTuple):
     # Base offset of the first batch returned (may be below the offset asked for).
     first_batch_offset: int
     size: int
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Log:
@@ -116,7 +113,7 @@ class Log:
         partition: int,
         config: LogConfig,
         recovery_point: int = 0,
-        now_ms: Callable[[], int] = wall_clock_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
         log_start_offset: int = 0,
     ) -> Log:
         """Load the segments in `directory` (created if missing) and recover everything
@@ -129,7 +126,7 @@ class Log:
             segment.next_offset = following.base_offset
         if not segments:
             segments = [LogSegment.create(directory, log_start_offset, interval)]
-            _fsync_dir(directory)
+            fsync_dir(directory)
         _recover(segments, recovery_point)
         active = segments[-1]
         if active.size:
@@ -421,7 +418,7 @@ class Log:
             if segment.next_offset > self._recovery_point and segment.base_offset < target:
                 segment.flush()
         if self._dir_dirty:
-            _fsync_dir(self._dir)
+            fsync_dir(self._dir)
             self._dir_dirty = False
         self._recovery_point = max(self._recovery_point, target)
         if target == self.log_end_offset:
@@ -636,7 +633,7 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
             break
     for segment in segments[first:]:
         segment.flush()
-    _fsync_dir(segments[0].dir)
+    fsync_dir(segments[0].dir)
 
 
 def _records_of(segment: LogSegment, position: int, header: BatchHeader) -> list[Record]:
@@ -657,11 +654,3 @@ def _stamp_log_append_time(
     crc = compute_crc(records, pos, header.size)
     set_crc(records, pos, crc)
     return header._replace(crc=crc)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -22,7 +22,8 @@ from broker.log.checkpoint import (
     write_checkpoint,
 )
 from broker.log.config import LogConfig
-from broker.log.log import Log, wall_clock_ms
+from broker.log.log import Log
+from broker.util import clock
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,7 @@ class LogManager:
         self,
         log_dirs: list[Path],
         default_config: LogConfig,
-        now_ms: Callable[[], int] = wall_clock_ms,
+        now_ms: Callable[[], int] = clock.now_ms,
         retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
     ) -> None:
         if not log_dirs:

@@ -23,6 +23,7 @@ from broker.records.header import (
     crc_is_valid,
     parse_header,
 )
+from broker.util.files import write_all
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +138,7 @@ class LogSegment:
         self._ensure_indexes()
         start = self.size
         try:
-            _write_all(self.fd, data)
+            write_all(self.fd, data)
         except OSError:
             # Never leave a torn batch behind a failed write (disk full, I/O error).
             os.ftruncate(self.fd, start)
@@ -344,9 +345,3 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
-
-
-def _write_all(fd: int, data) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

@@ -11,7 +11,6 @@ one-byte varint case inlined instead of a tower of small functions.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -43,6 +42,7 @@ from broker.records.varint import (
     decode_zigzag,
     encode_zigzag,
 )
+from broker.util.clock import now_ms
 
 MAGIC_V2 = 2
 # Smallest encoded record: length, attributes, timestampDelta, offsetDelta, keyLength,
@@ -370,7 +370,7 @@ def build_batch(
     now = None
     timestamps = [r[2] for r in records]
     if None in timestamps:
-        now = int(time.time() * 1000)
+        now = now_ms()
         timestamps = [now if t is None else t for t in timestamps]
     base_timestamp = timestamps[0]
     max_timestamp = max(timestamps)

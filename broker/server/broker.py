@@ -6,7 +6,6 @@ import asyncio
 import base64
 import logging
 import signal
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -20,16 +19,14 @@ from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.util.clock import now_ms
+from broker.util.files import write_atomically
 
 log = logging.getLogger(__name__)
 
 META_FILE = "meta.properties"
 PRODUCER_ID_FILE = "producer-id-block.json"
 HW_CHECKPOINT_INTERVAL_MS = 5000
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _cluster_id(log_dir: Path, broker_id: int) -> str:
@@ -45,7 +42,7 @@ def _cluster_id(log_dir: Path, broker_id: int) -> str:
             )
         return props["cluster.id"]
     cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    path.write_text(f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
+    write_atomically(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
     return cluster_id
 
 

@@ -8,8 +8,9 @@ sequences may still be remembered by a partition.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from broker.util.files import write_atomically
 
 BLOCK_SIZE = 1000
 
@@ -26,11 +27,10 @@ class ProducerIdAllocator:
         if self.path.exists():
             start = json.loads(self.path.read_text())["block_end"]
         end = start + self.block_size
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"version": 1, "block_start": start, "block_end": end}))
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
+        # Durable before any id of the block is handed out: a restart must start past it.
+        write_atomically(
+            self.path, json.dumps({"version": 1, "block_start": start, "block_end": end})
+        )
         self._next, self._block_end = start, end
 
     def allocate(self) -> int:

@@ -4,7 +4,6 @@ auto-create, per-topic overrides)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable
 
 from broker.config.definition import ConfigError
@@ -14,6 +13,7 @@ from broker.protocol.topic import topic_name_problem
 from broker.server.metadata import MetadataCache, PartitionState
 from broker.server.partition import Partition
 from broker.server.topic_config import apply_overrides
+from broker.util.files import write_atomically
 
 TOPIC_CONFIGS_FILE = "topic-configs.json"
 
@@ -149,9 +149,9 @@ class ReplicaManager:
             return {}
 
     def _write_overrides(self) -> None:
-        tmp = self._configs_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.topic_overrides, indent=1, sort_keys=True))
-        os.replace(tmp, self._configs_path)
+        write_atomically(
+            self._configs_path, json.dumps(self.topic_overrides, indent=1, sort_keys=True)
+        )
 
     # -- reads ----------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import unquote, urlparse
 
+from broker.util.files import fsync_dir, write_atomically
 from ingest.fs.base import FileStatus, FileSystem, norm, temp_sibling
 
 _AT_FDCWD = -100
@@ -41,20 +42,6 @@ class _FsyncOnClose(io.BufferedWriter):
             self.flush()
             os.fsync(self.fileno())
         super().close()
-
-
-def _fsync_dir(path: Path) -> None:
-    # A rename is durable once its directory is; not every platform can open a directory.
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class LocalFileSystem(FileSystem):
@@ -116,18 +103,9 @@ class LocalFileSystem(FileSystem):
         return open(self._abs(path), "rb")
 
     def write_bytes(self, path: str, data: bytes) -> None:
-        # os.replace is atomic on POSIX: readers see the old file or the new one.
         target = self._abs(path)
-        tmp = self._abs(temp_sibling(path))
         target.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with _FsyncOnClose(io.FileIO(tmp, "w")) as f:
-                f.write(data)
-            os.replace(tmp, target)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        _fsync_dir(target.parent)
+        write_atomically(target, data, temp=self._abs(temp_sibling(path)))
 
     def rename_if_absent(self, src: str, dst: str) -> bool:
         s, d = self._abs(src), self._abs(dst)
@@ -138,9 +116,9 @@ class LocalFileSystem(FileSystem):
         if done is None:
             done = self._rename_fallback(s, d)
         if done:
-            _fsync_dir(d.parent)
+            fsync_dir(d.parent)
             if s.parent != d.parent:
-                _fsync_dir(s.parent)
+                fsync_dir(s.parent)
         return done
 
     @staticmethod

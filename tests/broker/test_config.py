@@ -9,7 +9,7 @@ import pytest
 
 from broker.config.definition import ConfigError, parse_properties
 from broker.config.server import SAMPLE_HEADER, SAMPLE_SETTINGS, SERVER_CONFIG, BrokerConfig
-from tests.conftest import ROOT
+from broker.processes import ROOT
 
 
 @pytest.mark.parametrize(

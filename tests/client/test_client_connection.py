@@ -9,10 +9,10 @@ import threading
 import pytest
 
 from broker.client.connection import CLIENT_VERSIONS, BrokerConnection
+from broker.processes import free_port
 from broker.protocol.apis import API_VERSIONS, FETCH, METADATA, PRODUCE
 from broker.protocol.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from broker.protocol.framing import decode_request, encode_api_versions_error, encode_response
-from tests.conftest import free_port
 
 
 def test_negotiates_with_the_broker(broker):

@@ -13,8 +13,8 @@ import pytest
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from broker.processes import ROOT, free_port
 from broker.protocol.errors import KafkaError, MessageTooLargeError, RequestTimedOutError
-from tests.conftest import ROOT, free_port
 
 
 def new_topic(bootstrap: str, partitions: int = 1) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from broker.processes import ROOT
 
 DAGS = ROOT / "dags"
 

@@ -7,8 +7,8 @@ from datetime import timedelta
 
 import pytest
 
+from broker.processes import ROOT
 from broker.util.clock import HOUR_MS
-from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "dags"))
 from ingest_airflow.gate import deadline_from, hour_end_ms, judge, report_from_dict  # noqa: E402

@@ -20,78 +20,8 @@ from ingest.commit import (
     rerun_target,
 )
 from ingest.fs import LocalFileSystem
-from ingest.manifest import DataFile, ErrorFile, Gap, Manifest, PartitionLedger
-from tests.ingest.test_fs_contract import KINDS, make_fs, spark  # noqa: F401 (fixtures)
-
-R1 = "20261122T030000.000Z-00000001"
-R2 = "20261122T040000.000Z-00000002"
-R3 = "20261122T050000.000Z-00000003"
-HOURS = [layout.Hour("2026-11-22", "01"), layout.Hour("2026-11-22", "02")]
-
-
-def stage_run(fs, run, kind="load", replaces=None, ranges=((0, 0, 10), (1, 5, 9)), tag=b""):
-    """Stage a run the way tasks do and return (manifest, moves): per partition one file per
-    hour, partition 0 also quarantines a record."""
-    partitions, moves = [], []
-    for partition, first, next_ in ranges:
-        files, errors = [], []
-        quarantined = 1 if partition == 0 and next_ > first else 0
-        remaining = next_ - first - quarantined
-        for i, hour in enumerate(HOURS):
-            records = remaining // 2 if i == 0 else remaining - remaining // 2
-            if not records:
-                continue
-            final = layout.data_file("clicks", hour, partition, first, next_, run, "parquet")
-            staged = f"{layout.staging_dir(run)}/p{partition}/attempt-0/{hour.hr}.parquet"
-            fs.write_bytes(staged, f"p{partition} {hour.hr}: {records} records".encode() + tag)
-            files.append(DataFile(final, records, hour.dt, hour.hr))
-            moves.append((staged, final))
-        if quarantined:
-            final = layout.errors_file("clicks", run, partition, first, next_, "jsonl")
-            staged = f"{layout.staging_dir(run)}/p{partition}/attempt-0/errors.jsonl"
-            fs.write_bytes(staged, b'{"offset": 3, "reason": "bad magic"}\n' + tag)
-            errors.append(ErrorFile(final, 1))
-            moves.append((staged, final))
-        partitions.append(
-            PartitionLedger(
-                "clicks",
-                partition,
-                first,
-                next_,
-                loaded=remaining,
-                quarantined=quarantined,
-                files=files,
-                error_files=errors,
-                schema_ids=[1, 2],
-                gap=Gap(2, 5) if first == 5 else None,
-            )
-        )
-    manifest = Manifest(
-        run_id=run,
-        kind=kind,
-        created_at="2026-11-22T03:00:00.000Z",
-        window_ms=600_000,
-        partitions=partitions,
-        previous_run=None,
-        replaces=replaces,
-    )
-    return manifest, moves
-
-
-def tree(fs, path=""):
-    """Every file below ``path`` with its bytes."""
-    out = {}
-    for st in fs.list(path):
-        if st.is_dir:
-            out.update(tree(fs, st.path))
-        else:
-            out[st.path] = fs.read_bytes(st.path)
-    return out
-
-
-@pytest.fixture(params=KINDS)
-def fs(request, make_fs):  # noqa: F811
-    return make_fs(request.param)
+from ingest.manifest import Manifest
+from tests.helpers.commit_runs import HOURS, R1, R2, R3, stage_run, tree
 
 
 def test_commit_makes_files_and_offsets_visible_together(fs):
@@ -125,7 +55,7 @@ def test_commit_refuses_a_second_commit_of_the_same_run(fs):
         (lambda fs, m, mv: setattr(m, "kind", "rerun"), "names the run it replaces"),
     ],
 )
-def test_a_bad_commit_changes_nothing_visible(make_fs, spoil, message):  # noqa: F811
+def test_a_bad_commit_changes_nothing_visible(make_fs, spoil, message):
     fs = make_fs("local")
     manifest, moves = stage_run(fs, R1)
     spoil(fs, manifest, moves)
@@ -138,7 +68,7 @@ def test_a_bad_commit_changes_nothing_visible(make_fs, spoil, message):  # noqa:
     assert tree(fs) == {}  # only staging existed, and it is discarded
 
 
-def test_a_load_cannot_delete_files(make_fs):  # noqa: F811
+def test_a_load_cannot_delete_files(make_fs):
     fs = make_fs("local")
     manifest, moves = stage_run(fs, R1)
     with pytest.raises(CommitError, match="only a rerun"):
@@ -194,7 +124,7 @@ def test_rerun_replaces_the_files_of_a_run_under_the_same_protocol(fs):
     assert not any(R2 in p for p in final if not p.startswith("history/"))
 
 
-def test_rerun_must_cover_the_same_ranges(make_fs):  # noqa: F811
+def test_rerun_must_cover_the_same_ranges(make_fs):
     fs = make_fs("local")
     load, moves = stage_run(fs, R1)
     commit(fs, load, moves)
@@ -206,7 +136,7 @@ def test_rerun_must_cover_the_same_ranges(make_fs):  # noqa: F811
         commit(fs, missing, moves)
 
 
-def test_roll_forward_refuses_a_foreign_file_at_a_final_path(make_fs):  # noqa: F811
+def test_roll_forward_refuses_a_foreign_file_at_a_final_path(make_fs):
     fs = make_fs("local")
     manifest, moves = stage_run(fs, R1)
     fs.write_bytes(moves[0][1], b"something else entirely, of another size")
@@ -243,7 +173,7 @@ def test_two_drivers_cannot_both_hold_the_lock(fs):
     assert RunLock(fs).holder()["owner"] == "driver-b"
 
 
-def test_lock_race_has_exactly_one_winner(make_fs):  # noqa: F811
+def test_lock_race_has_exactly_one_winner(make_fs):
     fs = make_fs("local")
     stale = RunLock(fs, owner="dead", ttl_s=1, clock=Clock(0)).acquire()
     assert stale.generation == 1
@@ -270,7 +200,7 @@ def test_lock_race_has_exactly_one_winner(make_fs):  # noqa: F811
         stale.check()
 
 
-def test_stale_lock_is_broken_after_ttl_and_heartbeats_keep_it(make_fs):  # noqa: F811
+def test_stale_lock_is_broken_after_ttl_and_heartbeats_keep_it(make_fs):
     fs = make_fs("local")
     clock = Clock()
     a = RunLock(fs, owner="a", ttl_s=900, clock=clock).acquire()
@@ -293,7 +223,7 @@ def test_stale_lock_is_broken_after_ttl_and_heartbeats_keep_it(make_fs):  # noqa
         b.check()
 
 
-def test_commit_refuses_after_losing_the_lock(make_fs):  # noqa: F811
+def test_commit_refuses_after_losing_the_lock(make_fs):
     fs = make_fs("local")
     lock = RunLock(fs, owner="a").acquire()
     manifest, moves = stage_run(fs, R1)
@@ -303,7 +233,7 @@ def test_commit_refuses_after_losing_the_lock(make_fs):  # noqa: F811
     assert not fs.exists(layout.intent_file(R1))
 
 
-def test_lock_as_context_manager_heartbeats_and_releases(make_fs):  # noqa: F811
+def test_lock_as_context_manager_heartbeats_and_releases(make_fs):
     fs = make_fs("local")
     with RunLock(fs, owner="a", ttl_s=0.2) as lock:
         threading.Event().wait(0.35)  # at least one heartbeat at ttl/4
@@ -314,7 +244,7 @@ def test_lock_as_context_manager_heartbeats_and_releases(make_fs):  # noqa: F811
     RunLock(fs, owner="b").acquire()
 
 
-def test_old_lock_generations_are_pruned(make_fs):  # noqa: F811
+def test_old_lock_generations_are_pruned(make_fs):
     fs = make_fs("local")
     for _ in range(5):
         RunLock(fs).acquire().release()

@@ -11,7 +11,7 @@ import pytest
 from ingest import layout
 from ingest.commit import commit, recover, rerun_target
 from ingest.fs import FileSystem, LocalFileSystem
-from tests.ingest.test_commit import HOURS, R1, R2, stage_run, tree
+from tests.helpers.commit_runs import HOURS, R1, R2, stage_run, tree
 
 
 class Crash(Exception):

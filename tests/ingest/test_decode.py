@@ -21,7 +21,7 @@ from schemas.canonical import parse
 from schemas.client import RegistryClient
 from schemas.serde import frame, parse_schema
 from schemas.store import InMemoryStore
-from tests.schemas.conftest import start_registry
+from tests.helpers.registry_server import start_registry
 
 TOPIC = "page-views"
 BASE_MS = 1_714_566_600_000

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
+from broker.processes import ROOT
 from broker.util.clock import HOUR_MS, now_ms
 from ingest import layout
 from ingest.commit import list_runs, load_manifest
@@ -26,7 +27,6 @@ from ingest.task import FAULTS_ENV
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer
 from schemas.samples import events
-from tests.conftest import ROOT
 
 NOW = now_ms()
 # Three whole event hours, ending more than an hour ago (so late-record grace has passed).

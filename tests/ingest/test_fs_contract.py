@@ -1,5 +1,5 @@
 """One contract for every FileSystem: local, Hadoop (through a real Spark JVM, on file://) and
-WebHDFS (the real `hdfs` client over HTTP against tests/ingest/webhdfs_server.py)."""
+WebHDFS (the real `hdfs` client over HTTP against tests/helpers/webhdfs_server.py)."""
 
 from __future__ import annotations
 
@@ -13,52 +13,6 @@ from ingest.fs import (
     WebHdfsFileSystem,
     filesystem_for,
 )
-from tests.ingest.webhdfs_server import WebHdfsServer
-
-KINDS = ["local", "hadoop", "webhdfs"]
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """One local[1] session for the module; stopped so other modules can choose their master."""
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("ingest-fs-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
-@pytest.fixture
-def make_fs(request, tmp_path):
-    """make_fs(kind) -> a FileSystem rooted in a fresh directory under tmp_path."""
-    servers: list[WebHdfsServer] = []
-
-    def make(kind: str, name: str = "root"):
-        base = tmp_path / f"{kind}-{name}"
-        if kind == "local":
-            return LocalFileSystem(base)
-        if kind == "hadoop":
-            return HadoopFileSystem(request.getfixturevalue("spark"), base.as_uri())
-        if kind == "webhdfs":
-            server = WebHdfsServer(tmp_path / f"namenode-{name}").__enter__()
-            servers.append(server)
-            return WebHdfsFileSystem(server.url, "/load/root", user="test")
-        raise ValueError(kind)
-
-    yield make
-    for s in servers:
-        s.__exit__(None, None, None)
-
-
-@pytest.fixture(params=KINDS)
-def fs(request, make_fs):
-    return make_fs(request.param)
 
 
 def test_missing_and_empty(fs):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from broker.config.definition import ConfigError
+from broker.processes import ROOT
 from ingest.config import load_config
 from ingest.decoders import RawDecoder
 from ingest.partitioner import EventDayPartitioner, EventHourPartitioner, IngestionTimePartitioner
 from ingest.plugins import Choice, TopicContext, TopicPlugins
 from ingest.writers import AvroRecordWriter, ParquetRecordWriter
-from tests.conftest import ROOT
 
 CONF = ROOT / "conf" / "ingest.yaml"
 

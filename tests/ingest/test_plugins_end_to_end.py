@@ -13,6 +13,7 @@ import fastavro
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
+from broker.processes import ROOT
 from broker.util.clock import DAY_MS, now_ms
 from ingest import layout
 from ingest.audit import audit, finalize, publish_loaded_counts
@@ -25,7 +26,6 @@ from schemas.audited_producer import AuditedProducer
 from schemas.client import RegistryClient
 from schemas.samples import events
 from schemas.windows import window_start
-from tests.conftest import ROOT
 
 DAY0 = window_start(now_ms(), DAY_MS) - 2 * DAY_MS  # a whole UTC day, ended a day ago
 DT0 = layout.Day.of_ms(DAY0).dt

@@ -7,6 +7,7 @@ import time
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
+from broker.processes import ROOT, RegistryProcess
 from broker.util.clock import HOUR_MS, MINUTE_MS, now_ms
 from ingest.audit import audit
 from ingest.config import load_config
@@ -15,12 +16,11 @@ from ingest.spark_runner import spark_session
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer
 from schemas.samples import events
-from tests.conftest import ROOT, RegistryProcess
 
 
 def test_gap_is_recorded_and_loading_continues(broker_factory, tmp_path):
     b = broker_factory({"log.retention.check.interval.ms": "200", "file.delete.delay.ms": "0"})
-    registry = RegistryProcess(b.bootstrap, tmp_path).start()
+    registry = RegistryProcess(tmp_path, bootstrap=b.bootstrap).start()
     try:
         with AdminClient(b.bootstrap) as admin:
             # Small segments, retention by size: about 20 KB stay.

@@ -84,22 +84,6 @@ def write_hours(tmp_path, make_writer, data: list[dict], suffix: str):
     return writers.close()
 
 
-@pytest.fixture(scope="module")
-def spark():
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("ingest-writers-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "1")
-        .getOrCreate()
-    )
-    yield session
-    session.stop()
-
-
 def test_parquet_files_per_hour_read_back_by_pyarrow(tmp_path):
     data = rows(300)
     done = write_hours(

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from broker.log import Log, LogConfig, OffsetOutOfRange, RecordTooLarge
 from broker.records.batch import decode_batch
 from broker.records.header import TIMESTAMP_TYPE_LOG_APPEND, crc_is_valid, parse_header
-from tests.log.batches import append, batch, batch_offsets, data_of, produced
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of, produced
 
 
 def open_log(path, **config) -> Log:

@@ -9,7 +9,7 @@ import pytest
 from broker.log import Log, LogConfig, LogDeleted, OffsetOutOfRange
 from broker.records.batch import build_batch
 from broker.records.header import CODEC_ZSTD
-from tests.log.batches import append, batch, batch_offsets, data_of
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of
 
 
 class Clock:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from broker.log import Log, LogConfig
 from broker.log.segment import LogSegment
 from broker.records.batch import iter_batches
-from tests.log.batches import append, batch, batch_offsets, data_of
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of
 
 CONFIG = LogConfig(segment_bytes=600, index_interval_bytes=64)
 

@@ -7,7 +7,7 @@ import os
 
 from broker.log import LogConfig, LogManager
 from broker.log.checkpoint import read_checkpoint
-from tests.log.batches import append, batch, batch_offsets, data_of
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of
 
 
 class Clock:

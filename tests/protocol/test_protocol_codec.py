@@ -33,7 +33,7 @@ from broker.protocol.types import (
     Struct,
     Writer,
 )
-from tests.protocol.protocol_samples import all_api_versions, api_body_strategy, assert_matches
+from tests.helpers.protocol_samples import all_api_versions, api_body_strategy, assert_matches
 
 ALL = all_api_versions()
 IDS = [f"{API_BY_KEY[k].name}-v{v}" for k, v in ALL]

@@ -15,7 +15,7 @@ from broker.protocol.framing import (
     encode_request,
 )
 from broker.protocol.types import DecodeError
-from tests.protocol.protocol_samples import all_api_versions, api_body_strategy
+from tests.helpers.protocol_samples import all_api_versions, api_body_strategy
 
 FUZZ = settings(max_examples=400, deadline=200, suppress_health_check=[HealthCheck.too_slow])
 

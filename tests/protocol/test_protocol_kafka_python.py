@@ -31,7 +31,7 @@ from kafka.protocol.old.types import Schema
 from broker.protocol.apis import API_BY_KEY
 from broker.protocol.codec import decode_request_body, encode_request_body, encode_response_body
 from broker.protocol.framing import RequestHeader, decode_request, decode_response
-from tests.protocol.protocol_samples import all_api_versions, api_body_strategy, assert_matches
+from tests.helpers.protocol_samples import all_api_versions, api_body_strategy, assert_matches
 
 # api key -> (request classes by version, response classes by version)
 KAFKA_PYTHON = {

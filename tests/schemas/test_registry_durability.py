@@ -2,15 +2,13 @@
 topic, so stopping and starting the registry, and the broker under it, changes
 no subject, version, id or config."""
 
-import socket
-import subprocess
-import sys
-import time
+import signal
 
 import httpx
 import pytest
 
 from broker.client.admin import AdminClient
+from broker.processes import RegistryProcess
 from schemas import catalog
 from schemas.store import KafkaTopicStore, StoreError
 
@@ -107,54 +105,28 @@ def test_unreachable_broker_is_a_store_error():
 
 def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
     broker = broker_factory()
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    config = tmp_path / "registry.properties"
-    config.write_text(
-        f"listeners=http://127.0.0.1:{port}\n"
-        f"kafkastore.bootstrap.servers=PLAINTEXT://{broker.bootstrap}\n"
-        "kafkastore.timeout.ms=10000\n"
+    registry = RegistryProcess(
+        tmp_path,
+        settings={
+            "kafkastore.bootstrap.servers": f"PLAINTEXT://{broker.bootstrap}",
+            "kafkastore.timeout.ms": "10000",
+        },
     )
-    url = f"http://127.0.0.1:{port}"
+    url = registry.url
 
-    def run() -> subprocess.Popen:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "schemas.registry", "start", str(config)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                return process
-            except httpx.TransportError:
-                assert process.poll() is None, "registry exited"
-                assert time.monotonic() < deadline, "registry did not start"
-                time.sleep(0.1)
-
-    def stop(process: subprocess.Popen) -> None:
-        process.terminate()
-        process.wait(timeout=20)
-
-    process = run()
-    try:
+    with registry:
         first = httpx.post(
             f"{url}/subjects/_audit-value/versions", json={"schema": SCHEMAS["AuditEvent"]}
         ).json()["id"]
         second = httpx.post(
             f"{url}/subjects/clicks-value/versions", json={"schema": SCHEMAS["ClickEvent"]}
         ).json()["id"]
-    finally:
-        stop(process)
-    process = run()
-    try:
+        assert registry.stop(timeout_s=20) != -signal.SIGKILL  # it stopped on SIGTERM
+    with registry:
         assert httpx.get(f"{url}/subjects").json() == ["_audit-value", "clicks-value"]
         assert httpx.get(f"{url}/subjects/clicks-value/versions/latest").json()["id"] == second
         again = httpx.post(
             f"{url}/subjects/_audit-value/versions", json={"schema": SCHEMAS["AuditEvent"]}
         )
         assert again.json() == {"id": first}
-    finally:
-        stop(process)
+        assert registry.stop(timeout_s=20) != -signal.SIGKILL

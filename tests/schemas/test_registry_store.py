@@ -1,20 +1,17 @@
 """The store log: its entry format, replay after a restart, and the start-up command."""
 
-import socket
-import subprocess
-import sys
-import time
+import signal
 
 import httpx
 import pytest
 
 from broker.config.definition import parse_properties
+from broker.processes import ROOT, RegistryProcess
 from schemas import catalog
 from schemas.compatibility import Level
 from schemas.registry.__main__ import main
 from schemas.registry.config import REGISTRY_CONFIG, ConfigError, RegistryConfig
 from schemas.store import InMemoryStore
-from tests.conftest import ROOT
 
 V1 = catalog.load_str("PageViewEvent.v1")
 V2 = catalog.load_str("PageViewEvent.v2")
@@ -168,44 +165,14 @@ def test_start_with_bad_config_exits_with_the_reason(tmp_path, capsys):
 
 
 def test_start_command_serves_the_api(tmp_path):
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    path = tmp_path / "registry.properties"
-    path.write_text(
-        f"listeners=http://127.0.0.1:{port}\nkafkastore.type=memory\nschema.compatibility.level=none\n"
-    )
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "schemas.registry",
-            "start",
-            str(path),
-            "--override",
-            "schema.compatibility.level=full",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                break
-            except httpx.TransportError:
-                assert process.poll() is None, process.stdout.read().decode()
-                assert time.monotonic() < deadline, "registry did not start"
-                time.sleep(0.1)
+    settings = {"kafkastore.type": "memory", "schema.compatibility.level": "none"}
+    overrides = {"schema.compatibility.level": "full"}  # --override wins over the file
+    with RegistryProcess(tmp_path, settings=settings, overrides=overrides) as registry:
+        url = registry.url
         assert httpx.get(f"{url}/config").json() == {"compatibilityLevel": "FULL"}
         answer = httpx.post(f"{url}/subjects/a-value/versions", json={"schema": AUDIT})
         assert answer.json() == {"id": 1}
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
-        process.stdout.close()
+        assert registry.stop(timeout_s=10) != -signal.SIGKILL  # it stopped on SIGTERM
 
 
 def test_configuration_reference_has_the_registry_keys():

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.server.harness import InProcessBroker
+from tests.helpers.inprocess_broker import InProcessBroker
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ from broker.protocol.apis import API_BY_KEY, API_VERSIONS, CREATE_TOPICS, METADA
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import decode_response
 from broker.server.handlers import HANDLERS
-from tests.server.harness import Close, Respond, response_bytes
+from tests.helpers.inprocess_broker import Close, Respond, response_bytes
 
 
 def test_api_versions_lists_every_api_with_a_handler_at_its_declared_range(broker):

@@ -7,7 +7,7 @@ import pytest
 from broker.protocol.apis import DELETE_TOPICS, INIT_PRODUCER_ID, METADATA
 from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_GZIP
-from tests.server.requests import create, list_offsets, produce
+from tests.helpers.server_requests import create, list_offsets, produce
 
 # -- ListOffsets -------------------------------------------------------------------------
 

@@ -8,8 +8,8 @@ from broker.protocol.apis import FETCH, PRODUCE
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import build_batch, iter_records
 from broker.records.header import CODEC_LZ4
-from tests.server.harness import NoResponse, Respond, Wait
-from tests.server.requests import create, fetch, fetch_body, produce, produce_body, values
+from tests.helpers.inprocess_broker import NoResponse, Respond, Wait
+from tests.helpers.server_requests import create, fetch, fetch_body, produce, produce_body, values
 
 
 def _values_of(partition: dict, start: int = 0) -> list[bytes]:
@@ -175,7 +175,7 @@ def test_zstd_needs_produce_v7_and_fetch_v10(broker):
 
 
 def test_high_watermark_after_an_unclean_stop_covers_every_recovered_record(tmp_path):
-    from tests.server.harness import InProcessBroker
+    from tests.helpers.inprocess_broker import InProcessBroker
 
     first = InProcessBroker(tmp_path / "logs")
     create(first, "t")
