@@ -3,11 +3,12 @@ ports (`broker.processes` starts and stops them; their logs are in the tests' tm
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 
-from broker.processes import BrokerProcess, RegistryProcess
+from broker.processes import BrokerProcess, RegistryProcess, ZooKeeperProcess
 
 
 @pytest.fixture
@@ -40,3 +41,18 @@ def registry(broker, tmp_path_factory):
     """A registry on the module's broker (schemas kept in its _schemas topic)."""
     with RegistryProcess(tmp_path_factory.mktemp("registry"), bootstrap=broker.bootstrap) as r:
         yield r
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory):
+    """One real ZooKeeper server for the whole run; tests keep apart by chroot
+    (`zk_chroot`), as clusters sharing a ZooKeeper ensemble do."""
+    with ZooKeeperProcess(tmp_path_factory.mktemp("zookeeper")) as zk:
+        yield zk
+
+
+@pytest.fixture
+def zk_connect(zookeeper, request):
+    """A `zookeeper.connect` string with a chroot of this test's own."""
+    name = "".join(c if c.isalnum() else "-" for c in request.node.name)[:80]
+    return f"{zookeeper.connect}/{name}-{uuid.uuid4().hex[:8]}"

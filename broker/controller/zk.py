@@ -64,22 +64,38 @@ class ZkClient:
             connection_retry={"max_tries": -1, "delay": 0.2, "max_delay": 2},
             command_retry=None,
         )
+        self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._state_listeners: list[Callable[[str], None]] = []
         self._kazoo.add_listener(self._on_state)
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
-        """Connect; raises TimeoutError when no server answers in time."""
+        """Connect (creating the connect string's chroot path if missing, as Kafka does);
+        raises TimeoutError when no server answers in time."""
         self._loop = asyncio.get_running_loop()
-        event = self._kazoo.start_async()
-        waited = await self._loop.run_in_executor(None, event.wait, self._connection_timeout_s)
-        if not waited or not self._kazoo.connected:
-            self._kazoo.stop()
+        hosts, slash, chroot = self.connect.partition("/")
+        if slash and chroot:
+            root = KazooClient(hosts=hosts, timeout=self._session_timeout_s)
+            await self._loop.run_in_executor(None, self._ensure_chroot, root, "/" + chroot)
+        await self._loop.run_in_executor(None, self._start_blocking, self._kazoo)
+
+    def _start_blocking(self, kazoo: KazooClient) -> None:  # an executor thread
+        event = kazoo.start_async()
+        if not event.wait(self._connection_timeout_s) or not kazoo.connected:
+            kazoo.stop()
             raise TimeoutError(
                 f"could not connect to ZooKeeper at {self.connect} within "
                 f"{self._connection_timeout_s:.0f}s"
             )
+
+    def _ensure_chroot(self, root: KazooClient, path: str) -> None:  # an executor thread
+        try:
+            self._start_blocking(root)
+            root.ensure_path(path)
+        finally:
+            root.stop()
+            root.close()
 
     async def close(self) -> None:
         """End the session (its ephemeral nodes go at once) and the client's threads."""

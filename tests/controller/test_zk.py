@@ -1,0 +1,121 @@
+"""kazoo behind asyncio, against a real ZooKeeper server: results and watch events arrive
+on the event loop's thread, conditional writes fail as ZooKeeper says, sessions end."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from broker.controller.zk import (
+    BadVersionError,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    ZkClient,
+)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 30))
+
+
+async def _client(connect: str) -> ZkClient:
+    client = ZkClient(connect, session_timeout_ms=6000)
+    await client.start()
+    return client
+
+
+def test_reads_writes_and_conditional_updates(zk_connect):
+    async def scenario():
+        zk = await _client(zk_connect)
+        try:
+            assert await zk.create("/a/b", b"one", makepath=True) == "/a/b"
+            with pytest.raises(NodeExistsError):
+                await zk.create("/a/b", b"again")
+            data, stat = await zk.get("/a/b")
+            assert (data, stat.version) == (b"one", 0)
+            await zk.set("/a/b", b"two", version=0)
+            with pytest.raises(BadVersionError):  # someone else's version
+                await zk.set("/a/b", b"three", version=0)
+            assert (await zk.get("/a/b"))[0] == b"two"
+            assert await zk.get("/missing") is None
+            assert await zk.get_children("/missing") is None
+            seq = await zk.create("/a/seq_", sequence=True)
+            assert seq.startswith("/a/seq_") and len(seq) == len("/a/seq_") + 10
+            assert sorted(await zk.get_children("/a")) == ["b", seq.rsplit("/", 1)[1]]
+            assert await zk.delete("/a", recursive=True) and not await zk.delete("/a")
+            with pytest.raises(NoNodeError):
+                await zk.set("/a/b", b"x")
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
+def test_watches_and_results_arrive_on_the_event_loop_thread(zk_connect):
+    async def scenario():
+        zk = await _client(zk_connect)
+        other = await _client(zk_connect)
+        loop_thread = threading.get_ident()
+        events: asyncio.Queue = asyncio.Queue()
+
+        def watch(event):
+            events.put_nowait((event.type, event.path, threading.get_ident()))
+
+        try:
+            await zk.ensure_paths(["/brokers/ids"])
+            assert await zk.get_children("/brokers/ids", watch=watch) == []
+            await other.create("/brokers/ids/1", b"{}", ephemeral=True)
+            kind, path, thread = await events.get()
+            assert (kind, path, thread) == ("CHILD", "/brokers/ids", loop_thread)
+            # An ephemeral node goes with its session.
+            assert await zk.exists("/brokers/ids/1", watch=watch) is not None
+            await other.close()
+            kind, path, thread = await events.get()
+            assert (kind, path, thread) == ("DELETED", "/brokers/ids/1", loop_thread)
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
+def test_commit_is_all_or_nothing(zk_connect):
+    async def scenario():
+        zk = await _client(zk_connect)
+        try:
+            await zk.create("/epoch", b"1")
+            await zk.create("/state", b"old")
+            await zk.commit([("check", "/epoch", 0), ("set", "/state", b"new", 0)])
+            assert (await zk.get("/state"))[0] == b"new"
+            await zk.set("/epoch", b"2")  # a newer controller took over
+            with pytest.raises(BadVersionError):
+                await zk.commit([("check", "/epoch", 0), ("set", "/state", b"fenced", 1)])
+            assert (await zk.get("/state"))[0] == b"new"
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
+def test_session_states_and_an_unreachable_server():
+    async def unreachable():
+        zk = ZkClient("127.0.0.1:1", session_timeout_ms=2000)
+        with pytest.raises(TimeoutError, match="could not connect"):
+            await zk.start()
+
+    run(unreachable())
+
+
+def test_close_reports_the_session_lost(zk_connect):
+    async def scenario():
+        zk = await _client(zk_connect)
+        states: list[str] = []
+        zk.add_state_listener(states.append)
+        assert zk.connected and zk.session_id
+        await zk.close()
+        await asyncio.sleep(0.1)
+        assert states[-1] == SessionState.LOST
+
+    run(scenario())
