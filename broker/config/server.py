@@ -270,10 +270,165 @@ SERVER_CONFIG = (
         "zookeeper.connect",
         "string",
         "",
-        "ZooKeeper connection string for cluster mode; empty "
-        "runs a single broker without ZooKeeper.",
+        "ZooKeeper connection string for cluster mode (`host:port[,host:port...][/chroot]`; "
+        "the chroot is created if missing); empty runs a single broker without ZooKeeper.",
         optional=True,
         group="cluster",
+    )
+    .define(
+        "zookeeper.session.timeout.ms",
+        "int",
+        18000,
+        "ZooKeeper session timeout: a broker whose session expires is dead to the cluster "
+        "(its registration goes, the controller moves its leaderships).",
+        validator=at_least(1000),
+        group="cluster",
+    )
+    .define(
+        "zookeeper.connection.timeout.ms",
+        "int",
+        None,
+        "How long start-up waits to connect to ZooKeeper; unset: the session timeout.",
+        optional=True,
+        validator=at_least(100),
+        group="cluster",
+        default_doc="zookeeper.session.timeout.ms",
+    )
+    .define(
+        "broker.rack",
+        "string",
+        None,
+        "The rack of this broker; with a rack on every broker, the replicas of a new "
+        "partition land on distinct racks where there are enough.",
+        optional=True,
+        group="cluster",
+    )
+    .define(
+        "min.insync.replicas",
+        "int",
+        1,
+        "With acks=all, the in-sync replicas a write needs: fewer refuse it before the "
+        "append (NOT_ENOUGH_REPLICAS), or answer NOT_ENOUGH_REPLICAS_AFTER_APPEND when the "
+        "ISR shrank while it waited (topic override: min.insync.replicas).",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "unclean.leader.election.enable",
+        "boolean",
+        False,
+        "Elect a replica outside the ISR when no in-sync replica is alive (availability "
+        "over durability: acknowledged writes can be lost); topic override of the same name.",
+        group="cluster",
+    )
+    .define(
+        "replica.lag.time.max.ms",
+        "long",
+        30000,
+        "A follower that has not caught up to the leader's log end for this long leaves the ISR.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "replica.fetch.max.bytes",
+        "int",
+        1048576,
+        "Bytes per partition a follower asks for in each fetch (the first batch comes whole "
+        "even when larger).",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "replica.fetch.response.max.bytes",
+        "int",
+        10485760,
+        "Bytes a follower's fetch asks for in all.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "replica.fetch.wait.max.ms",
+        "int",
+        500,
+        "How long a follower's fetch waits at the leader for new data; keep it below "
+        "replica.lag.time.max.ms.",
+        validator=at_least(0),
+        group="cluster",
+    )
+    .define(
+        "replica.fetch.min.bytes",
+        "int",
+        1,
+        "Bytes a follower's fetch waits for at the leader.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "replica.fetch.backoff.ms",
+        "int",
+        1000,
+        "Pause of a replica fetcher after an error before it fetches again.",
+        validator=at_least(0),
+        group="cluster",
+    )
+    .define(
+        "num.replica.fetchers",
+        "int",
+        1,
+        "Fetchers (connections) per source broker; the partitions of a leader are spread "
+        "over them.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "replica.high.watermark.checkpoint.interval.ms",
+        "long",
+        5000,
+        "How often high watermarks are written to replication-offset-checkpoint.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "controller.socket.timeout.ms",
+        "int",
+        30000,
+        "Timeout of the controller's requests to brokers.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "controlled.shutdown.enable",
+        "boolean",
+        True,
+        "On SIGTERM, ask the controller to move this broker's leaderships away before "
+        "stopping, so clients see only retriable errors.",
+        group="cluster",
+    )
+    .define(
+        "controlled.shutdown.max.retries",
+        "int",
+        3,
+        "Attempts at a controlled shutdown before stopping anyway.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
+        "controlled.shutdown.retry.backoff.ms",
+        "long",
+        5000,
+        "Pause between controlled shutdown attempts.",
+        validator=at_least(0),
+        group="cluster",
+    )
+    .define(
+        "inter.broker.listener.name",
+        "string",
+        None,
+        "The listener brokers use to reach each other (replication, controller requests); "
+        "unset: the first of `listeners`.",
+        optional=True,
+        group="cluster",
+        default_doc="the first listener",
     )
 )
 
@@ -323,6 +478,10 @@ class BrokerConfig:
         return [parse_listener(item) for item in items] if items else None
 
     @property
+    def cluster_mode(self) -> bool:
+        return bool(self.values["zookeeper.connect"])
+
+    @property
     def log_dirs(self) -> list[Path]:
         return [Path(d) for d in self.values["log.dirs"]]
 
@@ -352,6 +511,8 @@ class BrokerConfig:
             file_delete_delay_ms=v["file.delete.delay.ms"],
             max_message_bytes=v["message.max.bytes"],
             log_append_time=v["log.message.timestamp.type"] == "LogAppendTime",
+            min_insync_replicas=v["min.insync.replicas"],
+            unclean_leader_election=v["unclean.leader.election.enable"],
         )
 
 

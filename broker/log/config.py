@@ -32,6 +32,10 @@ class LogConfig:
     max_message_bytes: int = 1048588
     # message.timestamp.type=LogAppendTime: stamp batches with the append time.
     log_append_time: bool = False
+    # Replication settings Kafka keeps per topic too (they are not about the files):
+    # min.insync.replicas and unclean.leader.election.enable.
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
 
     def __post_init__(self) -> None:
         # Positions in the offset index are int32, so a segment cannot pass 2 GiB.

@@ -453,6 +453,16 @@ class Log:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
 
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset` (a follower whose log ends below
+        its leader's log start: nothing it has is still in the leader's log)."""
+        self._check_live()
+        now = self._now_ms()
+        doomed, self._segments = self._segments, [self._new_segment(offset)]
+        self._schedule_deletion(doomed, now)
+        self._log_start_offset = offset
+        self._recovery_point = offset
+
     def delete_expired(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Retention, as Kafka does it: delete the oldest segments whose largest timestamp
         is older than retention_ms, then the oldest while the log exceeds retention_bytes.

@@ -147,6 +147,19 @@ class LogManager:
             if t == topic:
                 topic_log.config = self._config_for(topic)
 
+    def delete_partition(self, topic: str, partition: int) -> bool:
+        """Delete one local partition (its files go after file_delete_delay_ms)."""
+        key = (topic, partition)
+        doomed = self._logs.pop(key, None)
+        if doomed is None:
+            return False
+        del self._dir_of[key]
+        self._high_watermarks.pop(key, None)
+        doomed.delete()
+        if doomed.pending_deletions:
+            self._deleting.append(doomed)
+        return True
+
     def delete_topic(self, topic: str) -> int:
         """Delete every local partition of `topic`; returns how many there were."""
         keys = [k for k in self._logs if k[0] == topic]

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from broker.config.definition import parse_properties
 from broker.config.server import BrokerConfig
+from broker.controller.local import LocalController, read_topic_overrides
 from broker.log.manager import LogManager
 from broker.server.context import BrokerContext
 from broker.server.metadata import BrokerEndpoint, MetadataCache
@@ -19,6 +20,7 @@ from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
 from broker.util.files import write_atomically
 
@@ -46,9 +48,19 @@ def _cluster_id(log_dir: Path, broker_id: int) -> str:
     return cluster_id
 
 
-def open_broker_state(cfg: BrokerConfig, now_ms: Callable[[], int]) -> BrokerContext:
+def open_broker_state(
+    cfg: BrokerConfig,
+    now_ms: Callable[[], int],
+    cluster_id: str | None = None,
+    topic_overrides: dict[str, dict[str, str]] | None = None,
+) -> BrokerContext:
     """Open (and recover) the logs and build what the handlers work on: the same wiring for
-    the broker process and for in-process tests of the request handling."""
+    the broker process and for in-process tests of the request handling.
+
+    A single broker keeps its topic overrides in a file and is its own controller
+    (`ctx.admin`, a LocalController, started once the listener is bound); a cluster broker
+    gets its cluster id and overrides from ZooKeeper and its admin later.
+    """
     for d in cfg.log_dirs:
         d.mkdir(parents=True, exist_ok=True)
     logs = LogManager(
@@ -57,20 +69,32 @@ def open_broker_state(cfg: BrokerConfig, now_ms: Callable[[], int]) -> BrokerCon
         now_ms=now_ms,
         retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
     )
-    metadata = MetadataCache(
-        cluster_id=_cluster_id(cfg.log_dirs[0], cfg.broker_id), controller_id=cfg.broker_id
-    )
+    if topic_overrides is None:
+        topic_overrides = read_topic_overrides(cfg.log_dirs[0])
+    topic_configs = TopicConfigs(cfg.log_config, topic_overrides)
+    metadata = MetadataCache(cluster_id=cluster_id or _cluster_id(cfg.log_dirs[0], cfg.broker_id))
     replicas = ReplicaManager(
         cfg.broker_id,
         logs,
-        metadata,
+        topic_configs,
         now_ms,
         retain_batches=cfg["max.idempotence.batches.to.retain"],
     )
     replicas.load()
-    return BrokerContext(
+    ctx = BrokerContext(
         cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
     )
+    if not cfg.cluster_mode:
+        ctx.admin = LocalController(
+            cfg.broker_id,
+            metadata,
+            replicas,
+            topic_configs,
+            cfg.log_dirs[0],
+            cfg["num.partitions"],
+            cfg["default.replication.factor"],
+        )
+    return ctx
 
 
 async def expire_delayed(purgatory: Purgatory, now_ms: Callable[[], int]) -> None:
@@ -112,7 +136,8 @@ class Broker:
         adv_host, adv_port = (
             (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
         )
-        metadata.set_broker(BrokerEndpoint(cfg.broker_id, adv_host, adv_port or bound))
+        endpoint = BrokerEndpoint(cfg.broker_id, adv_host, adv_port or bound, cfg["broker.rack"])
+        self.ctx.admin.start(endpoint)
         self._background = asyncio.gather(
             self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())
         )

@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from broker.config.server import BrokerConfig
 from broker.server.metadata import MetadataCache
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from broker.controller.admin import TopicAdmin
+
+
+def _spawn_on_running_loop(coro: Coroutine) -> asyncio.Task:
+    return asyncio.get_running_loop().create_task(coro)
 
 
 @dataclass
@@ -19,15 +28,25 @@ class BrokerContext:
     replicas: ReplicaManager
     producer_ids: ProducerIdAllocator
     now_ms: Callable[[], int]
-    # Long-poll fetches waiting for data, keyed by (topic, partition).
+    # Topic administration: the local controller of a single broker, ZooKeeper writes in
+    # a cluster (broker/controller/).
+    admin: TopicAdmin | None = None
+    # Runs work that needs I/O (ZooKeeper, other brokers) for a handler, on the loop.
+    spawn: Callable[[Coroutine], Any] = _spawn_on_running_loop
+    # Long-poll fetches waiting for data, and acks=all produces waiting for the ISR,
+    # both keyed by (topic, partition).
     fetch_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Fetch"))
+    produce_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Produce"))
 
     def __post_init__(self) -> None:
-        self.replicas.high_watermark_listeners.append(self._high_watermark_moved)
+        self.replicas.high_watermark_listeners.append(self._partition_changed)
+        self.replicas.leadership_listeners.append(self._partition_changed)
 
-    def _high_watermark_moved(self, topic: str, partition: int) -> None:
-        self.fetch_purgatory.check_and_complete((topic, partition), self.now_ms())
+    def _partition_changed(self, topic: str, partition: int) -> None:
+        now = self.now_ms()
+        self.fetch_purgatory.check_and_complete((topic, partition), now)
+        self.produce_purgatory.check_and_complete((topic, partition), now)
 
     def purgatories(self) -> list[Purgatory]:
         """Every purgatory, for the timer that expires their operations."""
-        return [self.fetch_purgatory]
+        return [self.fetch_purgatory, self.produce_purgatory]

@@ -1,20 +1,40 @@
 """MetadataCache: the one place the metadata the broker serves comes from.
 
-In single-broker mode the broker itself fills it from its logs; in cluster mode the
-controller's updates (from ZooKeeper) will. Handlers only read it.
+Metadata flows one way: the controller decides and every broker's cache is told, by an
+UpdateMetadata request in a cluster, by the local controller of a single broker; both go
+through `update()`. Handlers only read it. A partition's own leadership (what this broker
+does with its replica) is the replica manager's business, learnt from LeaderAndIsr.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+
+# Kafka's marker, in an UpdateMetadata partition state, for a partition of a topic being
+# deleted: the cache forgets it.
+LEADER_DURING_DELETE = -2
+NO_LEADER = -1
 
 
 @dataclass(frozen=True)
 class BrokerEndpoint:
+    """A live broker and where each of its listeners can be reached."""
+
     node_id: int
     host: str
     port: int
     rack: str | None = None
+    # listener name -> (host, port); the first (host, port) above is the default listener's.
+    listeners: tuple[tuple[str, str, int], ...] = ()
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        if not self.listeners:
+            return self.host, self.port
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return None
 
 
 @dataclass(frozen=True)
@@ -26,6 +46,8 @@ class PartitionState:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...] = ()
+    controller_epoch: int = 0
+    zk_version: int = 0
 
 
 @dataclass
@@ -35,18 +57,54 @@ class MetadataCache:
     brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
     internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
+    # The newest controller epoch that updated the cache: older controllers are refused.
+    controller_epoch: int = -1
+    # Told the topics an update touched (created, changed, deleted), so requests waiting
+    # for a topic to appear or go (CreateTopics, DeleteTopics) can complete.
+    listeners: list[Callable[[set[str]], None]] = field(default_factory=list)
 
-    def set_broker(self, endpoint: BrokerEndpoint) -> None:
-        self.brokers[endpoint.node_id] = endpoint
-
-    def set_partition(self, state: PartitionState) -> None:
-        self.topics.setdefault(state.topic, {})[state.partition] = state
-
-    def remove_topic(self, topic: str) -> None:
-        self.topics.pop(topic, None)
+    def update(
+        self,
+        controller_id: int,
+        controller_epoch: int,
+        brokers: Iterable[BrokerEndpoint] | None,
+        partitions: Iterable[PartitionState],
+    ) -> set[str]:
+        """Apply an UpdateMetadata: `brokers` (when given) replaces the live brokers; each
+        partition state replaces the cached one, and one whose leader is
+        LEADER_DURING_DELETE removes its partition (and the topic with its last one).
+        Returns the topics touched."""
+        self.controller_id = controller_id
+        self.controller_epoch = max(self.controller_epoch, controller_epoch)
+        if brokers is not None:
+            self.brokers = {b.node_id: b for b in brokers}
+        touched: set[str] = set()
+        for state in partitions:
+            touched.add(state.topic)
+            if state.leader == LEADER_DURING_DELETE:
+                topic = self.topics.get(state.topic)
+                if topic is not None:
+                    topic.pop(state.partition, None)
+                    if not topic:
+                        del self.topics[state.topic]
+            else:
+                self.topics.setdefault(state.topic, {})[state.partition] = state
+        if touched:
+            for listener in self.listeners:
+                listener(touched)
+        return touched
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         return self.topics.get(topic, {}).get(partition)
 
     def partition_count(self, topic: str) -> int:
         return len(self.topics.get(topic, ()))
+
+    def is_online(self, state: PartitionState) -> bool:
+        """Whether the partition's leader is a live broker."""
+        return state.leader >= 0 and state.leader in self.brokers
+
+    def has_leaders(self, topic: str) -> bool:
+        """Whether the topic exists and every partition has a live leader."""
+        partitions = self.topics.get(topic)
+        return bool(partitions) and all(self.is_online(p) for p in partitions.values())

@@ -1,19 +1,28 @@
-"""A partition this broker hosts: its log, leader epoch, high watermark and producers.
+"""A partition this broker hosts: its log, its leadership, ISR, high watermark, producers.
 
-The high watermark is kept apart from the log end offset: it is the offset below which
-every in-sync replica has the data, and consumers only ever read below it. With one
-broker the ISR is this broker alone, so it follows the log end after each append;
-replication will advance it from followers' fetch positions instead.
+Leadership comes from the controller (LeaderAndIsr in a cluster, the local controller of
+a single broker): `make_leader` / `make_follower`. As leader the partition tracks each
+follower's log end (learnt from its fetches) and when it last caught up, proposes ISR
+changes (the replica manager writes them to ZooKeeper and applies them here once written),
+and moves the high watermark to the smallest log end over the ISR. As follower it
+appends what the leader sent and takes the leader's high watermark, capped by its own
+log end. Consumers only ever read below the high watermark
+(docs/contracts/cluster.md, "Replication").
+
+No I/O and no clock of its own: callers pass `now_ms`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from broker.log.log import Log
 from broker.protocol.errors import ErrorCode
-from broker.records.header import BatchHeader
+from broker.records.batch import CorruptRecordError, iter_batches
+from broker.records.header import BatchHeader, crc_is_valid
+from broker.server.metadata import NO_LEADER
 from broker.server.producer_state import ProducerStateTable
 
 
@@ -22,6 +31,32 @@ class AppendResult(NamedTuple):
     base_offset: int = -1
     log_append_time_ms: int = -1
     message: str | None = None
+    # The offset after the appended records: acks=all waits for the high watermark here.
+    next_offset: int = -1
+
+
+@dataclass(frozen=True)
+class Leadership:
+    """What the controller decided for one partition (a LeaderAndIsr partition state)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    zk_version: int = 0
+    controller_epoch: int = 0
+
+
+@dataclass
+class Follower:
+    """What the leader knows of one follower replica."""
+
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: int = 0
+    last_fetch_ms: int = 0
+    # The leader's log end when the follower's previous fetch was answered: a follower
+    # that reached it by its next fetch was caught up at that earlier time.
+    leader_end_at_last_fetch: int = -1
 
 
 # How far back in the log producer state is rebuilt at start-up: clients retry only their
@@ -51,17 +86,25 @@ class Partition:
     ) -> None:
         self.log = log
         self.broker_id = broker_id
+        self.leader_id = NO_LEADER  # not decided until the controller says
         self.leader_epoch = leader_epoch
-        self.isr: tuple[int, ...] = (broker_id,)
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        # An ISR change sent to ZooKeeper and not confirmed yet (only one at a time).
+        self.pending_isr: tuple[int, ...] | None = None
+        self.zk_version = -1
+        self.controller_epoch = -1
+        self.followers: dict[int, Follower] = {}
+        # The log end when this broker became leader of the current epoch: a follower
+        # must reach it before it may join the ISR (it has the whole previous epoch).
+        self.leader_epoch_start_offset = -1
         hw = log.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
         self.producers.rebuild(_recent_headers(log))
-        # Told (topic, partition) whenever the high watermark moves: wakes parked fetches.
+        # Told (topic, partition) whenever the high watermark moves: completes waiting
+        # fetches and acks=all produces.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
-        # The only in-sync replica has everything it recovered: a checkpoint written
-        # before an unclean stop must not hide the records appended after it.
-        self.maybe_advance_high_watermark()
 
     @property
     def topic(self) -> str:
@@ -71,20 +114,82 @@ class Partition:
     def index(self) -> int:
         return self.log.partition
 
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.broker_id
+
+    # -- leadership ---------------------------------------------------------------------
+    def make_leader(self, state: Leadership, now_ms: int) -> None:
+        """Become (or stay) leader of `state.leader_epoch`. Followers in the ISR count as
+        caught up now, so none leaves the ISR before it had a chance to fetch."""
+        new_epoch = state.leader_epoch != self.leader_epoch or not self.is_leader
+        self._take(state)
+        if new_epoch:
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.followers = {
+                r: Follower(last_caught_up_ms=now_ms if r in state.isr else 0)
+                for r in state.replicas
+                if r != self.broker_id
+            }
+        else:  # same epoch (a controller re-sending): keep what followers told us
+            self.followers = {
+                r: self.followers.get(r) or Follower()
+                for r in state.replicas
+                if r != self.broker_id
+            }
+        self.maybe_advance_high_watermark()
+
+    def make_follower(self, state: Leadership) -> None:
+        """Follow `state.leader`; the replica fetcher truncates and fetches from there."""
+        self._take(state)
+        self.followers = {}
+        self.leader_epoch_start_offset = -1
+
+    def _take(self, state: Leadership) -> None:
+        self.leader_id = state.leader
+        self.leader_epoch = state.leader_epoch
+        self.isr = tuple(state.isr)
+        self.replicas = tuple(state.replicas)
+        self.zk_version = state.zk_version
+        self.controller_epoch = state.controller_epoch
+        self.pending_isr = None
+
+    # -- appends ------------------------------------------------------------------------
     def append_as_leader(
-        self, records: bytearray, batches: list[tuple[int, BatchHeader]], now_ms: int
+        self,
+        records: bytearray,
+        batches: list[tuple[int, BatchHeader]],
+        now_ms: int,
+        acks: int = 1,
     ) -> AppendResult:
-        """Append validated batches unless a producer sequence says otherwise.
+        """Append validated batches unless leadership, the ISR size (acks=all) or a
+        producer sequence says otherwise.
 
         A request carries one batch per partition from the clients we serve; if it
         carries several, every batch is checked before any is written, so a refused
         request leaves the log untouched.
         """
+        if not self.is_leader:
+            return AppendResult(
+                ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                message=f"broker {self.broker_id} is not the leader (leader: {self.leader_id})",
+            )
+        min_isr = self.log.config.min_insync_replicas
+        if acks == -1 and len(self.isr) < min_isr:
+            return AppendResult(
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas {min_isr}",
+            )
         for _, header in batches:
             verdict = self.producers.check(header)
             if verdict.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and len(batches) == 1:
                 # A retry of a batch already in the log: answer with its original offset.
-                return AppendResult(ErrorCode.NONE, verdict.duplicate_of.first_offset, -1)
+                original = verdict.duplicate_of
+                return AppendResult(
+                    ErrorCode.NONE,
+                    original.first_offset,
+                    next_offset=original.first_offset + header.last_offset_delta + 1,
+                )
             if verdict.error != ErrorCode.NONE:
                 return AppendResult(
                     verdict.error,
@@ -99,14 +204,128 @@ class Partition:
             offset += header.last_offset_delta + 1
         self.maybe_advance_high_watermark()
         return AppendResult(
-            ErrorCode.NONE, info.first_offset, -1 if append_time is None else now_ms
+            ErrorCode.NONE,
+            info.first_offset,
+            -1 if append_time is None else now_ms,
+            next_offset=info.last_offset + 1,
         )
 
+    def append_as_follower(self, data, now_ms: int) -> int:
+        """Append the whole batches of fetched `data` (a trailing partial batch is left
+        for the next fetch) and record their producers, as the leader did, so that a
+        retried batch is still answered as a duplicate after a failover. Returns the
+        number of bytes appended."""
+        buf = bytearray(data)
+        batches = [
+            (pos, header)
+            for pos, header in iter_batches(buf)
+            if header.next_offset > self.log.log_end_offset
+        ]
+        if not batches:
+            return 0
+        for pos, header in batches:
+            if not crc_is_valid(buf, pos, header):
+                raise CorruptRecordError(
+                    f"{self.topic}-{self.index}: batch at offset {header.base_offset} from the "
+                    "leader fails its CRC"
+                )
+        start, end = batches[0][0], batches[-1][0] + batches[-1][1].size
+        self.log.append_as_follower(
+            memoryview(buf)[start:end], [(pos - start, header) for pos, header in batches]
+        )
+        for _, header in batches:
+            self.producers.record(header, header.base_offset, now_ms)
+        return end - start
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop everything at and after `offset` (a follower diverging from its leader)."""
+        if offset >= self.log.log_end_offset:
+            return
+        self.log.truncate_to(offset)
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+        self.producers = ProducerStateTable(self.producers.retain_batches)
+        self.producers.rebuild(_recent_headers(self.log))
+
+    # -- the ISR and the high watermark (leader) ----------------------------------------
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset`: everything below it is on its log."""
+        follower = self.followers.get(replica_id)
+        if follower is None or not self.is_leader:
+            return
+        end = self.log.log_end_offset
+        if fetch_offset >= end:
+            follower.last_caught_up_ms = now_ms
+        elif fetch_offset >= follower.leader_end_at_last_fetch >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = min(fetch_offset, end)
+        follower.leader_end_at_last_fetch = end
+        follower.last_fetch_ms = now_ms
+        self.maybe_advance_high_watermark()
+
+    def isr_expansion(self) -> tuple[int, ...] | None:
+        """The ISR with every follower that has caught up added (it holds the high
+        watermark and the whole current epoch), or None when nothing changes."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        joining = [
+            r
+            for r, f in self.followers.items()
+            if r not in self.isr
+            and f.log_end_offset >= self.high_watermark
+            and f.log_end_offset >= self.leader_epoch_start_offset
+        ]
+        return tuple(sorted((*self.isr, *joining))) if joining else None
+
+    def isr_shrink(self, now_ms: int, max_lag_ms: int) -> tuple[int, ...] | None:
+        """The ISR without the followers that have not caught up for `max_lag_ms`, or None."""
+        if not self.is_leader or self.pending_isr is not None:
+            return None
+        lagging = {
+            r
+            for r in self.isr
+            if r != self.broker_id
+            and now_ms - self.followers.get(r, Follower()).last_caught_up_ms > max_lag_ms
+        }
+        return tuple(r for r in self.isr if r not in lagging) if lagging else None
+
+    def propose_isr(self, isr: tuple[int, ...]) -> None:
+        """An ISR change is being written: until it is confirmed, the high watermark waits
+        for the larger of the two sets (never ahead of a replica that may count)."""
+        self.pending_isr = isr
+
+    def apply_isr(self, isr: tuple[int, ...], zk_version: int) -> None:
+        """The ISR change was written (the state znode is now at `zk_version`)."""
+        self.isr = tuple(isr)
+        self.zk_version = zk_version
+        self.pending_isr = None
+        self.maybe_advance_high_watermark()
+
+    def abandon_isr_change(self) -> None:
+        """The write lost to a newer state (a controller decision): forget the proposal."""
+        self.pending_isr = None
+
     def maybe_advance_high_watermark(self) -> bool:
-        """Single replica: everything appended is committed."""
-        new_hw = self.log.log_end_offset
+        """Leader: the smallest log end over the ISR (and a pending ISR), never backwards."""
+        if not self.is_leader:
+            return False
+        counted = set(self.isr) | set(self.pending_isr or ())
+        ends = [self.log.log_end_offset]
+        for replica in counted:
+            if replica != self.broker_id:
+                follower = self.followers.get(replica)
+                ends.append(follower.log_end_offset if follower else -1)
+        return self._set_high_watermark(min(ends))
+
+    def follower_high_watermark(self, leader_high_watermark: int) -> bool:
+        """Follower: the leader's high watermark, capped by what we have."""
+        return self._set_high_watermark(min(leader_high_watermark, self.log.log_end_offset))
+
+    def _set_high_watermark(self, new_hw: int) -> bool:
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             self.on_high_watermark(self.topic, self.index)
             return True
         return False
+
+    def under_replicated(self) -> bool:
+        return self.is_leader and len(self.isr) < len(self.replicas)

@@ -1,161 +1,207 @@
-"""The partitions hosted here, and the topic lifecycle around them (create, delete,
-auto-create, per-topic overrides)."""
+"""The partitions hosted here, and what the broker does when the controller decides.
+
+The replica manager does not decide anything about topics or leaders: it reacts to
+leadership decisions (LeaderAndIsr from the controller, or the local controller of a
+single broker): make leader, make follower, stop replica (and delete). Followers are
+handed to the replica fetchers; ISR changes a leader wants are handed to an ISR writer
+(ZooKeeper in a cluster) and applied when written. Topic administration lives in
+broker/controller/ (docs/contracts/cluster.md).
+"""
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol
 
-from broker.config.definition import ConfigError
 from broker.log.manager import LogManager
 from broker.protocol.errors import ErrorCode
-from broker.protocol.topic import topic_name_problem
-from broker.server.metadata import MetadataCache, PartitionState
-from broker.server.partition import Partition
-from broker.server.topic_config import apply_overrides
-from broker.util.files import write_atomically
+from broker.server.partition import Leadership, Partition
+from broker.server.topic_config import TopicConfigs
 
-TOPIC_CONFIGS_FILE = "topic-configs.json"
+log = logging.getLogger(__name__)
 
-
-class TopicError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+TopicPartition = tuple[str, int]
 
 
-def check_topic_name(name: str) -> None:
-    problem = topic_name_problem(name)
-    if problem is not None:
-        raise TopicError(
-            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal: {problem}"
-        )
+class Fetchers(Protocol):
+    """The replica fetchers (broker/server/replica_fetcher.py), as the manager uses them."""
+
+    def add(self, tp: TopicPartition, leader: int, address: tuple[str, int]) -> None: ...
+
+    def remove(self, tp: TopicPartition) -> None: ...
+
+
+class IsrWriter(Protocol):
+    """Writes a leader's ISR change where the controller reads it (ZooKeeper)."""
+
+    def write(self, partition: Partition, isr: tuple[int, ...]) -> None: ...
+
+
+@dataclass(frozen=True)
+class PartitionDecision:
+    """One partition of a LeaderAndIsr request."""
+
+    topic: str
+    partition: int
+    state: Leadership
+    is_new: bool = False
 
 
 class ReplicaManager:
-    """Owns the Partition objects; the MetadataCache is told of every change."""
-
     def __init__(
         self,
         broker_id: int,
         logs: LogManager,
-        metadata: MetadataCache,
+        topic_configs: TopicConfigs,
         now_ms: Callable[[], int],
         retain_batches: int = 5,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
-        self.metadata = metadata
+        self.topic_configs = topic_configs
         self.now_ms = now_ms
         self.retain_batches = retain_batches
-        self.partitions: dict[tuple[str, int], Partition] = {}
+        self.partitions: dict[TopicPartition, Partition] = {}
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
-        self._configs_path = logs.log_dirs[0] / TOPIC_CONFIGS_FILE
-        self.topic_overrides: dict[str, dict[str, str]] = self._read_overrides()
+        # Told (topic, partition) when a partition's leadership changes: requests waiting
+        # on it (acks=all) answer NOT_LEADER_OR_FOLLOWER instead of waiting in vain.
+        self.leadership_listeners: list[Callable[[str, int], None]] = []
+        self.fetchers: Fetchers | None = None
+        self.isr_writer: IsrWriter | None = None
+        # The newest controller epoch seen: requests from older controllers are refused.
+        self.controller_epoch = -1
 
     # -- start-up -------------------------------------------------------------------
     def load(self) -> None:
-        """Open (and recover) the logs on disk and host every partition found, with the
-        checkpointed high watermarks and each topic's overrides."""
-        self.logs.load(
-            {
-                topic: apply_overrides(self.logs.default_config, overrides)
-                for topic, overrides in self.topic_overrides.items()
-            }
-        )
+        """Open (and recover) the logs on disk, each with its topic's config, and host a
+        partition for each. None is led or followed until the controller decides."""
+        self.logs.load(self.topic_configs.log_configs())
         hws = self.logs.high_watermarks()
-        for log in self.logs.logs():
+        for each in self.logs.logs():
             self._host(
                 Partition(
-                    log,
+                    each,
                     self.broker_id,
-                    high_watermark=hws.get((log.topic, log.partition)),
+                    high_watermark=hws.get((each.topic, each.partition)),
                     retain_batches=self.retain_batches,
                 )
             )
 
-    def _host(self, partition: Partition) -> None:
+    def _host(self, partition: Partition) -> Partition:
         partition.on_high_watermark = self._high_watermark_moved
         self.partitions[(partition.topic, partition.index)] = partition
-        self.metadata.set_partition(
-            PartitionState(
-                partition.topic,
-                partition.index,
-                self.broker_id,
-                partition.leader_epoch,
-                (self.broker_id,),
-                partition.isr,
-            )
-        )
+        return partition
 
     def _high_watermark_moved(self, topic: str, partition: int) -> None:
         for listener in self.high_watermark_listeners:
             listener(topic, partition)
 
-    # -- topics ---------------------------------------------------------------------
-    def create_topic(
+    def _leadership_changed(self, topic: str, partition: int) -> None:
+        for listener in self.leadership_listeners:
+            listener(topic, partition)
+
+    # -- leadership decisions ---------------------------------------------------------
+    def apply_leadership(
         self,
-        name: str,
-        num_partitions: int,
-        replication_factor: int,
-        configs: dict[str, str] | None = None,
-        validate_only: bool = False,
-    ) -> None:
-        check_topic_name(name)
-        if name in self.metadata.topics:
-            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        if num_partitions <= 0:
-            raise TopicError(
-                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
-            )
-        live = len(self.metadata.brokers) or 1
-        if replication_factor <= 0 or replication_factor > live:
-            raise TopicError(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Replication factor: {replication_factor} larger than available brokers: {live}.",
-            )
-        overrides = dict(configs or {})
-        try:
-            log_config = apply_overrides(self.logs.default_config, overrides)
-        except ConfigError as exc:
-            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        if validate_only:
+        decisions: list[PartitionDecision],
+        leaders: dict[int, tuple[str, int]],
+    ) -> dict[TopicPartition, ErrorCode]:
+        """Make this broker leader or follower of each partition, as decided. A decision
+        whose leader epoch is older than the one the partition has is ignored
+        (STALE_CONTROLLER_EPOCH, as Kafka answers); `leaders` gives the followers the
+        address of their leader. Returns the error per partition."""
+        now = self.now_ms()
+        errors: dict[TopicPartition, ErrorCode] = {}
+        for decision in decisions:
+            tp = (decision.topic, decision.partition)
+            state = decision.state
+            if self.broker_id not in state.replicas:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            partition = self.partitions.get(tp)
+            if partition is None:
+                partition = self._create(decision.topic, decision.partition)
+            elif state.leader_epoch < partition.leader_epoch or (
+                state.leader_epoch == partition.leader_epoch
+                and partition.leader_id == state.leader
+                and partition.isr == state.isr
+                and partition.replicas == state.replicas
+            ):
+                # Same or older: a re-sent or stale decision changes nothing. (A broker
+                # that just started knows no leader yet, so it takes an equal epoch.)
+                errors[tp] = (
+                    ErrorCode.STALE_CONTROLLER_EPOCH
+                    if state.leader_epoch < partition.leader_epoch
+                    else ErrorCode.NONE
+                )
+                continue
+            if state.leader == self.broker_id:
+                if self.fetchers is not None:
+                    self.fetchers.remove(tp)
+                partition.make_leader(state, now)
+            else:
+                partition.make_follower(state)
+                address = leaders.get(state.leader)
+                if self.fetchers is not None:
+                    if address is None or state.leader < 0:
+                        self.fetchers.remove(tp)  # no leader alive: nothing to follow yet
+                    else:
+                        self.fetchers.add(tp, state.leader, address)
+            errors[tp] = ErrorCode.NONE
+            self._leadership_changed(*tp)
+        return errors
+
+    def _create(self, topic: str, index: int) -> Partition:
+        created = self.logs.create(topic, index, self.topic_configs.log_config(topic))
+        return self._host(Partition(created, self.broker_id, retain_batches=self.retain_batches))
+
+    def stop_replicas(self, partitions: list[TopicPartition], delete: bool) -> None:
+        """Stop replicating (and serving) these partitions; with `delete`, remove them."""
+        for tp in partitions:
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            partition = self.partitions.get(tp)
+            if partition is None:
+                continue
+            if delete:
+                del self.partitions[tp]
+                self.logs.delete_partition(*tp)
+            else:
+                partition.make_follower(
+                    Leadership(-1, partition.leader_epoch, partition.isr, partition.replicas)
+                )
+            self._leadership_changed(*tp)
+
+    # -- the ISR (leaders) --------------------------------------------------------------
+    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
+        """A follower's fetch: its log end moves, the high watermark may, the ISR may grow."""
+        partition.record_follower_fetch(replica_id, fetch_offset, self.now_ms())
+        grown = partition.isr_expansion()
+        if grown is not None:
+            self._change_isr(partition, grown)
+
+    def shrink_isrs(self, max_lag_ms: int) -> None:
+        """Drop followers that have not caught up for `max_lag_ms` from the ISRs we lead."""
+        now = self.now_ms()
+        for partition in self.partitions.values():
+            shrunk = partition.isr_shrink(now, max_lag_ms)
+            if shrunk is not None:
+                self._change_isr(partition, shrunk)
+
+    def _change_isr(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        if self.isr_writer is None:  # a single broker has no followers to add or drop
             return
-        if overrides:
-            self.topic_overrides[name] = overrides
-            self._write_overrides()
-        for index in range(num_partitions):
-            log = self.logs.create(name, index, log_config)
-            self._host(Partition(log, self.broker_id, retain_batches=self.retain_batches))
-
-    def delete_topic(self, name: str) -> None:
-        if name not in self.metadata.topics:
-            raise TopicError(
-                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                "This server does not host this topic-partition.",
-            )
-        for key in [k for k in self.partitions if k[0] == name]:
-            del self.partitions[key]
-        self.metadata.remove_topic(name)
-        self.logs.delete_topic(name)
-        if self.topic_overrides.pop(name, None) is not None:
-            self._write_overrides()
-
-    def _read_overrides(self) -> dict[str, dict[str, str]]:
-        try:
-            return json.loads(self._configs_path.read_text())
-        except FileNotFoundError:
-            return {}
-
-    def _write_overrides(self) -> None:
-        write_atomically(
-            self._configs_path, json.dumps(self.topic_overrides, indent=1, sort_keys=True)
+        log.info(
+            "%s-%d: ISR %s -> %s", partition.topic, partition.index, list(partition.isr), list(isr)
         )
+        partition.propose_isr(isr)
+        self.isr_writer.write(partition, isr)
 
     # -- reads ----------------------------------------------------------------------
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
 
-    def high_watermarks(self) -> dict[tuple[str, int], int]:
+    def high_watermarks(self) -> dict[TopicPartition, int]:
         return {key: p.high_watermark for key, p in self.partitions.items()}

@@ -71,6 +71,21 @@ TOPIC_CONFIG = (
         validator=one_of("CreateTime", "LogAppendTime"),
     )
     .define(
+        "min.insync.replicas",
+        "int",
+        None,
+        "Overrides min.insync.replicas.",
+        optional=True,
+        validator=at_least(1),
+    )
+    .define(
+        "unclean.leader.election.enable",
+        "boolean",
+        None,
+        "Overrides unclean.leader.election.enable.",
+        optional=True,
+    )
+    .define(
         "cleanup.policy",
         "string",
         "delete",
@@ -87,6 +102,8 @@ _LOG_FIELDS = {
     "max.message.bytes": "max_message_bytes",
     "flush.messages": "flush_interval_messages",
     "flush.ms": "flush_interval_ms",
+    "min.insync.replicas": "min_insync_replicas",
+    "unclean.leader.election.enable": "unclean_leader_election",
 }
 
 
@@ -97,3 +114,40 @@ def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
     if values.get("message.timestamp.type") is not None:
         changes["log_append_time"] = values["message.timestamp.type"] == "LogAppendTime"
     return dataclasses.replace(base, **changes)
+
+
+class TopicConfigs:
+    """The per-topic overrides this broker knows (validated), and the LogConfig each topic
+    gets: the broker's defaults with its overrides. Filled by the local controller from
+    its file on a single broker, from ZooKeeper (/config/topics) in a cluster."""
+
+    def __init__(self, default: LogConfig, overrides: dict[str, dict[str, str]] | None = None):
+        self.default = default
+        self._overrides: dict[str, dict[str, str]] = {}
+        for topic, values in (overrides or {}).items():
+            self.set(topic, values)
+
+    def set(self, topic: str, overrides: dict[str, str]) -> LogConfig:
+        """Record `topic`'s overrides (raises ConfigError for a bad key or value)."""
+        config = apply_overrides(self.default, overrides)
+        if overrides:
+            self._overrides[topic] = dict(overrides)
+        else:
+            self._overrides.pop(topic, None)
+        return config
+
+    def remove(self, topic: str) -> None:
+        self._overrides.pop(topic, None)
+
+    def overrides(self, topic: str) -> dict[str, str]:
+        return dict(self._overrides.get(topic, {}))
+
+    def all_overrides(self) -> dict[str, dict[str, str]]:
+        return {t: dict(v) for t, v in self._overrides.items()}
+
+    def log_config(self, topic: str) -> LogConfig:
+        return apply_overrides(self.default, self._overrides.get(topic, {}))
+
+    def log_configs(self) -> dict[str, LogConfig]:
+        """The topics with overrides and their LogConfig (the rest use the default)."""
+        return {topic: self.log_config(topic) for topic in self._overrides}

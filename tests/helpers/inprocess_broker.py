@@ -8,6 +8,7 @@ a test moves the clock.
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from broker.protocol.framing import decode_response, encode_request
 from broker.records.region import FileRegion
 from broker.server.broker import open_broker_state
 from broker.server.dispatch import Close, NoResponse, Outcome, Respond, Wait, handle_frame
+from broker.server.handlers.base import TaskOperation
 from broker.server.metadata import BrokerEndpoint
 from broker.server.request import Session
 
@@ -41,8 +43,11 @@ class InProcessBroker:
         self.clock = Clock()
         raw = {"broker.id": "0", "log.dirs": str(log_dir), **overrides}
         self.state = open_broker_state(BrokerConfig.from_mapping(raw), self.clock)
-        # What the broker registers once its listener is bound.
-        self.state.metadata.set_broker(BrokerEndpoint(0, "127.0.0.1", 9092))
+        # Requests that need the event loop (topic administration) run on this one.
+        self.loop = asyncio.new_event_loop()
+        self.state.spawn = self.loop.create_task
+        # What the broker does once its listener is bound.
+        self.state.admin.start(BrokerEndpoint(0, "127.0.0.1", 9092))
         self.session = Session(client_host="127.0.0.1", client_port=50000)
         self._correlation = 0
 
@@ -58,8 +63,11 @@ class InProcessBroker:
         return self.outcome(self.frame(api_key, version, body))
 
     def call(self, api_key: int, version: int, body: dict) -> dict:
-        """The decoded response to one request that is answered at once."""
+        """The decoded response to one request, answered at once or by work on the loop
+        (not by a purgatory: those wait for events the test causes)."""
         outcome = self.send(api_key, version, body)
+        if isinstance(outcome, Wait) and isinstance(outcome.operation, TaskOperation):
+            outcome = self.run_until_answered(outcome)
         assert isinstance(outcome, Respond), outcome
         correlation_id, body = decode_response(api_key, version, response_bytes(outcome.parts))
         assert correlation_id == self._correlation
@@ -67,6 +75,15 @@ class InProcessBroker:
 
     def decode(self, api_key: int, version: int, outcome: Respond) -> dict:
         return decode_response(api_key, version, response_bytes(outcome.parts))[1]
+
+    def run_until_answered(self, wait: Wait) -> Respond | Close:
+        done = self.loop.create_future()
+        wait.operation.add_done_callback(lambda result: done.done() or done.set_result(result))
+        return wait.respond(self.loop.run_until_complete(asyncio.wait_for(done, 30)))
+
+    def close(self) -> None:
+        self.state.replicas.logs.close()
+        self.loop.close()
 
     def answer_of(self, wait: Wait) -> Respond | Close | None:
         """What the connection would send for a waiting request, or None if still waiting."""

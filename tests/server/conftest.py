@@ -9,7 +9,7 @@ from tests.helpers.inprocess_broker import InProcessBroker
 def broker(tmp_path):
     b = InProcessBroker(tmp_path / "logs")
     yield b
-    b.state.replicas.logs.close()
+    b.close()
 
 
 @pytest.fixture
@@ -23,4 +23,4 @@ def make_broker(tmp_path):
 
     yield make
     for b in made:
-        b.state.replicas.logs.close()
+        b.close()

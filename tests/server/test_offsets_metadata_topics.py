@@ -167,3 +167,24 @@ def test_init_producer_id_allocates_distinct_ids_and_refuses_transactions(broker
     assert len(set(ids)) == 3 and all(i >= 0 for i in ids)
     refused = broker.call(INIT_PRODUCER_ID, 1, {**body, "transactional_id": "txn"})
     assert (refused["error_code"], refused["producer_id"]) == (ErrorCode.INVALID_REQUEST, -1)
+
+
+def test_create_with_a_replica_assignment(broker):
+    from broker.protocol.apis import CREATE_TOPICS
+
+    def create_with(assignments, partitions=-1, factor=-1):
+        body = {
+            "topics": [{"name": "manual", "num_partitions": partitions,
+                        "replication_factor": factor, "configs": [],
+                        "assignments": [{"partition_index": p, "broker_ids": b}
+                                        for p, b in assignments.items()]}],
+            "timeout_ms": 1000, "validate_only": True,
+        }  # fmt: skip
+        (t,) = broker.call(CREATE_TOPICS, 4, body)["topics"]
+        return t["error_code"]
+
+    assert create_with({0: [0], 1: [0]}) == 0
+    assert create_with({0: [0]}, partitions=1) == ErrorCode.INVALID_REQUEST
+    assert create_with({0: [0], 2: [0]}) == ErrorCode.INVALID_REPLICA_ASSIGNMENT  # a gap
+    assert create_with({0: [0, 0]}) == ErrorCode.INVALID_REPLICA_ASSIGNMENT  # duplicate
+    assert create_with({0: [7]}) == ErrorCode.INVALID_REPLICA_ASSIGNMENT  # unknown broker

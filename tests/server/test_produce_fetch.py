@@ -186,3 +186,21 @@ def test_high_watermark_after_an_unclean_stop_covers_every_recovered_record(tmp_
     again = InProcessBroker(tmp_path / "logs")
     p = fetch(again, "t", 0)
     assert p["high_watermark"] == 3 and _values_of(p) == [b"a", b"b", b"c"]
+
+
+def test_acks_all_on_a_single_broker_answers_at_once(broker):
+    create(broker, "t")
+    answer = broker.call(PRODUCE, 8, produce_body("t", values(b"x"), acks=-1))
+    (p,) = answer["responses"][0]["partition_responses"]
+    assert (p["error_code"], p["base_offset"]) == (0, 0)
+    assert len(broker.state.produce_purgatory) == 0
+
+
+def test_min_insync_replicas_above_the_isr_refuses_acks_all_only(broker):
+    create(broker, "strict", configs={"min.insync.replicas": "2"})
+    refused = broker.call(PRODUCE, 8, produce_body("strict", values(b"x"), acks=-1))
+    (p,) = refused["responses"][0]["partition_responses"]
+    assert p["error_code"] == ErrorCode.NOT_ENOUGH_REPLICAS and "min.insync" in p["error_message"]
+    ok = broker.call(PRODUCE, 8, produce_body("strict", values(b"y"), acks=1))
+    assert ok["responses"][0]["partition_responses"][0]["error_code"] == 0
+    assert _values_of(fetch(broker, "strict", 0)) == [b"y"]

@@ -12,7 +12,9 @@ topics). They return one of:
 - the response body (a dict keyed like the API's response declaration);
 - `NO_RESPONSE`: the client expects none (Produce with acks=0);
 - `Delayed(operation)`: the answer comes when the operation, already handed to a
-  purgatory by the handler, completes (see broker/server/purgatory.py).
+  purgatory by the handler, completes (see broker/server/purgatory.py); or, for work that
+  needs I/O (ZooKeeper, other brokers), `run_async(broker, coroutine)`: the answer is
+  what the coroutine returns.
 
 `error_response(body, code)` answers a decodable request with `code` everywhere (for a
 version below the accepted range, or a failure before any work was done).
@@ -26,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from broker.protocol.apis import Api
 from broker.protocol.errors import ErrorCode
-from broker.server.purgatory import DelayedOperation
+from broker.server.purgatory import DelayedOperation, OperationFailed
 
 if TYPE_CHECKING:
     from broker.server.context import BrokerContext
@@ -35,6 +37,34 @@ if TYPE_CHECKING:
 
 class Delayed(NamedTuple):
     operation: DelayedOperation
+
+
+class TaskOperation(DelayedOperation):
+    """An answer produced by a coroutine (ZooKeeper writes, waiting for the controller's
+    decision to reach the metadata cache): completes when its task does; in no purgatory."""
+
+    def __init__(self, task) -> None:
+        super().__init__(deadline_ms=2**63 - 1, keys=())
+        task.add_done_callback(self._done)
+
+    def _done(self, task) -> None:
+        if task.cancelled():
+            self.complete(OperationFailed(RuntimeError("cancelled")))
+        elif task.exception() is not None:
+            self.complete(OperationFailed(task.exception()))
+        else:
+            self.complete(task.result())
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.completed
+
+    def on_expiration(self, now_ms: int):
+        raise RuntimeError("a task operation has no deadline")
+
+
+def run_async(broker, coro) -> Delayed:
+    """Answer with what `coro` returns (a response body), once it has run on the loop."""
+    return Delayed(TaskOperation(broker.spawn(coro)))
 
 
 class _NoResponse:

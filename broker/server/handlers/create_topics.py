@@ -1,37 +1,47 @@
-"""CreateTopics: each topic created (or validated) on its own; one failure does not stop
-the others. Partitions and replication factor -1 take the broker's defaults."""
+"""CreateTopics: each topic checked, planned and created on its own (one failure does not
+stop the others) by the broker's topic admin (broker/controller/); the answer waits until
+the metadata cache shows every created topic with leaders, at most `timeout_ms` (then
+REQUEST_TIMED_OUT: the creation goes on). Partitions and replication factor -1 take the
+broker's defaults; `assignments` choose the replicas."""
 
 from __future__ import annotations
 
+from broker.controller.admin import TopicError, TopicSpec
 from broker.protocol.apis import CREATE_TOPICS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler
-from broker.server.replica_manager import TopicError
+from broker.server.handlers.base import ApiHandler, run_async
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(broker, request, body: dict):
+    specs = [TopicSpec.from_request(topic) for topic in body["topics"]]
+    return run_async(broker, _create(broker, specs, body))
+
+
+async def _create(broker, specs: list[TopicSpec], body: dict) -> dict:
+    validate_only = body.get("validate_only", False)
+    outcome = await broker.admin.create_topics(specs, validate_only)
+    created = [s.name for s in specs if outcome.get(s.name) is None]
+    timed_out: set[str] = set()
+    if created and not validate_only and body["timeout_ms"] > 0:
+        timed_out = await broker.admin.wait_until(
+            created, broker.metadata.has_leaders, body["timeout_ms"]
+        )
     results = []
-    for topic in body["topics"]:
-        name = topic["name"]
-        code, message = ErrorCode.NONE, None
-        try:
-            if topic["assignments"]:
-                raise TopicError(
-                    ErrorCode.INVALID_REQUEST, "Manual replica assignment is not supported yet."
-                )
-            partitions = topic["num_partitions"]
-            factor = topic["replication_factor"]
-            if partitions == -1:
-                partitions = broker.config["num.partitions"]
-            if factor == -1:
-                factor = broker.config["default.replication.factor"]
-            configs = {c["name"]: c["value"] for c in topic["configs"]}
-            broker.replicas.create_topic(
-                name, partitions, factor, configs, body.get("validate_only", False)
+    for spec in specs:
+        error: TopicError | None = outcome.get(spec.name)
+        if error is None and spec.name in timed_out:
+            error = TopicError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"Topic '{spec.name}' is being created; its leaders were not elected within "
+                f"{body['timeout_ms']} ms.",
             )
-        except TopicError as exc:
-            code, message = exc.code, exc.message
-        results.append({"name": name, "error_code": code, "error_message": message})
+        results.append(
+            {
+                "name": spec.name,
+                "error_code": error.code if error else ErrorCode.NONE,
+                "error_message": error.message if error else None,
+            }
+        )
     return {"throttle_time_ms": 0, "topics": results}
 
 

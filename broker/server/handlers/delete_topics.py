@@ -1,25 +1,45 @@
-"""DeleteTopics: each named topic deleted on its own, unless delete.topic.enable is off."""
+"""DeleteTopics: each named topic deleted on its own by the broker's topic admin, unless
+delete.topic.enable is off; the answer waits until the metadata cache no longer lists
+it, at most `timeout_ms` (then REQUEST_TIMED_OUT: the deletion goes on)."""
 
 from __future__ import annotations
 
+from broker.controller.admin import TopicError
 from broker.protocol.apis import DELETE_TOPICS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler
-from broker.server.replica_manager import TopicError
+from broker.server.handlers.base import ApiHandler, run_async
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(broker, request, body: dict):
+    return run_async(broker, _delete(broker, list(body["topic_names"]), body["timeout_ms"]))
+
+
+async def _delete(broker, names: list[str], timeout_ms: int) -> dict:
+    if not broker.config["delete.topic.enable"]:
+        outcome = {
+            name: TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
+            for name in names
+        }
+    else:
+        outcome = await broker.admin.delete_topics(names)
+    deleted = [n for n in names if outcome.get(n) is None]
+    timed_out: set[str] = set()
+    if deleted and timeout_ms > 0:
+        timed_out = await broker.admin.wait_until(
+            deleted, lambda name: name not in broker.metadata.topics, timeout_ms
+        )
     results = []
-    for name in body["topic_names"]:
-        code, message = ErrorCode.NONE, None
-        if not broker.config["delete.topic.enable"]:
-            code, message = ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
-        else:
-            try:
-                broker.replicas.delete_topic(name)
-            except TopicError as exc:
-                code, message = exc.code, exc.message
-        results.append({"name": name, "error_code": code, "error_message": message})
+    for name in names:
+        error = outcome.get(name)
+        if error is None and name in timed_out:
+            error = TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' is being deleted.")
+        results.append(
+            {
+                "name": name,
+                "error_code": error.code if error else ErrorCode.NONE,
+                "error_message": error.message if error else None,
+            }
+        )
     return {"throttle_time_ms": 0, "responses": results}
 
 

@@ -38,6 +38,8 @@ ZSTD_MIN_VERSION = 10
 
 
 def handle(broker, request, body: dict):
+    if body.get("replica_id", -1) >= 0:
+        _record_follower(broker, body)
     if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
         return read(broker, body, final=True, version=request.api_version)
     now = broker.now_ms()
@@ -68,6 +70,7 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
     """The response, or None when fewer than min_bytes are there and not `final`."""
     remaining = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body["min_bytes"]
+    replica_id = body.get("replica_id", -1)
     total = 0
     any_error = False
     responses = []
@@ -75,7 +78,9 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
         name = topic["topic"]
         partitions = []
         for preq in topic["partitions"]:
-            entry = _fetch_partition(broker, name, preq, remaining, first=(total == 0))
+            entry = _fetch_partition(
+                broker, name, preq, remaining, first=(total == 0), replica_id=replica_id
+            )
             if version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
                 # An older consumer cannot read zstd batches: Kafka answers this error.
                 entry = _empty(
@@ -100,11 +105,15 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
     }
 
 
-def _fetch_partition(broker, topic: str, preq: dict, remaining: int, first: bool) -> dict:
+def _fetch_partition(
+    broker, topic: str, preq: dict, remaining: int, first: bool, replica_id: int = -1
+) -> dict:
     index = preq["partition"]
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not partition.is_leader:  # no fetching from followers (KIP-392 is not implemented)
+        return _empty(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     epoch = preq.get("current_leader_epoch", -1)
     if epoch >= 0 and epoch != partition.leader_epoch:
         code = (
@@ -115,20 +124,34 @@ def _fetch_partition(broker, topic: str, preq: dict, remaining: int, first: bool
         return _empty(index, code)
     hw, log_start = partition.high_watermark, partition.log.log_start_offset
     offset = preq["fetch_offset"]
-    # Between the high watermark and the log end is not out of range: just nothing yet.
-    if partition.log.log_end_offset >= offset >= hw:
+    # A follower reads up to the log end (it is what makes the high watermark move); a
+    # consumer only below the high watermark.
+    readable = partition.log.log_end_offset if replica_id >= 0 else hw
+    # Between the readable end and the log end is not out of range: just nothing yet.
+    if partition.log.log_end_offset >= offset >= readable:
         return _empty(index, ErrorCode.NONE, hw, log_start)
     limit = min(preq["partition_max_bytes"], remaining)
     if limit <= 0 and not first:
         return _empty(index, ErrorCode.NONE, hw, log_start)
     try:
         # KIP-74: the first batch of the response comes whole even past the limits.
-        result = partition.log.read(offset, max(limit, 1), max_offset=hw)
+        result = partition.log.read(offset, max(limit, 1), max_offset=readable)
     except OffsetOutOfRange:
         return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start)
     entry = _empty(index, ErrorCode.NONE, hw, log_start)
     entry["records"] = result.regions
     return entry
+
+
+def _record_follower(broker, body: dict) -> None:
+    """A follower fetches from its log end: the leader learns how far each follower is
+    (moving the high watermark, letting it back into the ISR)."""
+    replica_id = body["replica_id"]
+    for topic in body["topics"]:
+        for preq in topic["partitions"]:
+            partition = broker.replicas.get(topic["topic"], preq["partition"])
+            if partition is not None and partition.is_leader:
+                broker.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"])
 
 
 def _has_zstd(regions) -> bool:

@@ -1,8 +1,10 @@
-"""Produce: validate each partition's batches, check producer sequences, append.
+"""Produce: validate each partition's batches, check producer sequences, append as leader.
 
-acks=0 gets no response at all; acks=1 and acks=-1 are answered after the local append,
-which with one broker is also when the high watermark moves. Replication will make
-acks=-1 wait for the ISR instead. Versions 0-2 (old message formats) are advertised so
+acks=0 gets no response at all; acks=1 is answered after the local append; acks=-1
+(all) first needs at least `min.insync.replicas` in the ISR (else NOT_ENOUGH_REPLICAS,
+nothing appended), then waits in the produce purgatory until the high watermark passes
+the records (a single broker's moves at once). A follower answers NOT_LEADER_OR_FOLLOWER.
+Versions 0-2 (old message formats) are advertised so
 that clients probing for overlap find Produce, but answered with UNSUPPORTED_VERSION
 (docs/contracts/wire-protocol.md).
 """
@@ -12,7 +14,8 @@ from __future__ import annotations
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
 from broker.records.validate import RecordsError, validate_produce_records
-from broker.server.handlers.base import NO_RESPONSE, ApiHandler
+from broker.server.handlers.base import NO_RESPONSE, ApiHandler, Delayed
+from broker.server.purgatory import DelayedOperation
 
 
 def _partition_response(
@@ -38,26 +41,83 @@ def handle(broker, request, body: dict):
     acks = body["acks"]
     now = broker.now_ms()
     responses = []
+    waiting: dict[tuple[str, int], tuple[dict, int]] = {}  # acks=all: answer, offset needed
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
         for pdata in topic["partition_data"]:
-            partitions.append(
-                _produce_partition(broker, name, pdata, acks, now, request.api_version)
+            answer, next_offset = _produce_partition(
+                broker, name, pdata, acks, now, request.api_version
             )
+            partitions.append(answer)
+            if next_offset >= 0:
+                # Followers waiting at this leader fetch the new data now.
+                broker.fetch_purgatory.check_and_complete((name, answer["index"]), now)
+                if acks == -1:
+                    waiting[(name, answer["index"])] = (answer, next_offset)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return NO_RESPONSE
-    return {"responses": responses, "throttle_time_ms": 0}
+    response = {"responses": responses, "throttle_time_ms": 0}
+    if not waiting:
+        return response
+    operation = DelayedProduce(broker, response, waiting, now + body["timeout_ms"])
+    if broker.produce_purgatory.try_complete_else_watch(operation, now):
+        return operation.result
+    return Delayed(operation)
 
 
-def _produce_partition(broker, topic: str, pdata: dict, acks: int, now: int, version: int) -> dict:
+class DelayedProduce(DelayedOperation):
+    """acks=all: the answer waits until the high watermark has passed each partition's
+    appended records (every in-sync replica has them), or until `timeout_ms`."""
+
+    def __init__(self, broker, response: dict, waiting: dict, deadline_ms: int) -> None:
+        super().__init__(deadline_ms, list(waiting))
+        self.broker = broker
+        self.response = response
+        self.waiting = dict(waiting)
+
+    def try_complete(self, now_ms: int) -> bool:
+        for tp, (answer, next_offset) in list(self.waiting.items()):
+            partition = self.broker.replicas.get(*tp)
+            if partition is None or not partition.is_leader:
+                _fail(answer, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while waiting")
+            elif partition.high_watermark >= next_offset:
+                min_isr = partition.log.config.min_insync_replicas
+                if len(partition.isr) < min_isr:
+                    _fail(
+                        answer,
+                        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                        f"the ISR {list(partition.isr)} shrank below min.insync.replicas "
+                        f"{min_isr} after the append",
+                    )
+            else:
+                continue
+            del self.waiting[tp]
+        return not self.waiting and self.complete(self.response)
+
+    def on_expiration(self, now_ms: int) -> dict:
+        for answer, _ in self.waiting.values():
+            _fail(
+                answer, ErrorCode.REQUEST_TIMED_OUT, "the in-sync replicas did not confirm in time"
+            )
+        return self.response
+
+
+def _fail(answer: dict, code: ErrorCode, message: str) -> None:
+    answer.update(error_code=code, error_message=message)
+
+
+def _produce_partition(
+    broker, topic: str, pdata: dict, acks: int, now: int, version: int
+) -> tuple[dict, int]:
+    """The partition's answer and, when appended, the offset after its records (else -1)."""
     index = pdata["index"]
     if acks not in (0, 1, -1):
-        return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS)
+        return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS), -1
     partition = broker.replicas.get(topic, index)
     if partition is None:
-        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
     records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
     try:
         batches = validate_produce_records(
@@ -67,17 +127,18 @@ def _produce_partition(broker, topic: str, pdata: dict, acks: int, now: int, ver
             parse_every_record=broker.config["produce.record.validation"] == "full",
         )
     except RecordsError as exc:
-        return _partition_response(index, ErrorCode(exc.error_code), message=str(exc))
-    result = partition.append_as_leader(bytearray(records), batches, now)
+        return _partition_response(index, ErrorCode(exc.error_code), message=str(exc)), -1
+    result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
-        return _partition_response(index, result.error, message=result.message)
-    return _partition_response(
+        return _partition_response(index, result.error, message=result.message), -1
+    answer = _partition_response(
         index,
         ErrorCode.NONE,
         result.base_offset,
         partition.log.log_start_offset,
         log_append_time_ms=result.log_append_time_ms,
     )
+    return answer, result.next_offset
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

@@ -1,0 +1,190 @@
+"""Topic administration: what CreateTopics, DeleteTopics and auto-creation ask for, checked
+and planned once, carried out by the controller of the broker's mode.
+
+`TopicAdmin` validates a request and plans the replicas (broker/controller/placement.py)
+from the live brokers the metadata cache knows. Carrying it out is the mode's: a single
+broker's local controller applies it at once (broker/controller/local.py); in a cluster
+it is written to ZooKeeper for the controller to act on (broker/controller/zk_admin.py).
+Either way the requests complete when the metadata cache shows the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.config.definition import ConfigError
+from broker.controller.placement import PlacementError, assign_replicas
+from broker.protocol.errors import ErrorCode
+from broker.protocol.topic import topic_name_problem
+from broker.server.metadata import MetadataCache
+from broker.server.topic_config import TopicConfigs, apply_overrides
+
+
+class TopicError(Exception):
+    """Why a topic operation was refused: a Kafka error code and a message for the client."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def check_topic_name(name: str) -> None:
+    problem = topic_name_problem(name)
+    if problem is not None:
+        raise TopicError(
+            ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal: {problem}"
+        )
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic of a CreateTopics request (-1: the broker's default)."""
+
+    name: str
+    partitions: int = -1
+    replication_factor: int = -1
+    # Replicas per partition chosen by the client, or None to let placement choose.
+    assignment: dict[int, list[int]] | None = None
+    configs: dict[str, str] | None = None
+
+    @classmethod
+    def from_request(cls, topic: dict) -> TopicSpec:
+        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in topic["assignments"]}
+        return cls(
+            topic["name"],
+            topic["num_partitions"],
+            topic["replication_factor"],
+            assignment or None,
+            {c["name"]: c["value"] for c in topic["configs"]},
+        )
+
+
+class TopicAdmin:
+    """Checks and plans topic requests; subclasses carry them out."""
+
+    def __init__(
+        self,
+        metadata: MetadataCache,
+        topic_configs: TopicConfigs,
+        default_partitions: int,
+        default_replication_factor: int,
+    ) -> None:
+        self.metadata = metadata
+        self.topic_configs = topic_configs
+        self.default_partitions = default_partitions
+        self.default_replication_factor = default_replication_factor
+
+    def plan(self, spec: TopicSpec) -> dict[int, list[int]]:
+        """The replica assignment of a new topic, or TopicError saying why not."""
+        check_topic_name(spec.name)
+        if spec.name in self.metadata.topics:
+            raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
+        try:
+            apply_overrides(self.topic_configs.default, dict(spec.configs or {}))
+        except ConfigError as exc:
+            raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
+        brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
+        if spec.assignment is not None:
+            return self._check_assignment(spec, brokers)
+        partitions = self.default_partitions if spec.partitions == -1 else spec.partitions
+        factor = (
+            self.default_replication_factor
+            if spec.replication_factor == -1
+            else spec.replication_factor
+        )
+        if partitions <= 0:
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0."
+            )
+        if factor <= 0:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
+            )
+        if factor > len(brokers):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICATION_FACTOR,
+                f"Replication factor: {factor} larger than available brokers: {len(brokers)}.",
+            )
+        try:
+            return assign_replicas(brokers, partitions, factor)
+        except PlacementError as exc:
+            raise TopicError(ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)) from None
+
+    @staticmethod
+    def _check_assignment(spec: TopicSpec, brokers: dict) -> dict[int, list[int]]:
+        assignment = spec.assignment or {}
+        if spec.partitions != -1 or spec.replication_factor != -1:
+            raise TopicError(
+                ErrorCode.INVALID_REQUEST,
+                "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                "Both cannot be used at the same time.",
+            )
+        if sorted(assignment) != list(range(len(assignment))):
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                f"Partitions should be numbered from 0 without gaps, not {sorted(assignment)}.",
+            )
+        sizes = {len(replicas) for replicas in assignment.values()}
+        if len(sizes) != 1 or 0 in sizes:
+            raise TopicError(
+                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                "All partitions should have the same, non-zero number of replicas.",
+            )
+        for partition, replicas in assignment.items():
+            if len(set(replicas)) != len(replicas):
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Duplicate brokers not allowed in the replicas of partition {partition}: "
+                    f"{replicas}.",
+                )
+            unknown = sorted(set(replicas) - set(brokers))
+            if unknown:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Unknown broker(s) {unknown} in the replicas of partition {partition}.",
+                )
+        return {p: list(r) for p, r in sorted(assignment.items())}
+
+    async def wait_until(
+        self, names: list[str], done: Callable[[str], bool], timeout_ms: int
+    ) -> set[str]:
+        """Wait until `done(name)` holds for every name, re-checked whenever the metadata
+        cache changes, at most `timeout_ms`. Returns the names still not done."""
+        pending = {name for name in names if not done(name)}
+        if not pending:
+            return pending
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+
+        def on_update(topics: set[str]) -> None:
+            changed.set()
+
+        self.metadata.listeners.append(on_update)
+        try:
+            deadline = loop.time() + timeout_ms / 1000
+            while pending and (remaining := deadline - loop.time()) > 0:
+                try:
+                    await asyncio.wait_for(changed.wait(), remaining)
+                except TimeoutError:
+                    pass
+                changed.clear()
+                pending = {name for name in pending if not done(name)}
+        finally:
+            self.metadata.listeners.remove(on_update)
+        return pending
+
+    # -- carried out by the mode ---------------------------------------------------------
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool
+    ) -> dict[str, TopicError | None]:
+        raise NotImplementedError
+
+    async def delete_topics(self, names: list[str]) -> dict[str, TopicError | None]:
+        raise NotImplementedError
+
+    def auto_create(self, name: str) -> None:
+        """Create `name` with the broker's defaults, as Metadata does when allowed."""
+        raise NotImplementedError
