@@ -19,6 +19,7 @@ from kazoo.exceptions import (
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
+    RolledBackError,
 )
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 
@@ -197,9 +198,12 @@ class ZkClient:
                 "delete": transaction.delete,
             }[op](*args)
         results = await self._call(transaction.commit_async())
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
+        # A failed multi answers every operation: the one that failed with its error, the
+        # others with RolledBackError. Raise the cause.
+        failures = [r for r in results if isinstance(r, Exception)]
+        causes = [r for r in failures if not isinstance(r, RolledBackError)]
+        if causes or failures:
+            raise (causes or failures)[0]
         return results
 
     # -- plumbing -------------------------------------------------------------------------

@@ -93,6 +93,11 @@ def test_commit_is_all_or_nothing(zk_connect):
             with pytest.raises(BadVersionError):
                 await zk.commit([("check", "/epoch", 0), ("set", "/state", b"fenced", 1)])
             assert (await zk.get("/state"))[0] == b"new"
+            # The epoch holds, the state was changed by someone else: that is the error.
+            with pytest.raises(BadVersionError):
+                await zk.commit([("check", "/epoch", 1), ("set", "/state", b"x", 0)])
+            with pytest.raises(NodeExistsError):
+                await zk.commit([("check", "/epoch", 1), ("create", "/state", b"x")])
         finally:
             await zk.close()
 
