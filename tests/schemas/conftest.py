@@ -16,6 +16,7 @@ from schemas.compatibility import Level
 from schemas.registry.app import create_app
 from schemas.registry.service import Registry
 from schemas.store import InMemoryStore, SchemaStore
+from tests.mock_cluster import kafka, mock_cluster  # noqa: F401  (fixtures)
 
 
 @dataclass
