@@ -35,6 +35,7 @@ from broker.protocol.apis import PRODUCE
 
 # librdkafka's mock creates every topic with this many partitions.
 MOCK_PARTITIONS = 4
+SPREAD_ATTEMPTS = 20
 
 # Versions the mock advertises but answers in a layout other than Kafka's message JSON
 # (so our client, reading Kafka's layout, cannot decode the answer): (api_key, version)
@@ -60,6 +61,12 @@ class MockCluster:
         if len(self.brokers) != brokers:
             raise RuntimeError(f"mock cluster came up with {self.brokers}, not {brokers} brokers")
         self.bootstrap = ",".join(self.brokers[n] for n in sorted(self.brokers))
+
+    def leaders(self, topic: str) -> dict[int, int]:
+        """partition -> leader node of `topic`."""
+        with ClusterMetadata(self.bootstrap, timeout_s=self.timeout_s) as cluster:
+            cluster.refresh([topic])
+            return {p: m.leader for p, m in cluster.topics[topic].partitions.items()}
 
     def create_topics(self, names: list[str]) -> None:
         """Create topics (by Metadata's auto-creation) and wait until each partition has a leader."""
@@ -88,11 +95,19 @@ class Kafka:
     bootstrap: str
     mock: MockCluster | None = None
 
-    def new_topic(self, partitions: int = 1, prefix: str = "t") -> str:
-        """A fresh topic with `partitions` partitions (on the mock: MOCK_PARTITIONS of them)."""
-        name = f"{prefix}-{uuid.uuid4().hex[:10]}"
-        self.create_topics({name: partitions})
-        return name
+    def new_topic(self, partitions: int = 1, prefix: str = "t", spread: bool = False) -> str:
+        """A fresh topic with `partitions` partitions (on the mock: MOCK_PARTITIONS of them).
+
+        spread: on the mock, a topic whose partitions are led by more than one broker.
+        The mock picks each partition's leader at random, so all four share one leader
+        once in 27 topics: another topic is made then (at most SPREAD_ATTEMPTS).
+        """
+        for _ in range(SPREAD_ATTEMPTS):
+            name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+            self.create_topics({name: partitions})
+            if not spread or self.mock is None or len(set(self.mock.leaders(name).values())) > 1:
+                return name
+        raise RuntimeError(f"{SPREAD_ATTEMPTS} mock topics in a row had a single leader")
 
     def create_topics(self, topics: dict[str, int]) -> None:
         """Create topics given as name -> partitions, ready to use when this returns."""

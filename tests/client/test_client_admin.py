@@ -25,7 +25,7 @@ def admin(kafka):
 
 
 def test_list_and_describe(kafka, admin):
-    a, b = kafka.new_topic(3, prefix="adm"), kafka.new_topic(1, prefix="adm")
+    a, b = kafka.new_topic(3, prefix="adm", spread=True), kafka.new_topic(1, prefix="adm")
     assert {a, b} <= set(admin.list_topics())
     described = admin.describe_topics([a])
     assert list(described) == [a]

@@ -167,7 +167,7 @@ def test_fetch_many_across_partitions(kafka, consumer):
 
 def test_partitions_led_by_different_brokers(kafka, consumer):
     """Metadata names a leader per partition; produce and fetch go to each leader."""
-    topic = kafka.new_topic(4)
+    topic = kafka.new_topic(4, spread=True)
     cluster = consumer.cluster
     cluster.refresh([topic])
     leaders = {p: cluster.leader_for(topic, p) for p in range(4)}
