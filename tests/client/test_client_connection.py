@@ -389,3 +389,67 @@ def test_bootstrap_skips_dead_servers_and_parses_lists(kafka):
         assert cluster.connection(node) is conn  # cached
         cluster.drop_connection(node)
         assert cluster.connection(node) is not conn
+
+
+def test_edge_requests_get_kafkas_error_codes(kafka):
+    """Requests at the edges of the log or of the metadata: the error codes Kafka answers
+    with, from our broker and from the mock alike."""
+    topic = kafka.new_topic()
+    with ClusterMetadata(kafka.bootstrap, timeout_s=10) as cluster:
+        cluster.refresh([topic])
+        conn = cluster.connection(cluster.leader_for(topic, 0))
+
+        def produce(name: str, partition: int) -> int:
+            batch = build_batch([(None, b"v", 1_700_000_000_000, [])])
+            data = [{"name": name, "partition_data": [{"index": partition, "records": batch}]}]
+            body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": data}
+            return conn.request(PRODUCE, body)["responses"][0]["partition_responses"][0][
+                "error_code"
+            ]
+
+        def fetch(name: str, partition: int, offset: int, epoch: int = -1) -> dict:
+            part = {
+                "partition": partition,
+                "current_leader_epoch": epoch,
+                "fetch_offset": offset,
+                "log_start_offset": -1,
+                "partition_max_bytes": 1 << 20,
+            }
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 0,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [{"topic": name, "partitions": [part]}],
+                "forgotten_topics_data": [],
+                "rack_id": "",
+            }
+            return conn.request(FETCH, body)["responses"][0]["partitions"][0]
+
+        def list_offsets(name: str, partition: int, epoch: int = -1) -> int:
+            part = {"partition_index": partition, "current_leader_epoch": epoch, "timestamp": -1}
+            body = {
+                "replica_id": -1,
+                "isolation_level": 0,
+                "topics": [{"name": name, "partitions": [part]}],
+            }
+            return conn.request(LIST_OFFSETS, body)["topics"][0]["partitions"][0]["error_code"]
+
+        missing = f"missing-{topic}"
+        assert produce(topic, 0) == ErrorCode.NONE
+        assert produce(topic, 99) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert produce(missing, 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(topic, 0, 1)["error_code"] == ErrorCode.NONE  # at the high watermark
+        past = fetch(topic, 0, 2)
+        assert past["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert (past["high_watermark"], past["log_start_offset"]) == (1, 0)
+        assert fetch(topic, 0, -1)["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE
+        assert fetch(topic, 99, 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(missing, 0, 0)["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert fetch(topic, 0, 0, epoch=1000)["error_code"] == ErrorCode.UNKNOWN_LEADER_EPOCH
+        assert list_offsets(topic, 99) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert list_offsets(missing, 0) == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert list_offsets(topic, 0, epoch=1000) == ErrorCode.UNKNOWN_LEADER_EPOCH
