@@ -136,7 +136,7 @@ class BrokerConnection:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.versions: dict[int, tuple[int, int]] = {}
-        # api_key -> the lowest version this broker refused although it advertised it.
+        # api_key -> a version this broker advertised, then refused: the ceiling is below it.
         self.refused: dict[int, int] = {}
         self._next_id = 0
         self._pending: deque[_Pending] = deque()
@@ -230,19 +230,25 @@ class BrokerConnection:
     def _lower_version(self, pending: _Pending, body: dict) -> int | None:
         """The version to send `pending` again at, when `body` refuses its version.
 
-        A broker may refuse a version it advertised (an answer of UNSUPPORTED_VERSION);
-        the request is then sent again at the next lower version both sides speak, and
-        later requests of that API start there. None: keep the answer as it is.
+        A broker may refuse a version it advertised (an answer of UNSUPPORTED_VERSION).
+        A refusal of the version `version_for` picks lowers that API's ceiling on this
+        connection by one, and the request goes again at the new ceiling; so do requests
+        still in flight above it. A version below the ceiling was the caller's own
+        choice: its answer stands. None: keep the answer as it is.
         """
         if not _rejects_version(body):
             return None
         api_key = pending.api_key
-        self.refused[api_key] = min(self.refused.get(api_key, pending.version), pending.version)
         try:
-            lower = self.version_for(api_key)
+            ceiling = self.version_for(api_key)
+            if pending.version < ceiling:
+                return None
+            if pending.version == ceiling:
+                self.refused[api_key] = ceiling
+                ceiling = self.version_for(api_key)
         except UnsupportedVersionError:
-            return None  # nothing lower to try: the caller sees the error
-        return lower if lower < pending.version else None
+            return None  # nothing lower to try: the caller sees the refusal
+        return ceiling
 
     # --- requests -----------------------------------------------------------------
 

@@ -308,6 +308,23 @@ def test_a_refusal_at_the_lowest_common_version_reaches_the_caller():
         peer.close()
 
 
+def test_a_refused_version_the_caller_chose_leaves_the_ceiling_alone(broker):
+    """Our broker advertises Produce v0-8 and refuses v0-2 (kept for librdkafka's
+    feature probes); a caller asking v2 itself gets the refusal, later requests v8."""
+    host, port = broker.bootstrap.split(":")
+    batch = build_batch([(None, b"v", 0, [])])
+    body = {
+        "transactional_id": None,
+        "acks": -1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "ceiling", "partition_data": [{"index": 0, "records": batch}]}],
+    }
+    with BrokerConnection(host, int(port)) as conn:
+        (topic,) = conn.request(PRODUCE, body, 2)["responses"]
+        assert topic["partition_responses"][0]["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+        assert conn.refused == {} and conn.version_for(PRODUCE) == 8
+
+
 def test_produce_refused_in_every_partition_is_retried_lower():
     """Answers without a request-level error code refuse a version in every item."""
 
