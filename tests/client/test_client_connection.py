@@ -30,6 +30,42 @@ from broker.records.batch import build_batch, iter_records
 from tests.conftest import free_port
 
 
+def produce_body(topic: str, partition: int, batch: bytes) -> dict:
+    data = [{"name": topic, "partition_data": [{"index": partition, "records": batch}]}]
+    return {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": data}
+
+
+def fetch_body(topic: str, partition: int, offset: int, epoch: int = -1) -> dict:
+    part = {
+        "partition": partition,
+        "current_leader_epoch": epoch,
+        "fetch_offset": offset,
+        "log_start_offset": -1,
+        "partition_max_bytes": 1 << 20,
+    }
+    return {
+        "replica_id": -1,
+        "max_wait_ms": 0,
+        "min_bytes": 0,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [part]}],
+        "forgotten_topics_data": [],
+        "rack_id": "",
+    }
+
+
+def list_offsets_body(topic: str, partition: int, timestamp: int, epoch: int = -1) -> dict:
+    part = {"partition_index": partition, "current_leader_epoch": epoch, "timestamp": timestamp}
+    return {
+        "replica_id": -1,
+        "isolation_level": 0,
+        "topics": [{"name": topic, "partitions": [part]}],
+    }
+
+
 def test_negotiates_the_highest_common_versions(kafka):
     host, port = kafka.bootstrap.split(",")[0].split(":")
     with BrokerConnection(host, int(port)) as conn:
@@ -80,42 +116,18 @@ def test_every_version_both_sides_speak_is_understood(kafka):
         produced = 0
         for v in versions(PRODUCE):
             batch = build_batch([(b"k", b"v%d" % v, 1_700_000_000_000 + v, [("h", b"x")])])
-            data = [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]
-            body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": data}
+            body = produce_body(topic, 0, batch)
             answer = ask(PRODUCE, body, v)
             if answer is not None:
                 (part,) = answer["responses"][0]["partition_responses"]
                 assert (part["error_code"], part["base_offset"]) == (0, produced), v
             produced += 1  # appended even where the answer could not be read
         for v in versions(LIST_OFFSETS):
-            part = {"partition_index": 0, "current_leader_epoch": -1, "timestamp": -1}
-            body = {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [{"name": topic, "partitions": [part]}],
-            }
+            body = list_offsets_body(topic, 0, -1)
             (answer,) = ask(LIST_OFFSETS, body, v)["topics"][0]["partitions"]
             assert (answer["error_code"], answer["offset"]) == (0, produced), v
         for v in versions(FETCH):
-            part = {
-                "partition": 0,
-                "current_leader_epoch": -1,
-                "fetch_offset": 0,
-                "log_start_offset": -1,
-                "partition_max_bytes": 1 << 20,
-            }
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": topic, "partitions": [part]}],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
+            body = fetch_body(topic, 0, 0)
             (answer,) = ask(FETCH, body, v)["responses"][0]["partitions"]
             assert (answer["error_code"], answer["high_watermark"]) == (0, produced), v
             first = next(iter_records(answer["records"]))
@@ -418,41 +430,17 @@ def test_edge_requests_get_kafkas_error_codes(kafka):
 
         def produce(name: str, partition: int) -> int:
             batch = build_batch([(None, b"v", 1_700_000_000_000, [])])
-            data = [{"name": name, "partition_data": [{"index": partition, "records": batch}]}]
-            body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": data}
-            return conn.request(PRODUCE, body)["responses"][0]["partition_responses"][0][
-                "error_code"
+            (topic_answer,) = conn.request(PRODUCE, produce_body(name, partition, batch))[
+                "responses"
             ]
+            return topic_answer["partition_responses"][0]["error_code"]
 
         def fetch(name: str, partition: int, offset: int, epoch: int = -1) -> dict:
-            part = {
-                "partition": partition,
-                "current_leader_epoch": epoch,
-                "fetch_offset": offset,
-                "log_start_offset": -1,
-                "partition_max_bytes": 1 << 20,
-            }
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": 0,
-                "min_bytes": 0,
-                "max_bytes": 1 << 20,
-                "isolation_level": 0,
-                "session_id": 0,
-                "session_epoch": -1,
-                "topics": [{"topic": name, "partitions": [part]}],
-                "forgotten_topics_data": [],
-                "rack_id": "",
-            }
+            body = fetch_body(name, partition, offset, epoch)
             return conn.request(FETCH, body)["responses"][0]["partitions"][0]
 
         def list_offsets(name: str, partition: int, epoch: int = -1) -> int:
-            part = {"partition_index": partition, "current_leader_epoch": epoch, "timestamp": -1}
-            body = {
-                "replica_id": -1,
-                "isolation_level": 0,
-                "topics": [{"name": name, "partitions": [part]}],
-            }
+            body = list_offsets_body(name, partition, -1, epoch)
             return conn.request(LIST_OFFSETS, body)["topics"][0]["partitions"][0]["error_code"]
 
         missing = f"missing-{topic}"
