@@ -101,7 +101,7 @@ class AdminClient:
         }
         created = [n for n, (code, _) in outcome.items() if code == ErrorCode.NONE]
         if created and not validate_only:
-            self._wait_for_leaders(created, timeout_ms / 1000)
+            self.cluster.wait_for_leaders(created, timeout_ms / 1000)
         return self._report("create topics", outcome, raise_errors)
 
     def delete_topics(
@@ -175,20 +175,6 @@ class AdminClient:
                 self.cluster.refresh([])
             except NetworkError:
                 pass
-
-    def _wait_for_leaders(self, names: list[str], timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            self.cluster.refresh(names)
-            pending = [
-                n
-                for n in names
-                if n not in self.cluster.topics
-                or any(p.leader < 0 for p in self.cluster.topics[n].partitions.values())
-            ]
-            if not pending or time.monotonic() > deadline:
-                return
-            time.sleep(_BACKOFF_S)
 
     def _report(
         self,

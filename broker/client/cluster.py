@@ -10,6 +10,7 @@ caller).
 from __future__ import annotations
 
 import threading
+import time
 from typing import NamedTuple
 
 from broker.client.connection import BrokerConnection
@@ -46,6 +47,8 @@ class TopicMetadata(NamedTuple):
     is_internal: bool
     partitions: dict[int, PartitionMetadata]
 
+
+_LEADER_POLL_S = 0.05
 
 # A broker that cannot be reached or does not answer: try the next one.
 _UNREACHABLE = (NetworkError, RequestTimedOutError)
@@ -200,6 +203,24 @@ class ClusterMetadata:
         if leader < 0 or leader not in self.brokers:
             raise LeaderNotAvailableError(f"{topic}-{partition} has no leader right now")
         return leader
+
+    def wait_for_leaders(self, topics: list[str], timeout_s: float) -> bool:
+        """Refresh until every partition of `topics` has a leader; False at the deadline.
+
+        A topic just created (or auto-created) may show no partitions or no leaders for a
+        while, on our broker and on others.
+        """
+        deadline = time.monotonic() + timeout_s
+        while True:
+            self.refresh(topics)
+            if all(
+                t in self.topics and all(p.leader >= 0 for p in self.topics[t].partitions.values())
+                for t in topics
+            ):
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(_LEADER_POLL_S)
 
     # --- connections --------------------------------------------------------------
 

@@ -30,10 +30,10 @@ from broker.protocol.apis import (
 )
 from broker.protocol.errors import (
     ErrorCode,
-    KafkaError,
     NetworkError,
     RequestTimedOutError,
     UnsupportedVersionError,
+    error_for,
 )
 from broker.protocol.framing import decode_response, encode_request
 from broker.protocol.types import DecodeError
@@ -65,9 +65,50 @@ class _Pending(NamedTuple):
     correlation_id: int
     api_key: int
     version: int
+    body: dict
+    origin: int  # the correlation id the caller holds (differs once re-sent lower)
 
 
 _BUFFER_POOL = 3
+
+
+def _advertised_api_versions_max(frame: memoryview, asked: int) -> int:
+    """The ApiVersions max version listed in an UNSUPPORTED_VERSION answer, else `asked`.
+
+    Read as a v0 body, as Kafka writes it; an answer that is not one (or does not list
+    ApiVersions) gives no hint.
+    """
+    try:
+        _, body = decode_response(API_VERSIONS, 0, frame)
+    except DecodeError:
+        return asked
+    for k in body["api_keys"]:
+        if k["api_key"] == API_VERSIONS:
+            return k["max_version"]
+    return asked
+
+
+def _rejects_version(body: dict) -> bool:
+    """True when an answer says the broker does not speak the request's version.
+
+    That is UNSUPPORTED_VERSION as the request's own error code or, for answers
+    without one (Produce, ListOffsets, ...), as the error of every item in it.
+    """
+    if "error_code" in body:
+        return body["error_code"] == ErrorCode.UNSUPPORTED_VERSION
+    found = False
+    stack = [v for v in body.values() if isinstance(v, list)]
+    while stack:
+        for item in stack.pop():
+            if not isinstance(item, dict):
+                continue
+            if "error_code" in item:
+                if item["error_code"] != ErrorCode.UNSUPPORTED_VERSION:
+                    return False
+                found = True
+            else:
+                stack.extend(v for v in item.values() if isinstance(v, list))
+    return found
 
 
 def _unexported(buf: bytearray) -> bool:
@@ -95,6 +136,8 @@ class BrokerConnection:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.versions: dict[int, tuple[int, int]] = {}
+        # api_key -> a version this broker advertised, then refused: the ceiling is below it.
+        self.refused: dict[int, int] = {}
         self._next_id = 0
         self._pending: deque[_Pending] = deque()
         self._done: dict[int, dict] = {}
@@ -121,34 +164,45 @@ class BrokerConnection:
     # --- versions -----------------------------------------------------------------
 
     def _negotiate(self) -> dict[int, tuple[int, int]]:
-        """Ask ApiVersions at v3; on UNSUPPORTED_VERSION use the ranges in the v0 answer."""
+        """Ask ApiVersions at our highest version, lower on UNSUPPORTED_VERSION down to v0.
+
+        A broker that does not speak the version asked answers UNSUPPORTED_VERSION, the
+        error code right after the correlation id in every version. Kafka puts a v0 body
+        around it listing the ApiVersions range it does speak; other implementations
+        send what they like (librdkafka's mock cluster answers a v3 request with a body
+        that decodes as no version). So the answer's ranges are only a hint for the
+        next version to try, never taken as the broker's ranges: those come from a
+        successful answer.
+        """
         body = {
             "client_software_name": CLIENT_SOFTWARE_NAME,
             "client_software_version": CLIENT_SOFTWARE_VERSION,
         }
-        for version in (3, 0):
+        lowest, version = CLIENT_VERSIONS[API_VERSIONS]
+        while True:
             cid = self._send_frame(API_VERSIONS, version, body, True)
             frame = self._read_frame()
             if len(frame) < _ERROR_CODE_AFTER_CORRELATION_ID.size:
+                self.close()
                 raise NetworkError(f"short ApiVersions response from {self}")
-            # The error code sits right after the correlation id in every version, and
-            # an UNSUPPORTED_VERSION answer is a v0 body whatever version we asked for.
             got_cid, error = _ERROR_CODE_AFTER_CORRELATION_ID.unpack_from(frame)
             self._pending.popleft()
             if got_cid != cid:
+                self.close()
                 raise NetworkError(f"ApiVersions answered with correlation id {got_cid}")
-            decode_as = 0 if error == ErrorCode.UNSUPPORTED_VERSION else version
-            _, response = self._decode(API_VERSIONS, decode_as, frame)
-            ranges = {
-                k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
-            }
             if error == ErrorCode.NONE:
-                return ranges
-            if error == ErrorCode.UNSUPPORTED_VERSION and ranges:
-                return ranges
+                _, response = self._decode(API_VERSIONS, version, frame)
+                return {
+                    k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
+                }
             if error != ErrorCode.UNSUPPORTED_VERSION:
-                raise KafkaError(f"ApiVersions from {self.host}:{self.port}", error)
-        raise UnsupportedVersionError(f"{self.host}:{self.port} refused ApiVersions v3 and v0")
+                raise error_for(error, f"ApiVersions from {self.host}:{self.port}")
+            if version == lowest:
+                raise UnsupportedVersionError(
+                    f"{self.host}:{self.port} refused ApiVersions v{lowest}-"
+                    f"{CLIENT_VERSIONS[API_VERSIONS][1]}"
+                )
+            version = max(lowest, min(version - 1, _advertised_api_versions_max(frame, version)))
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` that both the broker and this client speak."""
@@ -163,12 +217,38 @@ class BrokerConnection:
         if theirs is None:
             raise UnsupportedVersionError(f"{self.host}:{self.port} does not offer {name}")
         high = min(ours[1], theirs[1])
+        if api_key in self.refused:
+            high = min(high, self.refused[api_key] - 1)
         if high < max(ours[0], theirs[0]):
+            refused = f" (it refused v{self.refused[api_key]})" if api_key in self.refused else ""
             raise UnsupportedVersionError(
-                f"{name}: broker {self.host}:{self.port} speaks v{theirs[0]}-{theirs[1]}, "
-                f"this client v{ours[0]}-{ours[1]}"
+                f"{name}: broker {self.host}:{self.port} speaks v{theirs[0]}-{theirs[1]}"
+                f"{refused}, this client v{ours[0]}-{ours[1]}"
             )
         return high
+
+    def _lower_version(self, pending: _Pending, body: dict) -> int | None:
+        """The version to send `pending` again at, when `body` refuses its version.
+
+        A broker may refuse a version it advertised (an answer of UNSUPPORTED_VERSION).
+        A refusal of the version `version_for` picks lowers that API's ceiling on this
+        connection by one, and the request goes again at the new ceiling; so do requests
+        still in flight above it. A version below the ceiling was the caller's own
+        choice: its answer stands. None: keep the answer as it is.
+        """
+        if not _rejects_version(body):
+            return None
+        api_key = pending.api_key
+        try:
+            ceiling = self.version_for(api_key)
+            if pending.version < ceiling:
+                return None
+            if pending.version == ceiling:
+                self.refused[api_key] = ceiling
+                ceiling = self.version_for(api_key)
+        except UnsupportedVersionError:
+            return None  # nothing lower to try: the caller sees the refusal
+        return ceiling
 
     # --- requests -----------------------------------------------------------------
 
@@ -191,7 +271,9 @@ class BrokerConnection:
     def receive(self, correlation_id: int, timeout_s: float | None = None) -> dict:
         """The response body of a request sent earlier on this connection.
 
-        Responses of requests sent before it are read (and kept) on the way. A broken
+        Responses of requests sent before it are read (and kept) on the way. An answer
+        refusing the request's version sends the request again lower (see
+        `_lower_version`); the caller's correlation id still finds its answer. A broken
         or timed-out connection is closed: the stream can no longer be trusted.
         """
         done = self._done.pop(correlation_id, None)
@@ -199,7 +281,7 @@ class BrokerConnection:
             return done
         if self._sock is None:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed")
-        if not any(p.correlation_id == correlation_id for p in self._pending):
+        if not any(p.origin == correlation_id for p in self._pending):
             raise ValueError(f"no request with correlation id {correlation_id} is outstanding")
         if timeout_s is not None:
             self._settimeout(timeout_s)
@@ -215,9 +297,13 @@ class BrokerConnection:
                         f"{self.host}:{self.port} answered correlation id {got_cid}, "
                         f"expected {pending.correlation_id}"
                     )
-                if got_cid == correlation_id:
+                lower = self._lower_version(pending, body)
+                if lower is not None:
+                    self._send_frame(pending.api_key, lower, pending.body, True, pending.origin)
+                    continue
+                if pending.origin == correlation_id:
                     return body
-                self._done[got_cid] = body
+                self._done[pending.origin] = body
         finally:
             if timeout_s is not None and self._sock is not None:
                 self._settimeout(self.timeout_s)
@@ -243,7 +329,14 @@ class BrokerConnection:
         assert self._sock is not None
         self._sock.settimeout(timeout_s)
 
-    def _send_frame(self, api_key: int, version: int, body: dict, expect_response: bool) -> int:
+    def _send_frame(
+        self,
+        api_key: int,
+        version: int,
+        body: dict,
+        expect_response: bool,
+        origin: int | None = None,
+    ) -> int:
         if self._sock is None:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed")
         cid = self._next_id
@@ -255,7 +348,9 @@ class BrokerConnection:
             self.close()
             raise NetworkError(f"send to {self.host}:{self.port} failed: {exc}") from exc
         if expect_response:
-            self._pending.append(_Pending(cid, api_key, version))
+            self._pending.append(
+                _Pending(cid, api_key, version, body, cid if origin is None else origin)
+            )
         return cid
 
     def _read_frame(self) -> memoryview:

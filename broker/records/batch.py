@@ -141,6 +141,8 @@ def check_record_framing(data, count: int) -> None:
             pos += length
     except IndexError:
         raise CorruptRecordError("record length runs past the end of the batch") from None
+    except VarintError as exc:  # a length varint cut short or longer than 10 bytes
+        raise CorruptRecordError(f"bad record length: {exc}") from None
     if pos != end:
         raise CorruptRecordError(f"{count} records end at byte {pos} of {end}")
 

@@ -186,4 +186,21 @@ def test_unsupported_api_versions_version_answers_v0_with_ranges(noisy):
     assert resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
     assert ranges[API_VERSIONS] == (0, 3)
-    assert ranges[PRODUCE] == (0, 8)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="broker/server/dispatch.py answers with every API's range; Kafka (KIP-511) and "
+    "librdkafka's mock cluster list the ApiVersions range alone",
+)
+def test_unsupported_api_versions_answer_lists_api_versions_alone(noisy):
+    """A client must not take the ranges of this answer for the broker's: against Kafka
+    they would say the broker speaks nothing else (ours listed them all, so a client
+    that trusted them worked here and nowhere else)."""
+    with socket.create_connection(("127.0.0.1", noisy.port), timeout=10) as s:
+        body = struct.pack(">hhih", API_VERSIONS, 9, 43, 4) + b"test" + b"\0" + b"\0"
+        s.sendall(struct.pack(">i", len(body)) + body)
+        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        _, resp = decode_response(API_VERSIONS, 0, _recv_exact(s, size))
+    ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
+    assert ranges == {API_VERSIONS: (0, 3)}

@@ -1,4 +1,7 @@
-"""Producer API semantics: futures, callbacks, flush, close, validation; and the CLI."""
+"""Producer API semantics: futures, callbacks, flush, close, validation; and the CLI.
+
+Against our broker and librdkafka's mock cluster (`kafka`), except where a broker is
+stopped and started (ours only)."""
 
 from __future__ import annotations
 
@@ -18,16 +21,17 @@ from broker.protocol.errors import KafkaError, MessageTooLargeError, RequestTime
 
 
 def new_topic(bootstrap: str, partitions: int = 1) -> str:
+    """A topic on a broker of broker_factory (ours)."""
     name = f"p-{uuid.uuid4().hex[:10]}"
     with AdminClient(bootstrap) as admin:
         admin.create_topics([NewTopic(name, partitions)], raise_errors=True)
     return name
 
 
-def test_futures_work_with_callbacks_wait_and_other_threads(broker):
-    topic = new_topic(broker.bootstrap)
+def test_futures_work_with_callbacks_wait_and_other_threads(kafka):
+    topic = kafka.new_topic()
     seen = []
-    with Producer(broker.bootstrap, linger_ms=200) as producer:
+    with Producer(kafka.bootstrap, linger_ms=200) as producer:
         futures = [producer.send(topic, b"%d" % i, partition=0) for i in range(20)]
         futures[3].add_done_callback(lambda f: seen.append(f.result().offset))
         assert futures[5].cancel() is False
@@ -43,9 +47,9 @@ def test_futures_work_with_callbacks_wait_and_other_threads(broker):
     assert seen == [3, 9]
 
 
-def test_flush_sends_without_waiting_for_linger(broker):
-    topic = new_topic(broker.bootstrap)
-    producer = Producer(broker.bootstrap, linger_ms=60_000)
+def test_flush_sends_without_waiting_for_linger(kafka):
+    topic = kafka.new_topic()
+    producer = Producer(kafka.bootstrap, linger_ms=60_000)
     try:
         future = producer.send(topic, b"v", partition=0)
         producer.flush(timeout=10)
@@ -54,9 +58,9 @@ def test_flush_sends_without_waiting_for_linger(broker):
         producer.close()
 
 
-def test_closed_producer_refuses_records_and_bad_arguments_are_refused(broker):
-    topic = new_topic(broker.bootstrap)
-    producer = Producer(broker.bootstrap)
+def test_closed_producer_refuses_records_and_bad_arguments_are_refused(kafka):
+    topic = kafka.new_topic()
+    producer = Producer(kafka.bootstrap)
     with pytest.raises(TypeError):
         producer.send(topic, "not bytes")
     producer.close()
@@ -64,9 +68,9 @@ def test_closed_producer_refuses_records_and_bad_arguments_are_refused(broker):
     with pytest.raises(KafkaError, match="closed"):
         producer.send(topic, b"v")
     with pytest.raises(ValueError):
-        Producer(broker.bootstrap, compression="brotli")
+        Producer(kafka.bootstrap, compression="brotli")
     with pytest.raises(ValueError):
-        Producer(broker.bootstrap, acks=2)
+        Producer(kafka.bootstrap, acks=2)
 
 
 def test_undeliverable_records_fail_after_the_delivery_timeout(broker_factory):
@@ -113,22 +117,26 @@ def cli(bootstrap: str, *args: str, stdin: bytes = b"") -> subprocess.CompletedP
     )
 
 
-def test_cli_topics_produce_consume(broker):
-    name = f"cli-{uuid.uuid4().hex[:8]}"
-    assert cli(broker.bootstrap, "topics", "--create", name, "--partitions", "2").returncode == 0
-    assert name in cli(broker.bootstrap, "topics", "--list").stdout.decode().split()
-    again = cli(broker.bootstrap, "topics", "--create", name)
-    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+def test_cli_reads_and_writes(kafka):
+    """The tools that read (topics list and describe, consume: a dump of fetches) and produce."""
+    name = kafka.new_topic(2, prefix="cli")
+    assert name in cli(kafka.bootstrap, "topics", "--list").stdout.decode().split()
+    with AdminClient(kafka.bootstrap) as admin:
+        (described,) = admin.describe_topics([name]).values()
+    text = cli(kafka.bootstrap, "topics", "--describe", name).stdout.decode()
+    assert f"partitions={len(described.partitions)}" in text
+    for p in described.partitions:
+        assert f"\t{p.partition}\tleader={p.leader}\treplicas={p.replicas}" in text
 
     lines = b"".join(b"k%d:line %d\n" % (i, i) for i in range(10))
     produced = cli(
-        broker.bootstrap, "produce", name, "--partition", "1", "--key-separator", ":", stdin=lines
+        kafka.bootstrap, "produce", name, "--partition", "1", "--key-separator", ":", stdin=lines
     )
     assert produced.returncode == 0, produced.stderr
-    everything = cli(broker.bootstrap, "consume", name, "--partition", "1")
+    everything = cli(kafka.bootstrap, "consume", name, "--partition", "1")
     assert everything.stdout.splitlines() == [b"line %d" % i for i in range(10)]
     some = cli(
-        broker.bootstrap,
+        kafka.bootstrap,
         "consume",
         name,
         "--partition",
@@ -140,22 +148,31 @@ def test_cli_topics_produce_consume(broker):
         "--verbose",
     )
     assert some.stdout.splitlines() == [b"4\tk4\tline 4", b"5\tk5\tline 5"]
-    described = cli(broker.bootstrap, "topics", "--describe", name).stdout.decode()
-    assert "partitions=2" in described
-    assert cli(broker.bootstrap, "topics", "--delete", name).returncode == 0
 
 
-def test_a_refused_batch_does_not_break_the_sequence_of_later_ones(broker):
+def test_cli_creates_and_deletes_topics(kafka):
+    kafka.lacks("CreateTopics and DeleteTopics")
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    assert cli(kafka.bootstrap, "topics", "--create", name, "--partitions", "2").returncode == 0
+    assert "partitions=2" in cli(kafka.bootstrap, "topics", "--describe", name).stdout.decode()
+    again = cli(kafka.bootstrap, "topics", "--create", name)
+    assert again.returncode == 1 and b"TOPIC_ALREADY_EXISTS" in again.stderr
+    assert cli(kafka.bootstrap, "topics", "--delete", name).returncode == 0
+    assert name not in cli(kafka.bootstrap, "topics", "--list").stdout.decode().split()
+
+
+def test_a_refused_batch_does_not_break_the_sequence_of_later_ones(kafka):
     """MESSAGE_TOO_LARGE fails only its own record; the idempotent sequence stays gap-free."""
-    topic = new_topic(broker.bootstrap)
-    with Producer(broker.bootstrap, linger_ms=0) as producer:
+    kafka.lacks("a maximum message size (it appends a batch of any size)")
+    topic = kafka.new_topic()
+    with Producer(kafka.bootstrap, linger_ms=0) as producer:
         assert producer.send(topic, b"first", partition=0).result(10).offset == 0
         too_big = producer.send(topic, bytes(2 * 1024 * 1024), partition=0)
         with pytest.raises(MessageTooLargeError):
             too_big.result(10)
         after = [producer.send(topic, b"after-%d" % i, partition=0) for i in range(5)]
         assert [f.result(10).offset for f in after] == [1, 2, 3, 4, 5]
-    with SimpleConsumer(broker.bootstrap) as consumer:
+    with SimpleConsumer(kafka.bootstrap) as consumer:
         values = [r.value for r in consumer.fetch(topic, 0, 0).records()]
     assert values == [b"first"] + [b"after-%d" % i for i in range(5)]
 

@@ -55,3 +55,7 @@ def make_fs(request, tmp_path):
 @pytest.fixture(params=KINDS)
 def fs(request, make_fs):
     return make_fs(request.param)
+
+
+# The load also runs against librdkafka's mock cluster (test_load_mock_cluster.py).
+from tests.helpers.mock_cluster import mock_cluster  # noqa: E402,F401  (fixture)

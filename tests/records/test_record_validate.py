@@ -185,3 +185,14 @@ def test_framing_check_passes_a_record_whose_fields_are_broken_full_parse_refuse
     with pytest.raises(RecordsError) as info:
         validate_produce_records(bytes(raw), MAX, parse_every_record=True)
     assert info.value.error_code == ErrorCode.INVALID_RECORD
+
+
+def test_a_record_length_that_is_no_varint_is_an_invalid_record():
+    """Found by the fuzz test: a length of ten continuation bytes must be refused with
+    INVALID_RECORD like any other broken framing, not escape as another exception."""
+    raw = bytearray(build_batch([(None, b"v", 1000, [])]))
+    at = 61  # the first record's length
+    raw[at:] = b"\x80" * 11
+    struct.pack_into(">i", raw, 8, len(raw) - 12)  # batch_length
+    set_crc(raw, 0, compute_crc(raw, 0, len(raw)))
+    assert code_of(bytes(raw)) == ErrorCode.INVALID_RECORD

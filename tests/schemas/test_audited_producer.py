@@ -1,6 +1,8 @@
-"""The audited producer against our broker and our registry (its log in `_schemas` on
-the same broker): the audit events published, read back with our SimpleConsumer and
-decoded with our deserializer, add up exactly to what reached the topics."""
+"""The audited producer against our broker and librdkafka's mock cluster (`kafka`), with
+our registry (its log in `_schemas` on our broker; in memory with the mock, which cannot
+create `_schemas`: it has no CreateTopics): the audit events published, read back with
+our SimpleConsumer and decoded with our deserializer, add up exactly to what reached the
+topics."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from schemas import catalog
 from schemas.audited_producer import AuditedProducer, AuditPublishError
 from schemas.client import RegistryClient
 from schemas.serde import AvroDeserializer
-from schemas.store import KafkaTopicStore
+from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore
 
 WINDOW_MS = 1000
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -47,9 +49,11 @@ def fresh(name: str) -> str:
     return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topics(bootstrap: str, *topics: NewTopic) -> None:
-    with AdminClient(bootstrap) as admin:
-        admin.create_topics(list(topics), raise_errors=True)
+def schema_store(kafka) -> SchemaStore:
+    """Where the registry keeps its log for a test on `kafka`."""
+    if kafka.mock is not None:
+        return InMemoryStore()
+    return KafkaTopicStore(kafka.bootstrap, timeout_ms=10_000, init_timeout_ms=30_000)
 
 
 def read_records(bootstrap: str, topic: str) -> list:
@@ -95,17 +99,17 @@ def wait_for(predicate, timeout: float = 15.0):
 
 
 @pytest.fixture
-def registry_url(broker, registry_server):
-    store = KafkaTopicStore(broker.bootstrap, timeout_ms=10_000, init_timeout_ms=30_000)
+def registry_url(kafka, registry_server):
+    store = schema_store(kafka)
     with registry_server(store) as url:
         yield url
     store.close()
 
 
-def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
+def test_random_traffic_sums_exactly_per_topic_and_window(kafka, registry_url):
     audit = fresh("_audit")
     topics = [fresh("views"), fresh("searches"), fresh("clicks")]
-    create_topics(broker.bootstrap, NewTopic(audit, 2), *(NewTopic(t, 3) for t in topics))
+    kafka.create_topics({audit: 2, **{t: 3 for t in topics}})
     started_ms = now_ms()
     # Ten whole windows in the past, then records stamped "now" by the producer.
     first_window = started_ms - started_ms % WINDOW_MS - 12 * WINDOW_MS
@@ -113,7 +117,7 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
     lock = threading.Lock()
 
     producer = AuditedProducer(
-        broker.bootstrap,
+        kafka.bootstrap,
         registry=registry_url,
         service="test-traffic",
         host="host-a",
@@ -164,16 +168,17 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
     # What reached the topics, per (topic, window), from the logs themselves.
     produced: Counter = Counter()
     for topic in topics:
-        for record in read_records(broker.bootstrap, topic):
+        for record in read_records(kafka.bootstrap, topic):
             produced[(topic, record.timestamp - record.timestamp % WINDOW_MS)] += 1
     assert sum(produced.values()) == len(futures) == 4500
-    by_future = Counter(
-        (topic, f.result().timestamp - f.result().timestamp % WINDOW_MS) for topic, f in futures
-    )
-    assert by_future == produced
+    if kafka.mock is None:  # the mock's acks carry log_append_time_ms 1234 instead
+        by_future = Counter(
+            (topic, f.result().timestamp - f.result().timestamp % WINDOW_MS) for topic, f in futures
+        )
+        assert by_future == produced
     assert len({w for _, w in produced}) >= 11  # ten past windows and the current one
 
-    events = read_audit(broker.bootstrap, registry_url, audit)
+    events = read_audit(kafka.bootstrap, registry_url, audit)
     assert summed(events) == produced
     # Past windows were published while traffic still went to them: several events each.
     assert len(events) > len(produced)
@@ -188,13 +193,13 @@ def test_random_traffic_sums_exactly_per_topic_and_window(broker, registry_url):
     assert {e["topic"] for e in events} == set(topics)
 
 
-def test_a_window_is_published_when_it_closes_before_close(broker, registry_url):
+def test_a_window_is_published_when_it_closes_before_close(kafka, registry_url):
     audit, topic = fresh("_audit"), fresh("events")
-    create_topics(broker.bootstrap, NewTopic(audit, 1), NewTopic(topic, 2))
+    kafka.create_topics({audit: 1, topic: 2})
     start = 1_700_000_000_000  # a window start (multiple of WINDOW_MS)
     clock = FakeClock(start + 100)
     producer = AuditedProducer(
-        broker.bootstrap,
+        kafka.bootstrap,
         registry=registry_url,
         service="svc",
         host="h",
@@ -207,13 +212,14 @@ def test_a_window_is_published_when_it_closes_before_close(broker, registry_url)
     try:
         for _ in range(7):
             future = producer.send(topic, b"v")  # stamped by the injected clock
-        assert future.result(10).timestamp == start + 100
+        future.result(10)
+        assert {r.timestamp for r in read_records(kafka.bootstrap, topic)} == {start + 100}
         clock.now_ms = start + WINDOW_MS + 400  # past the end, within the grace
         time.sleep(0.5)
-        assert read_audit(broker.bootstrap, registry_url, audit) == []
+        assert read_audit(kafka.bootstrap, registry_url, audit) == []
 
         clock.now_ms = start + WINDOW_MS + 500  # end + grace: the window is closed
-        events = wait_for(lambda: read_audit(broker.bootstrap, registry_url, audit))
+        events = wait_for(lambda: read_audit(kafka.bootstrap, registry_url, audit))
         assert [(e["topic"], e["window_start_ms"], e["count"]) for e in events] == [
             (topic, start, 7)
         ]
@@ -222,20 +228,20 @@ def test_a_window_is_published_when_it_closes_before_close(broker, registry_url)
         # Records of the next (still open) window wait for close().
         producer.send(topic, b"w").result(10)
         time.sleep(0.3)
-        assert len(read_audit(broker.bootstrap, registry_url, audit)) == 1
+        assert len(read_audit(kafka.bootstrap, registry_url, audit)) == 1
     finally:
         producer.close()
-    events = read_audit(broker.bootstrap, registry_url, audit)
+    events = read_audit(kafka.bootstrap, registry_url, audit)
     assert summed(events) == {(topic, start): 7, (topic, start + WINDOW_MS): 1}
 
 
-def test_late_records_are_published_in_an_additional_event(broker, registry_url):
+def test_late_records_are_published_in_an_additional_event(kafka, registry_url):
     audit, topic = fresh("_audit"), fresh("events")
-    create_topics(broker.bootstrap, NewTopic(audit, 1), NewTopic(topic, 1))
+    kafka.create_topics({audit: 1, topic: 1})
     start = 1_700_000_010_000
     clock = FakeClock(start + 10)
     producer = AuditedProducer(
-        broker.bootstrap,
+        kafka.bootstrap,
         registry=registry_url,
         service="svc",
         audit_topic=audit,
@@ -260,23 +266,24 @@ def test_late_records_are_published_in_an_additional_event(broker, registry_url)
         assert producer.publish_closed_windows() == 1
     finally:
         producer.close()
-    events = read_audit(broker.bootstrap, registry_url, audit)
+    events = read_audit(kafka.bootstrap, registry_url, audit)
     assert [(e["window_start_ms"], e["count"]) for e in events] == [(start, 5), (start, 2)]
     assert summed(events) == {(topic, start): 7}
     assert producer.host  # defaults to this machine's name
     assert {e["host"] for e in events} == {producer.host}
 
 
-def test_failed_sends_are_not_counted(broker, registry_url):
+def test_failed_sends_are_not_counted(kafka, registry_url):
+    kafka.lacks("topic configs and a maximum message size")
     audit, topic = fresh("_audit"), fresh("small")
-    create_topics(
-        broker.bootstrap,
-        NewTopic(audit, 1),
-        NewTopic(topic, 1, configs={"max.message.bytes": "2000"}),
-    )
+    with AdminClient(kafka.bootstrap) as admin:
+        admin.create_topics(
+            [NewTopic(audit, 1), NewTopic(topic, 1, configs={"max.message.bytes": "2000"})],
+            raise_errors=True,
+        )
     stamp = 1_700_000_020_000
     producer = AuditedProducer(
-        broker.bootstrap,
+        kafka.bootstrap,
         registry=registry_url,
         service="svc",
         audit_topic=audit,
@@ -291,23 +298,23 @@ def test_failed_sends_are_not_counted(broker, registry_url):
     with pytest.raises(MessageTooLargeError):
         too_large.result()
     assert all(f.result().offset >= 0 for f in futures)
-    assert len(read_records(broker.bootstrap, topic)) == 7
-    assert summed(read_audit(broker.bootstrap, registry_url, audit)) == {(topic, stamp): 7}
+    assert len(read_records(kafka.bootstrap, topic)) == 7
+    assert summed(read_audit(kafka.bootstrap, registry_url, audit)) == {(topic, stamp): 7}
 
 
-def test_counts_survive_an_unreachable_registry(broker, registry_server):
+def test_counts_survive_an_unreachable_registry(kafka, registry_server):
     """The audit event cannot be serialized while the registry is down: flush says so
     and keeps the counts (so does the emitter, retrying), and the next flush once the
     registry is up publishes them."""
     audit, topic = fresh("_audit"), fresh("events")
-    create_topics(broker.bootstrap, NewTopic(audit, 1), NewTopic(topic, 1))
-    store = KafkaTopicStore(broker.bootstrap, timeout_ms=10_000)
+    kafka.create_topics({audit: 1, topic: 1})
+    store = schema_store(kafka)
     server = registry_server(store)  # its port is bound, nothing answers yet
     url = f"http://127.0.0.1:{server.port}"
     stamp = 1_700_000_030_000
     client = RegistryClient(url, timeout=2)
     producer = AuditedProducer(
-        broker.bootstrap,
+        kafka.bootstrap,
         registry=client,
         service="svc",
         audit_topic=audit,
@@ -324,7 +331,7 @@ def test_counts_survive_an_unreachable_registry(broker, registry_server):
         time.sleep(0.3)  # the emitter fails meanwhile; that must not fail the next flush
         with server:
             producer.flush()
-            events = read_audit(broker.bootstrap, url, audit)
+            events = read_audit(kafka.bootstrap, url, audit)
     finally:
         producer.close()
         client.close()
