@@ -10,6 +10,7 @@ by deadlines, and backoff is checked through the attempts made and the delays ch
 from __future__ import annotations
 
 import asyncio
+import re
 import shutil
 import ssl
 import subprocess
@@ -75,6 +76,19 @@ async def connected(port: int, **kw) -> BrokerConnection:
     conn = BrokerConnection(plaintext(port), client_id="broker-9", **kw)
     await conn.connect(10)
     return conn
+
+
+def node_at(endpoint: Endpoint, initial_ms: int = 50, max_ms: int = 1000, **kw) -> NodeClient:
+    backoff = ReconnectBackoff(initial_ms=initial_ms, max_ms=max_ms, **kw)
+    return NodeClient(1, endpoint, client_id="broker-9", backoff=backoff)
+
+
+async def in_long_backoff() -> NodeClient:
+    """A node whose one attempt was refused, so that it waits ten minutes for the next."""
+    node = node_at(plaintext(free_port()), initial_ms=600_000, max_ms=600_000)
+    with pytest.raises(NetworkError, match="cannot connect"):
+        await node.request(METADATA, 8, metadata("a"), 10)
+    return node
 
 
 async def create_topic(conn: BrokerConnection, name: str) -> None:
@@ -211,63 +225,48 @@ def test_connecting_to_a_port_nobody_listens_on_is_a_network_error():
 # -- BrokerConnection against a scripted peer -----------------------------------------
 
 
-def test_a_peer_closing_in_the_middle_of_a_response_fails_every_request_in_flight():
-    async def half_an_answer(conn):
-        header, body = await conn.next_request()
-        await conn.next_request()
-        frame = conn.response(header, echo_metadata(header, body))
-        conn.write(frame[: len(frame) // 2])
-        await conn.close()
+async def half_an_answer(conn):
+    header, body = await conn.next_request()
+    await conn.next_request()
+    frame = conn.response(header, echo_metadata(header, body))
+    conn.write(frame[: len(frame) // 2])
+    await conn.close()
 
+
+async def reversed_answers(conn):
+    first = await conn.next_request()
+    second = await conn.next_request()
+    for header, body in (second, first):
+        conn.answer(header, echo_metadata(header, body))
+    await conn.reader.read()  # hold the connection until the client closes it
+
+
+async def absurd_frame_size(conn):
+    await conn.next_request()
+    conn.write((2**31 - 1).to_bytes(4, "big"))
+    await conn.reader.read()
+
+
+@pytest.mark.parametrize(
+    "script, reason",
+    [
+        (half_an_answer, "the peer closed the connection"),
+        (reversed_answers, "answered correlation id 2, expected 1 .* out of order"),
+        (absurd_frame_size, "bad frame .* frame size 2147483647"),
+    ],
+)
+def test_a_peer_breaking_the_stream_fails_every_request_in_flight(script, reason):
     async def scenario():
-        async with ScriptedPeer(half_an_answer) as peer:
-            conn = await connected(peer.port)
-            results = await asyncio.gather(
-                conn.request(METADATA, 8, metadata("a"), 10),
-                conn.request(METADATA, 8, metadata("b"), 10),
-                return_exceptions=True,
-            )
-            assert [type(r) for r in results] == [NetworkError, NetworkError]
-            assert "peer closed the connection" in str(results[0])
-            assert conn.closed
-
-    run(scenario())
-
-
-def test_answers_out_of_order_close_the_connection():
-    async def reversed_answers(conn):
-        first = await conn.next_request()
-        second = await conn.next_request()
-        for header, body in (second, first):
-            conn.answer(header, echo_metadata(header, body))
-        await conn.reader.read()  # hold the connection until the client closes it
-
-    async def scenario():
-        async with ScriptedPeer(reversed_answers) as peer:
-            conn = await connected(peer.port)
-            results = await asyncio.gather(
-                conn.request(METADATA, 8, metadata("a"), 10),
-                conn.request(METADATA, 8, metadata("b"), 10),
-                return_exceptions=True,
-            )
-            assert [type(r) for r in results] == [NetworkError, NetworkError]
-            assert "out of order" in str(results[0])
-            assert conn.closed
-
-    run(scenario())
-
-
-def test_a_frame_of_absurd_size_closes_the_connection():
-    async def absurd(conn):
-        await conn.next_request()
-        conn.write((2**31 - 1).to_bytes(4, "big"))
-        await conn.reader.read()
-
-    async def scenario():
-        async with ScriptedPeer(absurd) as peer:
+        async with ScriptedPeer(script) as peer:
             conn = await connected(peer.port, max_frame_bytes=1 << 20)
-            with pytest.raises(NetworkError, match="bad frame"):
-                await conn.request(METADATA, 8, metadata("a"), 10)
+            results = await asyncio.gather(
+                conn.request(METADATA, 8, metadata("a"), 10),
+                conn.request(METADATA, 8, metadata("b"), 10),
+                return_exceptions=True,
+            )
+            assert [type(r) for r in results] == [NetworkError, NetworkError]
+            for r in results:
+                assert re.search(f"closed: .*{reason}", str(r)), r
             assert conn.closed
 
     run(scenario())
@@ -291,32 +290,36 @@ def test_a_version_the_peer_does_not_serve_is_refused_before_anything_is_sent():
     run(scenario())
 
 
-def test_a_peer_without_api_versions_v3_is_refused_at_connect():
-    async def old_peer(conn):
-        header, _ = await conn.next_request()
-        assert (header.api_key, header.api_version) == (API_VERSIONS, 3)
-        conn.write(b"".join(encode_api_versions_error(header.correlation_id, {METADATA: (0, 5)})))
-        await conn.reader.read()
+async def old_peer(conn):
+    header, _ = await conn.next_request()
+    assert (header.api_key, header.api_version) == (API_VERSIONS, 3)
+    conn.write(b"".join(encode_api_versions_error(header.correlation_id, {METADATA: (0, 5)})))
+    await conn.reader.read()
 
+
+async def silent(conn):
+    await conn.reader.read()
+
+
+async def hold_the_first(conn):
+    """Take one request and never answer it."""
+    await conn.next_request()
+    await conn.reader.read()
+
+
+@pytest.mark.parametrize(
+    "script, error",
+    [
+        (old_peer, "refused ApiVersions v3 .UNSUPPORTED_VERSION.: not a broker of this"),
+        (silent, "did not answer ApiVersions in time"),
+    ],
+)
+def test_a_peer_that_does_not_answer_api_versions_v3_fails_the_connect(script, error):
     async def scenario():
-        async with ScriptedPeer(old_peer, api_versions=None) as peer:
+        async with ScriptedPeer(script, api_versions=None) as peer:
             conn = BrokerConnection(peer.endpoint, client_id="broker-9")
-            with pytest.raises(NetworkError, match="refused ApiVersions v3 .UNSUPPORTED_VERSION"):
-                await conn.connect(10)
-            assert conn.closed
-
-    run(scenario())
-
-
-def test_a_peer_that_never_answers_api_versions_fails_the_connect():
-    async def silent(conn):
-        await conn.reader.read()
-
-    async def scenario():
-        async with ScriptedPeer(silent, api_versions=None) as peer:
-            conn = BrokerConnection(peer.endpoint, client_id="broker-9")
-            with pytest.raises(NetworkError, match="did not answer ApiVersions in time"):
-                await conn.connect(0.3)
+            with pytest.raises(NetworkError, match=error):
+                await conn.connect(0.5)
             assert conn.closed
 
     run(scenario())
@@ -346,12 +349,8 @@ def test_a_caller_that_gives_up_leaves_the_connection_usable():
 
 
 def test_close_fails_the_requests_in_flight():
-    async def stall(conn):
-        await conn.next_request()
-        await conn.reader.read()
-
     async def scenario():
-        async with ScriptedPeer(stall) as peer:
+        async with ScriptedPeer(hold_the_first) as peer:
             conn = await connected(peer.port)
             pending = asyncio.create_task(conn.request(METADATA, 8, metadata("a"), 30))
             await until(lambda: len(peer.requests) == 1, "the request reached the peer")
@@ -419,10 +418,7 @@ def test_backoff_doubles_up_to_the_maximum_and_spreads_by_the_jitter():
 
 def test_failed_attempts_back_off_and_a_request_in_backoff_makes_no_attempt():
     async def scenario():
-        quick = NodeClient(
-            1, plaintext(free_port()), client_id="broker-9",
-            backoff=ReconnectBackoff(initial_ms=5, max_ms=20, jitter=0),
-        )  # fmt: skip
+        quick = node_at(plaintext(free_port()), initial_ms=5, max_ms=20, jitter=0)
         delays = []
         for _ in range(5):
             with pytest.raises(NetworkError, match="cannot connect"):
@@ -432,12 +428,7 @@ def test_failed_attempts_back_off_and_a_request_in_backoff_makes_no_attempt():
         assert delays == [5, 10, 20, 20, 20]
 
         async with ScriptedPeer(lambda c: answer_each(c, echo_metadata)) as peer:
-            slow = NodeClient(
-                2, plaintext(free_port()), client_id="broker-9",
-                backoff=ReconnectBackoff(initial_ms=600_000, max_ms=600_000),
-            )  # fmt: skip
-            with pytest.raises(NetworkError):
-                await slow.request(METADATA, 8, metadata("a"), 10)
+            slow = await in_long_backoff()
             with pytest.raises(RequestTimedOutError, match="1 failed connections in a row"):
                 await slow.request(METADATA, 8, metadata("a"), 0.2)
             assert slow.connect_attempts == 1  # waited in backoff, did not try
@@ -453,29 +444,19 @@ def test_failed_attempts_back_off_and_a_request_in_backoff_makes_no_attempt():
 def test_a_node_moving_wakes_a_request_waiting_in_backoff_and_close_ends_it():
     async def scenario():
         async with ScriptedPeer(lambda c: answer_each(c, echo_metadata)) as peer:
-            node = NodeClient(
-                1, plaintext(free_port()), client_id="broker-9",
-                backoff=ReconnectBackoff(initial_ms=600_000, max_ms=600_000),
-            )  # fmt: skip
-            with pytest.raises(NetworkError):
-                await node.request(METADATA, 8, metadata("a"), 10)
+            node = await in_long_backoff()
             waiting = asyncio.create_task(node.request(METADATA, 8, metadata("moved"), 30))
             await asyncio.sleep(0)
             node.update_endpoint(peer.endpoint)
             assert named(await waiting) == "moved"
-
-            gone = NodeClient(
-                2, plaintext(free_port()), client_id="broker-9",
-                backoff=ReconnectBackoff(initial_ms=600_000, max_ms=600_000),
-            )  # fmt: skip
-            with pytest.raises(NetworkError):
-                await gone.request(METADATA, 8, metadata("a"), 10)
-            waiting = asyncio.create_task(gone.request(METADATA, 8, metadata("a"), 30))
-            await asyncio.sleep(0)
-            gone.close()
-            with pytest.raises(NetworkError, match="channel to node 2 is closed"):
-                await waiting
             node.close()
+
+        gone = await in_long_backoff()
+        waiting = asyncio.create_task(gone.request(METADATA, 8, metadata("a"), 30))
+        await asyncio.sleep(0)
+        gone.close()
+        with pytest.raises(NetworkError, match="channel to node 1 is closed"):
+            await waiting
 
     run(scenario())
 
@@ -485,10 +466,7 @@ def test_a_restarted_broker_is_reached_again_on_its_port_and_then_on_a_new_one(b
     log_dir = first.log_dir
 
     async def scenario():
-        node = NodeClient(
-            0, plaintext(first.port), client_id="broker-9",
-            backoff=ReconnectBackoff(initial_ms=10, max_ms=100),
-        )  # fmt: skip
+        node = node_at(plaintext(first.port), initial_ms=10, max_ms=100)
         await node.request(METADATA, 8, metadata("a"), 10)
         await asyncio.to_thread(first.stop)
         await until(lambda: not node.connected, "the node saw the broker go")
@@ -532,11 +510,7 @@ def test_channel_sends_one_request_at_a_time_and_resends_one_whose_connection_br
 
     async def scenario():
         async with ScriptedPeer(drop_r2_once) as peer:
-            node = NodeClient(
-                1, peer.endpoint, client_id="controller-0",
-                backoff=ReconnectBackoff(initial_ms=5, max_ms=20),
-            )  # fmt: skip
-            channel = RequestChannel(node, request_timeout_s=10)
+            channel = RequestChannel(node_at(peer.endpoint, 5, 20), request_timeout_s=10)
             answered: list[str] = []
             for i in range(5):
                 channel.enqueue(METADATA, 8, metadata(f"r{i}"), lambda a: answered.append(named(a)))
@@ -558,11 +532,7 @@ def test_queued_controller_requests_reach_a_broker_that_comes_back(broker_factor
         await create_topic(conn, "state")
         conn.close()
         await asyncio.to_thread(b.stop)
-        node = NodeClient(
-            0, plaintext(b.port), client_id="controller-1",
-            backoff=ReconnectBackoff(initial_ms=10, max_ms=50),
-        )  # fmt: skip
-        channel = RequestChannel(node, request_timeout_s=10)
+        channel = RequestChannel(node_at(plaintext(b.port), 10, 50), request_timeout_s=10)
         answers: list[tuple[int, int]] = []
         for i in range(5):
             channel.enqueue(
@@ -580,13 +550,9 @@ def test_queued_controller_requests_reach_a_broker_that_comes_back(broker_factor
 
 
 def test_closing_a_channel_drops_its_queue_and_refuses_more():
-    async def stall(conn):
-        await conn.next_request()
-        await conn.reader.read()
-
     async def scenario():
-        async with ScriptedPeer(stall) as peer:
-            node = NodeClient(1, peer.endpoint, client_id="controller-0")
+        async with ScriptedPeer(hold_the_first) as peer:
+            node = node_at(peer.endpoint)
             channel = RequestChannel(node, request_timeout_s=30)
             called: list[object] = []
             for i in range(3):
@@ -608,7 +574,7 @@ def test_a_request_the_broker_cannot_take_goes_to_on_error_and_the_queue_moves_o
         async with ScriptedPeer(
             lambda c: answer_each(c, echo_metadata), api_versions=offered
         ) as peer:
-            channel = RequestChannel(NodeClient(1, peer.endpoint, client_id="controller-0"))
+            channel = RequestChannel(node_at(peer.endpoint))
             events: list[object] = []
             channel.enqueue(LEADER_AND_ISR, 3, {}, events.append, events.append)
             channel.enqueue(METADATA, 8, metadata("after"), lambda a: events.append(named(a)))

@@ -20,6 +20,7 @@ import asyncio
 import logging
 import ssl as ssl_module
 import struct
+import time
 from collections import deque
 from typing import Any
 
@@ -151,7 +152,7 @@ class BrokerConnection:
         self.ssl = ssl  # the TLS context of an SSL listener; None for PLAINTEXT
         self.max_frame_bytes = max_frame_bytes
         self.api_versions: dict[int, tuple[int, int]] = {}
-        self.closed_at: float | None = None  # loop time of close, for reconnect backoff
+        self.closed_at: float | None = None  # time.monotonic() of close, for the backoff
         self.close_reason: str | None = None
         self._pipeline = RequestPipeline(self.peer, client_id)
         self._writer: asyncio.StreamWriter | None = None
@@ -284,7 +285,7 @@ class BrokerConnection:
     def _fail(self, reason: str) -> None:
         if self.closed:
             return
-        self.closed_at = asyncio.get_running_loop().time()
+        self.closed_at = time.monotonic()
         self.close_reason = reason
         for answer in self._pipeline.drain():
             if not answer.done():

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import random
 import ssl as ssl_module
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -79,7 +80,7 @@ class NodeClient:
         self._connection: BrokerConnection | None = None
         self._lock = asyncio.Lock()  # one connection attempt at a time
         self._wake = asyncio.Event()  # set when waiting out the backoff is no longer due
-        self._blocked_until = 0.0  # loop time before which no attempt is made
+        self._blocked_until = 0.0  # time.monotonic() before which no attempt is made
         self.closed = False
         # What tests and logs look at: attempts made, failures in a row, the last wait.
         self.connect_attempts = 0
@@ -150,7 +151,6 @@ class NodeClient:
             ) from exc
 
     async def _connected(self) -> BrokerConnection:
-        loop = asyncio.get_running_loop()
         while True:
             if self.closed:
                 raise NetworkError(f"the channel to node {self.node_id} is closed")
@@ -159,7 +159,7 @@ class NodeClient:
                 return connection
             if connection is not None:
                 self._lost(connection)  # it broke while idle
-            wait = self._blocked_until - loop.time()
+            wait = self._blocked_until - time.monotonic()
             if wait > 0:
                 await self._sleep(wait)
                 continue
