@@ -176,8 +176,8 @@ class NodeClient:
                 if endpoint == self._endpoint:
                     self._count_failure(connection)
                 raise
-            if endpoint != self._endpoint:  # moved while we connected to the old address
-                connection.close(f"node {self.node_id} moved to {self._endpoint.url()}")
+            if self.closed or endpoint != self._endpoint:  # closed, or moved, meanwhile
+                connection.close(f"node {self.node_id} moved or closed while connecting")
                 continue
             if self.failures:
                 log.info("connected to node %d at %s again", self.node_id, endpoint.url())
