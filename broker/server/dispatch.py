@@ -23,7 +23,7 @@ from broker.protocol.framing import (
 )
 from broker.protocol.types import DecodeError
 from broker.server.context import BrokerContext
-from broker.server.handlers import HANDLERS, advertised_ranges
+from broker.server.handlers import HANDLERS
 from broker.server.handlers.base import NO_RESPONSE, Delayed
 from broker.server.purgatory import DelayedOperation, OperationFailed
 from broker.server.request import RequestContext, Session
@@ -70,8 +70,11 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
     key, version = header.api_key, header.api_version
     handler = HANDLERS.get(key)
     if key == API_VERSIONS and not handler.declares(version):
-        # Answer in v0 so a newer client can retry with a version we speak.
-        return Respond(encode_api_versions_error(header.correlation_id, advertised_ranges()))
+        # Answer in v0, listing the ApiVersions range alone as Kafka does (KIP-511), so a
+        # newer client retries with a version we speak and asks for the rest then.
+        return Respond(
+            encode_api_versions_error(header.correlation_id, {key: handler.advertised})
+        )
     if handler is None or not handler.declares(version):
         return Close(f"unsupported API {key} v{version}")
     try:

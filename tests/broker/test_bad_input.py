@@ -188,11 +188,6 @@ def test_unsupported_api_versions_version_answers_v0_with_ranges(noisy):
     assert ranges[API_VERSIONS] == (0, 3)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker/server/dispatch.py answers with every API's range; Kafka (KIP-511) and "
-    "librdkafka's mock cluster list the ApiVersions range alone",
-)
 def test_unsupported_api_versions_answer_lists_api_versions_alone(noisy):
     """A client must not take the ranges of this answer for the broker's: against Kafka
     they would say the broker speaks nothing else (ours listed them all, so a client
