@@ -38,7 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(Broker(config).run_until_signalled())
+    from broker.controller.membership import BrokerIdInUse, ClusterIdMismatch
+    from broker.server.meta import LogDirMismatch
+
+    try:
+        asyncio.run(Broker(config).run_until_signalled())
+    except (BrokerIdInUse, ClusterIdMismatch, LogDirMismatch, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -478,6 +478,12 @@ class BrokerConfig:
         return [parse_listener(item) for item in items] if items else None
 
     @property
+    def inter_broker_listener(self) -> str:
+        """The listener brokers reach each other on: `inter.broker.listener.name`, else
+        the first listener's."""
+        return self.values["inter.broker.listener.name"] or self.listeners[0][0]
+
+    @property
     def cluster_mode(self) -> bool:
         return bool(self.values["zookeeper.connect"])
 

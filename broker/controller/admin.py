@@ -77,8 +77,11 @@ class TopicAdmin:
         self.default_partitions = default_partitions
         self.default_replication_factor = default_replication_factor
 
-    def plan(self, spec: TopicSpec) -> dict[int, list[int]]:
-        """The replica assignment of a new topic, or TopicError saying why not."""
+    def plan(
+        self, spec: TopicSpec, brokers: dict[int, str | None] | None = None
+    ) -> dict[int, list[int]]:
+        """The replica assignment of a new topic over `brokers` (id -> rack; by default
+        the live brokers of the metadata cache), or TopicError saying why not."""
         check_topic_name(spec.name)
         if spec.name in self.metadata.topics:
             raise TopicError(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists.")
@@ -86,7 +89,8 @@ class TopicAdmin:
             apply_overrides(self.topic_configs.default, dict(spec.configs or {}))
         except ConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
-        brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
+        if brokers is None:
+            brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
         if spec.assignment is not None:
             return self._check_assignment(spec, brokers)
         partitions = self.default_partitions if spec.partitions == -1 else spec.partitions

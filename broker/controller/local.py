@@ -60,6 +60,9 @@ class LocalController(TopicAdmin):
 
     def start(self, endpoint: BrokerEndpoint) -> None:
         """This broker is live and leads every partition found on disk."""
+        # No other controller may ever direct a single broker: every LeaderAndIsr,
+        # UpdateMetadata or StopReplica that reaches it is from a stale epoch.
+        self.replicas.controller_epoch = 2**31 - 1
         self.metadata.update(self.broker_id, LOCAL_CONTROLLER_EPOCH, [endpoint], [])
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(self.replicas.partitions):

@@ -188,7 +188,9 @@ class ZkClient:
     async def commit(self, operations: Iterable[tuple[str, Any]]) -> list[Any]:
         """Several writes applied atomically (ZooKeeper's multi), e.g. a controller's
         ("check", path, version) fencing its ("set", path, data, version) writes.
-        Raises the first failing operation's error; nothing is applied then."""
+        Raises the failing operation's error, with its index in `failed_operation`;
+        nothing is applied then. Returns each operation's result (a set's ZnodeStat, a
+        create's path)."""
         transaction = self._kazoo.transaction()
         for op, *args in operations:
             {
@@ -200,10 +202,13 @@ class ZkClient:
         results = await self._call(transaction.commit_async())
         # A failed multi answers every operation: the one that failed with its error, the
         # others with RolledBackError. Raise the cause.
-        failures = [r for r in results if isinstance(r, Exception)]
-        causes = [r for r in failures if not isinstance(r, RolledBackError)]
-        if causes or failures:
-            raise (causes or failures)[0]
+        for index, result in enumerate(results):
+            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+                result.failed_operation = index  # which one: e.g. a fencing check
+                raise result
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
         return results
 
     # -- plumbing -------------------------------------------------------------------------

@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import base64
 import logging
 import signal
-import uuid
 from collections.abc import Callable
-from pathlib import Path
 
-from broker.config.definition import parse_properties
 from broker.config.server import BrokerConfig
 from broker.controller.local import LocalController, read_topic_overrides
+from broker.controller.membership import ClusterMembership
+from broker.controller.zk_layout import Endpoint
 from broker.log.manager import LogManager
 from broker.server.context import BrokerContext
+from broker.server.meta import ensure_meta, stored_cluster_id
 from broker.server.metadata import BrokerEndpoint, MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
@@ -22,30 +21,10 @@ from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
-from broker.util.files import write_atomically
 
 log = logging.getLogger(__name__)
 
-META_FILE = "meta.properties"
 PRODUCER_ID_FILE = "producer-id-block.json"
-HW_CHECKPOINT_INTERVAL_MS = 5000
-
-
-def _cluster_id(log_dir: Path, broker_id: int) -> str:
-    """Read or create meta.properties, as Kafka does, so the cluster id survives restarts."""
-    path = log_dir / META_FILE
-    if path.exists():
-        props = parse_properties(path.read_text())
-        stored = int(props.get("broker.id", broker_id))
-        if stored != broker_id:
-            raise RuntimeError(
-                f"{path} belongs to broker.id {stored}, but this broker is configured as "
-                f"broker.id {broker_id}"
-            )
-        return props["cluster.id"]
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    write_atomically(path, f"version=0\nbroker.id={broker_id}\ncluster.id={cluster_id}\n")
-    return cluster_id
 
 
 def open_broker_state(
@@ -72,7 +51,7 @@ def open_broker_state(
     if topic_overrides is None:
         topic_overrides = read_topic_overrides(cfg.log_dirs[0])
     topic_configs = TopicConfigs(cfg.log_config, topic_overrides)
-    metadata = MetadataCache(cluster_id=cluster_id or _cluster_id(cfg.log_dirs[0], cfg.broker_id))
+    metadata = MetadataCache(cluster_id=ensure_meta(cfg.log_dirs[0], cfg.broker_id, cluster_id))
     replicas = ReplicaManager(
         cfg.broker_id,
         logs,
@@ -118,7 +97,8 @@ class Broker:
         self.config = config
         self.ctx: BrokerContext | None = None
         self.network: NetworkServer | None = None
-        self._background: asyncio.Task | None = None
+        self.cluster: ClusterMembership | None = None
+        self._background: asyncio.Future | None = None
         self._stopped = asyncio.Event()
 
     @property
@@ -127,27 +107,44 @@ class Broker:
 
     async def start(self) -> None:
         cfg = self.config
-        self.ctx = open_broker_state(cfg, now_ms)
+        if cfg.cluster_mode:
+            # ZooKeeper first: the cluster id and the topic configs come from there.
+            self.cluster = ClusterMembership(cfg)
+            await self.cluster.connect()
+            cluster_id = await self.cluster.cluster_id(stored_cluster_id(cfg.log_dirs[0]))
+            overrides = await self.cluster.topic_overrides()
+            self.ctx = open_broker_state(cfg, now_ms, cluster_id, overrides)
+            self.cluster.attach(self.ctx)
+        else:
+            self.ctx = open_broker_state(cfg, now_ms)
         metadata, replicas = self.ctx.metadata, self.ctx.replicas
-        _, host, port = cfg.listeners[0]
-        self.network = NetworkServer(self.ctx, host, port, cfg["socket.request.max.bytes"])
+        listener, host, port = cfg.listeners[0]
+        self.network = NetworkServer(
+            self.ctx, host, port, cfg["socket.request.max.bytes"], listener=listener
+        )
         bound = await self.network.start()
         advertised = cfg.advertised_listeners
         adv_host, adv_port = (
             (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
         )
-        endpoint = BrokerEndpoint(cfg.broker_id, adv_host, adv_port or bound, cfg["broker.rack"])
-        self.ctx.admin.start(endpoint)
+        adv_port = adv_port or bound
+        if self.cluster is not None:
+            await self.cluster.start((Endpoint(listener, adv_host, adv_port, listener),))
+        else:
+            self.ctx.admin.start(
+                BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg["broker.rack"])
+            )
         self._background = asyncio.gather(
             self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())
         )
         log.info(
-            "broker %d serving on %s:%d (cluster %s, %d partitions)",
+            "broker %d serving on %s:%d (cluster %s, %d partitions%s)",
             cfg.broker_id,
             host or "*",
             bound,
             metadata.cluster_id,
             len(replicas.partitions),
+            f", ZooKeeper {cfg['zookeeper.connect']}" if self.cluster else "",
         )
 
     async def _duties(self) -> None:
@@ -165,19 +162,24 @@ class Broker:
                 self.ctx.replicas.logs.tick(t)
                 for partition in self.ctx.replicas.partitions.values():
                     partition.producers.expire(t, expiration)
-                if t - last_checkpoint >= HW_CHECKPOINT_INTERVAL_MS:
+                if t - last_checkpoint >= cfg["replica.high.watermark.checkpoint.interval.ms"]:
                     self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
                     last_checkpoint = t
             except Exception:
                 log.exception("background duty failed; retrying next tick")
 
     async def stop(self) -> None:
-        """Stop serving, then flush and checkpoint so the next start needs no recovery."""
+        """Hand leadership over (cluster), stop serving, then flush and checkpoint so the
+        next start needs no recovery."""
+        if self.cluster is not None and self.config["controlled.shutdown.enable"]:
+            await self.cluster.controlled_shutdown()
         if self._background is not None:
             self._background.cancel()
             await asyncio.gather(self._background, return_exceptions=True)
         if self.network is not None:
             await self.network.stop()
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self.ctx is not None:
             self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
             self.ctx.replicas.logs.close()
@@ -185,7 +187,17 @@ class Broker:
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     async def run_until_signalled(self) -> None:
-        await self.start()
+        try:
+            await self.start()
+        except BaseException:
+            # Leave nothing behind: a registration, a listener, open logs.
+            if self.cluster is not None:
+                await self.cluster.stop()
+            if self.network is not None:
+                await self.network.stop()
+            if self.ctx is not None:
+                self.ctx.replicas.logs.close()
+            raise
         loop = asyncio.get_running_loop()
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -15,6 +15,7 @@ from broker.server.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
+    from broker.controller.membership import ClusterMembership
 
 
 def _spawn_on_running_loop(coro: Coroutine) -> asyncio.Task:
@@ -31,6 +32,8 @@ class BrokerContext:
     # Topic administration: the local controller of a single broker, ZooKeeper writes in
     # a cluster (broker/controller/).
     admin: TopicAdmin | None = None
+    # This broker's part in a ZooKeeper cluster (None for a single broker).
+    cluster: ClusterMembership | None = None
     # Runs work that needs I/O (ZooKeeper, other brokers) for a handler, on the loop.
     spawn: Callable[[Coroutine], Any] = _spawn_on_running_loop
     # Long-poll fetches waiting for data, and acks=all produces waiting for the ISR,

@@ -72,9 +72,7 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
     if key == API_VERSIONS and not handler.declares(version):
         # Answer in v0, listing the ApiVersions range alone as Kafka does (KIP-511), so a
         # newer client retries with a version we speak and asks for the rest then.
-        return Respond(
-            encode_api_versions_error(header.correlation_id, {key: handler.advertised})
-        )
+        return Respond(encode_api_versions_error(header.correlation_id, {key: handler.advertised}))
     if handler is None or not handler.declares(version):
         return Close(f"unsupported API {key} v{version}")
     try:

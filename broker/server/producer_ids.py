@@ -33,9 +33,66 @@ class ProducerIdAllocator:
         )
         self._next, self._block_end = start, end
 
-    def allocate(self) -> int:
+    def allocate(self) -> int | None:
         if self._next >= self._block_end:
             self._reserve_block()
         pid = self._next
         self._next += 1
         return pid
+
+
+class ZkProducerIdBlocks:
+    """Producer ids of a cluster: blocks reserved in ZooKeeper's /latest_producer_id_block
+    with a conditional update, so no two brokers ever hand out the same id. The next
+    block is fetched in the background before this one runs out; when it has not come
+    yet, `allocate()` says None and the caller awaits `next_id()`."""
+
+    def __init__(self, zk, broker_id: int, spawn, block_size: int = BLOCK_SIZE) -> None:
+        self.zk = zk
+        self.broker_id = broker_id
+        self.spawn = spawn
+        self.block_size = block_size
+        self._blocks: list[tuple[int, int]] = []  # (next, end exclusive)
+        self._fetching = None
+
+    def allocate(self) -> int | None:
+        while self._blocks and self._blocks[0][0] >= self._blocks[0][1]:
+            self._blocks.pop(0)
+        remaining = sum(end - nxt for nxt, end in self._blocks)
+        if remaining < self.block_size // 10 and self._fetching is None:
+            self._fetching = self.spawn(self._fetch())
+        if not self._blocks:
+            return None
+        pid, end = self._blocks[0]
+        self._blocks[0] = (pid + 1, end)
+        return pid
+
+    async def next_id(self) -> int:
+        while True:
+            pid = self.allocate()
+            if pid is not None:
+                return pid
+            await self._fetching
+
+    async def _fetch(self) -> None:
+        from broker.controller import zk_layout as z
+        from broker.controller.zk import BadVersionError, NodeExistsError
+
+        try:
+            while True:
+                found = await self.zk.get(z.PRODUCER_ID_BLOCK)
+                first = 0 if found is None else z.decode_producer_id_block(found[0])[1] + 1
+                data = z.encode_producer_id_block(
+                    self.broker_id, first, first + self.block_size - 1
+                )
+                try:
+                    if found is None:
+                        await self.zk.create(z.PRODUCER_ID_BLOCK, data)
+                    else:
+                        await self.zk.set(z.PRODUCER_ID_BLOCK, data, found[1].version)
+                except (BadVersionError, NodeExistsError):
+                    continue  # another broker took that block: take the next
+                self._blocks.append((first, first + self.block_size))
+                return
+        finally:
+            self._fetching = None

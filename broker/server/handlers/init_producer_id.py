@@ -8,16 +8,27 @@ from __future__ import annotations
 
 from broker.protocol.apis import INIT_PRODUCER_ID_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.base import ApiHandler, run_async
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(broker, request, body: dict):
     if body.get("transactional_id"):
         return error_response(body, ErrorCode.INVALID_REQUEST)
+    pid = broker.producer_ids.allocate()
+    if pid is None:  # a cluster broker waiting for its next block of ids from ZooKeeper
+        return run_async(broker, _answer_later(broker))
+    return _answer(pid)
+
+
+async def _answer_later(broker) -> dict:
+    return _answer(await broker.producer_ids.next_id())
+
+
+def _answer(pid: int) -> dict:
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
-        "producer_id": broker.producer_ids.allocate(),
+        "producer_id": pid,
         "producer_epoch": 0,
     }
 

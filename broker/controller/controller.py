@@ -1,0 +1,838 @@
+"""The cluster's controller: the one broker that decides leaders and tells the others.
+
+Whoever creates the ephemeral `/controller` znode is the controller; it increments
+`/controller_epoch` and fences every state write it makes with a check on that znode's
+version (a ZooKeeper multi), so a controller that lost its place cannot overwrite its
+successor's decisions, and brokers refuse requests carrying an older epoch. It watches
+the broker registrations, the topics, topic deletions and the leaders' ISR change
+notifications, and reacts one event at a time (an asyncio queue; watches arrive through
+broker/controller/zk.py on the loop):
+
+- a broker joins: it gets the metadata and the leadership of its replicas; offline
+  partitions it can lead are elected;
+- a broker dies (its session ends): partitions it led get a new leader from the ISR
+  (broker/controller/election.py; offline when none may lead), it leaves the ISRs it
+  was in;
+- a broker shuts down cleanly (ControlledShutdown): its leaderships move first;
+- a topic appears: its partitions are initialised (first live replica leads);
+- a topic is marked for deletion: it leaves the metadata, its replicas are stopped and
+  deleted, then its znodes;
+- a leader changed an ISR: the new state goes to every broker's metadata.
+
+Requests to brokers go through one ordered, retried channel per broker
+(broker/server/inter_broker/). The layout of what it reads and writes is
+docs/contracts/cluster.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+
+from broker.controller import election
+from broker.controller import zk_layout as z
+from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr
+from broker.protocol.apis import (
+    LEADER_AND_ISR_API,
+    STOP_REPLICA_API,
+    UPDATE_METADATA_API,
+)
+from broker.protocol.errors import ErrorCode
+from broker.server.inter_broker import NodeClient, RequestChannel
+from broker.server.metadata import LEADER_DURING_DELETE
+from broker.util.clock import now_ms
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+# Kafka's security protocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+class Fenced(Exception):
+    """Another controller has taken over: this one must stop acting."""
+
+
+@dataclass
+class ControllerContext:
+    epoch: int
+    epoch_zk_version: int
+    live: dict[int, BrokerRegistration] = field(default_factory=dict)
+    shutting_down: set[int] = field(default_factory=set)
+    assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
+    states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    unclean: dict[str, bool] = field(default_factory=dict)
+    deleting: set[str] = field(default_factory=set)
+    # Replicas (topic, broker) of topics being deleted that have confirmed the deletion.
+    deleted_replicas: set[tuple[str, int]] = field(default_factory=set)
+
+    def replicas(self, tp: TopicPartition) -> list[int]:
+        return self.assignments.get(tp[0], {}).get(tp[1], [])
+
+    def partitions(self) -> list[TopicPartition]:
+        return [(t, p) for t, parts in self.assignments.items() for p in parts]
+
+    def partitions_on(self, broker_id: int) -> list[TopicPartition]:
+        return [tp for tp in self.partitions() if broker_id in self.replicas(tp)]
+
+    def is_live(self, broker_id: int) -> bool:
+        return broker_id in self.live
+
+
+class Controller:
+    def __init__(
+        self,
+        broker_id: int,
+        zk: ZkClient,
+        *,
+        listener: str,
+        unclean_default: bool,
+        request_timeout_s: float,
+        on_change: Callable[[int | None], None] = lambda controller_id: None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.listener = listener  # the inter-broker listener: where requests are sent
+        self.unclean_default = unclean_default
+        self.request_timeout_s = request_timeout_s
+        self.on_change = on_change  # told the active controller's id (or None)
+        self.ctx: ControllerContext | None = None
+        self.active_controller: int | None = None
+        self._events: asyncio.Queue[Callable[[], Awaitable[None]]] = asyncio.Queue()
+        self._runner: asyncio.Task | None = None
+        self._channels: dict[int, RequestChannel] = {}
+        self._stopped = False
+
+    @property
+    def is_active(self) -> bool:
+        return self.ctx is not None
+
+    # -- election -----------------------------------------------------------------------
+    def start(self) -> None:
+        self._stopped = False
+        self._runner = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        self.enqueue(self._elect)
+
+    async def stop(self) -> None:
+        """Stop acting and resign (our /controller goes with the session or is deleted)."""
+        self._stopped = True
+        was_active = self.is_active
+        await self._resign()
+        if was_active:
+            try:
+                data = await self.zk.get(z.CONTROLLER)
+                if data is not None and z.decode_controller(data[0]) == self.broker_id:
+                    await self.zk.delete(z.CONTROLLER, version=data[1].version)
+            except Exception:  # the session may be gone already: the node went with it
+                log.debug("could not delete /controller on stop", exc_info=True)
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+
+    def enqueue(self, event: Callable[[], Awaitable[None]]) -> None:
+        if not self._stopped:
+            self._events.put_nowait(event)
+
+    def session_renewed(self) -> None:
+        """A new ZooKeeper session: our /controller (if any) and every watch are gone."""
+        self.enqueue(self._resign_and_elect)
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await event()
+            except Fenced as exc:
+                log.warning("controller %d fenced: %s", self.broker_id, exc)
+                await self._resign()
+                self.enqueue(self._elect)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("controller event failed")
+
+    async def _elect(self) -> None:
+        if self._stopped or self.is_active:
+            return
+        try:
+            await self.zk.create(
+                z.CONTROLLER, z.encode_controller(self.broker_id, now_ms()), ephemeral=True
+            )
+        except NodeExistsError:
+            data = await self.zk.get(z.CONTROLLER, watch=self._controller_watch)
+            if data is None:  # gone between the create and the read: try again
+                self.enqueue(self._elect)
+                return
+            self._set_active(z.decode_controller(data[0]))
+            return
+        self._set_active(self.broker_id)
+        await self.zk.exists(z.CONTROLLER, watch=self._controller_watch)
+        await self._activate()
+
+    def _controller_watch(self, event) -> None:
+        self.enqueue(self._controller_changed)
+
+    async def _controller_changed(self) -> None:
+        data = await self.zk.get(z.CONTROLLER, watch=self._controller_watch)
+        if data is None:
+            await self._resign()
+            await self._elect()
+            return
+        active = z.decode_controller(data[0])
+        if active != self.broker_id and self.is_active:
+            await self._resign()
+        self._set_active(active)
+
+    async def _resign_and_elect(self) -> None:
+        await self._resign()
+        await self._elect()
+
+    def _set_active(self, controller_id: int | None) -> None:
+        if controller_id != self.active_controller:
+            log.info("active controller: %s", controller_id)
+        self.active_controller = controller_id
+        self.on_change(controller_id)
+
+    async def _resign(self) -> None:
+        if self.ctx is None:
+            return
+        log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
+        self.ctx = None
+        channels, self._channels = self._channels, {}
+        for channel in channels.values():
+            await channel.close()
+            channel.node.close()
+
+    # -- becoming the controller --------------------------------------------------------
+    async def _activate(self) -> None:
+        epoch, version = await self._increment_epoch()
+        self.ctx = ControllerContext(epoch, version)
+        log.info("broker %d is the controller (epoch %d)", self.broker_id, epoch)
+        await self.zk.ensure_paths(z.PERSISTENT_PATHS)
+        await self._read_brokers()
+        await self._read_topics()
+        for broker_id in self.ctx.live:
+            self._open_channel(broker_id)
+        # Every broker gets the whole picture, and each live replica its leadership.
+        self._send_update_metadata(self.ctx.partitions())
+        for broker_id in self.ctx.live:
+            self._send_leader_and_isr(self.ctx.partitions_on(broker_id), only={broker_id})
+        await self._elect_offline(self.ctx.partitions())
+        await self._deletions_changed()
+        await self._isr_changes()
+
+    async def _increment_epoch(self) -> tuple[int, int]:
+        while True:
+            found = await self.zk.get(z.CONTROLLER_EPOCH)
+            if found is None:
+                try:
+                    await self.zk.create(z.CONTROLLER_EPOCH, z.encode_controller_epoch(1))
+                    return 1, 0
+                except NodeExistsError:
+                    continue
+            epoch = z.decode_controller_epoch(found[0]) + 1
+            try:
+                stat = await self.zk.set(
+                    z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch), found[1].version
+                )
+                return epoch, stat.version
+            except BadVersionError:
+                raise Fenced("another controller incremented the epoch first") from None
+
+    # -- reading the cluster ----------------------------------------------------------
+    async def _read_brokers(self) -> dict[int, BrokerRegistration]:
+        ids = await self.zk.get_children(z.BROKER_IDS, watch=self._brokers_watch) or []
+        live: dict[int, BrokerRegistration] = {}
+        for child in ids:
+            if not child.isdigit():
+                continue
+            found = await self.zk.get(z.broker_path(int(child)))
+            if found is None:
+                continue
+            try:
+                live[int(child)] = z.decode_broker(int(child), found[0], found[1].czxid)
+            except z.ZkDataError as exc:
+                log.error("ignoring broker %s: %s", child, exc)
+        if self.ctx is not None and not self.ctx.live:
+            self.ctx.live = live
+        return live
+
+    async def _read_topics(self) -> None:
+        topics = await self.zk.get_children(z.BROKER_TOPICS, watch=self._topics_watch) or []
+        for topic in topics:
+            await self._read_topic(topic)
+
+    async def _read_topic(self, topic: str) -> dict[int, list[int]] | None:
+        found = await self.zk.get(z.topic_path(topic), watch=self._topic_watch(topic))
+        if found is None:
+            return None
+        try:
+            assignment = z.decode_assignment(topic, found[0])
+        except z.ZkDataError as exc:
+            log.error("ignoring topic %s: %s", topic, exc)
+            return None
+        self.ctx.assignments[topic] = assignment
+        config = await self.zk.get(z.topic_config_path(topic))
+        overrides = z.decode_topic_config(topic, config[0]) if config else {}
+        self.ctx.unclean[topic] = (
+            overrides.get("unclean.leader.election.enable", str(self.unclean_default)).lower()
+            == "true"
+        )
+        for partition in assignment:
+            state = await self._read_state((topic, partition))
+            if state is not None:
+                self.ctx.states[(topic, partition)] = state
+        return assignment
+
+    async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
+        found = await self.zk.get(z.partition_state_path(*tp))
+        if found is None:
+            return None
+        try:
+            return z.decode_partition_state(found[0], found[1].version)
+        except z.ZkDataError as exc:
+            log.error("%s-%d: unreadable state: %s", *tp, exc)
+            return None
+
+    # -- watches: each enqueues an event ---------------------------------------------------
+    def _brokers_watch(self, event) -> None:
+        self.enqueue(self._brokers_changed)
+
+    def _topics_watch(self, event) -> None:
+        self.enqueue(self._topics_changed)
+
+    def _topic_watch(self, topic: str):
+        def watch(event) -> None:
+            self.enqueue(lambda: self._topic_changed(topic))
+
+        return watch
+
+    def _deletions_watch(self, event) -> None:
+        self.enqueue(self._deletions_changed)
+
+    def _isr_watch(self, event) -> None:
+        self.enqueue(self._isr_changes)
+
+    # -- brokers coming and going -----------------------------------------------------
+    async def _brokers_changed(self) -> None:
+        if self.ctx is None:
+            return
+        now_live = await self._read_brokers()
+        before = self.ctx.live
+        # A broker that restarted before its old session ended has a new registration
+        # (a new epoch): it died and came back.
+        bounced = {b for b in now_live if b in before and now_live[b].epoch != before[b].epoch}
+        dead = (set(before) - set(now_live)) | bounced
+        new = (set(now_live) - set(before)) | bounced
+        if dead:
+            await self._on_brokers_failed(dead)
+        self.ctx.live = now_live
+        for broker_id in now_live:
+            if broker_id in new or broker_id not in self._channels:
+                self._open_channel(broker_id)
+        if new:
+            await self._on_brokers_started(new)
+
+    async def _on_brokers_started(self, new: set[int]) -> None:
+        ctx = self.ctx
+        log.info("brokers started: %s", sorted(new))
+        ctx.shutting_down -= new
+        self._send_update_metadata(ctx.partitions())
+        for broker_id in new:
+            mine = [tp for tp in ctx.partitions_on(broker_id) if tp[0] not in ctx.deleting]
+            self._send_leader_and_isr(mine, only={broker_id})
+        await self._elect_offline(ctx.partitions())
+        self._resume_deletions(new)
+
+    async def _on_brokers_failed(self, dead: set[int]) -> None:
+        ctx = self.ctx
+        log.info("brokers failed: %s", sorted(dead))
+        for broker_id in dead:
+            ctx.live.pop(broker_id, None)
+            ctx.shutting_down.discard(broker_id)
+            channel = self._channels.pop(broker_id, None)
+            if channel is not None:
+                await channel.close()
+                channel.node.close()
+        changed: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp, state in ctx.states.items():
+            if tp[0] in ctx.deleting:
+                continue
+            if state.leader in dead:
+                changed[tp] = self._elect_one(tp, state)
+            elif dead & set(state.isr):
+                shrunk = election.without_replicas(state, dead, ctx.epoch)
+                if shrunk is not None:
+                    changed[tp] = shrunk
+        await self._apply(changed)
+        touched = set(changed) | {tp for b in dead for tp in ctx.partitions_on(b)}
+        self._send_update_metadata(sorted(touched))
+
+    def _elect_one(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr:
+        ctx = self.ctx
+        try:
+            new, unclean = election.offline_partition(
+                ctx.replicas(tp), state, ctx.live, ctx.epoch, ctx.unclean.get(tp[0], False)
+            )
+            if unclean:
+                log.warning("%s-%d: unclean leader election of %d", *tp, new.leader)
+            return new
+        except election.NoEligibleLeader as exc:
+            if state.leader < 0:
+                return state
+            log.warning("%s-%d is offline: %s", *tp, exc)
+            return election.leader_lost(state, ctx.epoch)
+
+    async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        """Partitions with no live leader (or no state yet) get one where possible."""
+        ctx = self.ctx
+        changed: dict[TopicPartition, LeaderAndIsr] = {}
+        created: dict[TopicPartition, LeaderAndIsr] = {}
+        for tp in partitions:
+            if tp[0] in ctx.deleting:
+                continue
+            state = ctx.states.get(tp)
+            if state is None:
+                try:
+                    created[tp] = election.new_partition(ctx.replicas(tp), ctx.live, ctx.epoch)
+                except election.NoEligibleLeader as exc:
+                    log.warning("%s-%d cannot start: %s", *tp, exc)
+            elif not ctx.is_live(state.leader):
+                new = self._elect_one(tp, state)
+                if new != state:
+                    changed[tp] = new
+        await self._apply(changed, created)
+        if changed or created:
+            self._send_update_metadata(sorted({*changed, *created}))
+
+    # -- controlled shutdown --------------------------------------------------------------
+    async def controlled_shutdown(
+        self, broker_id: int, broker_epoch: int
+    ) -> tuple[ErrorCode, list]:
+        """Move `broker_id`'s leaderships away and take it out of the ISRs; the answer is
+        run as an event so it sees and makes decisions in order with everything else."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                done.set_result(await self._controlled_shutdown(broker_id, broker_epoch))
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(exc)
+                raise
+
+        self.enqueue(event)
+        return await done
+
+    async def _controlled_shutdown(self, broker_id: int, broker_epoch: int) -> tuple:
+        ctx = self.ctx
+        if ctx is None:
+            return ErrorCode.NOT_CONTROLLER, []
+        registration = ctx.live.get(broker_id)
+        if registration is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch >= 0 and broker_epoch != registration.epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        ctx.shutting_down.add(broker_id)
+        changed: dict[TopicPartition, LeaderAndIsr] = {}
+        followed: list[TopicPartition] = []
+        for tp in ctx.partitions_on(broker_id):
+            state = ctx.states.get(tp)
+            if state is None or tp[0] in ctx.deleting or len(ctx.replicas(tp)) == 1:
+                continue
+            if state.leader == broker_id:
+                try:
+                    changed[tp] = election.controlled_shutdown(
+                        ctx.replicas(tp), state, ctx.live, ctx.shutting_down, ctx.epoch
+                    )
+                except election.NoEligibleLeader:
+                    pass
+            else:
+                followed.append(tp)
+                shrunk = election.without_replicas(state, {broker_id}, ctx.epoch)
+                if shrunk is not None:
+                    changed[tp] = shrunk
+        # The stopping broker is told too: it stops leading at once (NOT_LEADER_OR_FOLLOWER
+        # to clients, a retriable error) instead of taking writes nobody replicates.
+        await self._apply(changed, include_shutting_down=True)
+        # Then it stops replicating them all, so it does not rejoin the ISRs it is leaving.
+        moved = [tp for tp in changed if tp not in followed]
+        self._send_stop_replica(broker_id, sorted({*followed, *moved}), delete=False)
+        self._send_update_metadata(sorted(changed))
+        remaining = [
+            tp for tp in ctx.partitions_on(broker_id)
+            if ctx.states.get(tp) is not None and ctx.states[tp].leader == broker_id
+        ]  # fmt: skip
+        log.info(
+            "controlled shutdown of broker %d: %d leaderships moved, %d remain",
+            broker_id,
+            sum(1 for tp in changed if tp not in followed),
+            len(remaining),
+        )
+        return ErrorCode.NONE, remaining
+
+    # -- topics --------------------------------------------------------------------------
+    async def _topics_changed(self) -> None:
+        if self.ctx is None:
+            return
+        topics = set(await self.zk.get_children(z.BROKER_TOPICS, watch=self._topics_watch) or [])
+        for topic in sorted(topics - set(self.ctx.assignments)):
+            assignment = await self._read_topic(topic)
+            if assignment is not None:
+                log.info("new topic %s: %d partitions", topic, len(assignment))
+                await self._elect_offline([(topic, p) for p in assignment])
+        for topic in set(self.ctx.assignments) - topics:
+            self._forget_topic(topic)
+
+    async def _topic_changed(self, topic: str) -> None:
+        """The topic's assignment changed: partitions were added (CreatePartitions)."""
+        if self.ctx is None or topic not in self.ctx.assignments:
+            return
+        before = set(self.ctx.assignments[topic])
+        assignment = await self._read_topic(topic)
+        if assignment is None:
+            return
+        added = [(topic, p) for p in sorted(set(assignment) - before)]
+        if added:
+            await self._elect_offline(added)
+
+    def _forget_topic(self, topic: str) -> None:
+        ctx = self.ctx
+        for partition in ctx.assignments.pop(topic, {}):
+            ctx.states.pop((topic, partition), None)
+        ctx.unclean.pop(topic, None)
+        ctx.deleting.discard(topic)
+        ctx.deleted_replicas = {r for r in ctx.deleted_replicas if r[0] != topic}
+
+    async def _deletions_changed(self) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        marked = await self.zk.get_children(z.DELETE_TOPICS, watch=self._deletions_watch) or []
+        for topic in marked:
+            if topic not in ctx.assignments:
+                await self.zk.delete(z.delete_topic_path(topic))  # nothing to delete
+                continue
+            if topic in ctx.deleting:
+                continue
+            log.info("deleting topic %s", topic)
+            ctx.deleting.add(topic)
+            partitions = [(topic, p) for p in ctx.assignments[topic]]
+            self._send_update_metadata(partitions)  # gone from every broker's metadata
+            self._resume_deletions(set(ctx.live), topics=[topic])
+            await self._maybe_finish_deletion(topic)
+
+    def _resume_deletions(self, brokers: set[int], topics: Iterable[str] | None = None) -> None:
+        ctx = self.ctx
+        for topic in list(topics if topics is not None else ctx.deleting):
+            for broker_id in brokers:
+                replicas = [
+                    (topic, p) for p, r in ctx.assignments.get(topic, {}).items() if broker_id in r
+                ]
+                if replicas and (topic, broker_id) not in ctx.deleted_replicas:
+                    self._send_stop_replica(
+                        broker_id,
+                        replicas,
+                        delete=True,
+                        on_done=lambda b=broker_id, t=topic: self.enqueue(
+                            lambda: self._replica_deleted(t, b)
+                        ),
+                    )
+
+    async def _replica_deleted(self, topic: str, broker_id: int) -> None:
+        if self.ctx is None or topic not in self.ctx.deleting:
+            return
+        self.ctx.deleted_replicas.add((topic, broker_id))
+        await self._maybe_finish_deletion(topic)
+
+    async def _maybe_finish_deletion(self, topic: str) -> None:
+        ctx = self.ctx
+        holders = {b for replicas in ctx.assignments.get(topic, {}).values() for b in replicas}
+        if not holders <= {b for t, b in ctx.deleted_replicas if t == topic}:
+            return  # some replica (maybe on a dead broker) still has it
+        await self.zk.delete(z.topic_path(topic), recursive=True)
+        await self.zk.delete(z.topic_config_path(topic))
+        await self.zk.delete(z.delete_topic_path(topic))
+        self._forget_topic(topic)
+        log.info("topic %s deleted", topic)
+
+    # -- ISR changes made by leaders --------------------------------------------------------
+    async def _isr_changes(self) -> None:
+        ctx = self.ctx
+        if ctx is None:
+            return
+        children = (
+            await self.zk.get_children(z.ISR_CHANGE_NOTIFICATION, watch=self._isr_watch) or []
+        )
+        changed: set[TopicPartition] = set()
+        for child in sorted(children):
+            path = f"{z.ISR_CHANGE_NOTIFICATION}/{child}"
+            found = await self.zk.get(path)
+            if found is not None:
+                try:
+                    changed.update(z.decode_isr_change(found[0]))
+                except z.ZkDataError as exc:
+                    log.error("ignoring %s: %s", path, exc)
+            await self.zk.delete(path)
+        fresh = []
+        for tp in sorted(changed):
+            if tp[0] not in ctx.assignments or tp[0] in ctx.deleting:
+                continue
+            state = await self._read_state(tp)
+            if state is not None:
+                ctx.states[tp] = state
+                fresh.append(tp)
+        if fresh:
+            self._send_update_metadata(fresh)
+
+    # -- writing decisions --------------------------------------------------------------
+    async def _apply(
+        self,
+        changed: dict[TopicPartition, LeaderAndIsr],
+        created: dict[TopicPartition, LeaderAndIsr] | None = None,
+        include_shutting_down: bool = False,
+    ) -> None:
+        """Write the decisions (fenced by the controller epoch), then tell the replicas."""
+        ctx = self.ctx
+        written: dict[TopicPartition, tuple[LeaderAndIsr, bool]] = {}
+        for tp, state in (created or {}).items():
+            stored = await self._write_state(tp, state, create=True)
+            if stored is not None:
+                written[tp] = (stored, True)
+        for tp, state in changed.items():
+            stored = await self._write_state(tp, state, create=False)
+            if stored is not None:
+                written[tp] = (stored, False)
+        for tp, (state, _) in written.items():
+            ctx.states[tp] = state
+        new = {tp for tp, (_, is_new) in written.items() if is_new}
+        self._send_leader_and_isr(
+            sorted(written), new=new, include_shutting_down=include_shutting_down
+        )
+
+    async def _write_state(
+        self, tp: TopicPartition, state: LeaderAndIsr, create: bool
+    ) -> LeaderAndIsr | None:
+        ctx = self.ctx
+        path = z.partition_state_path(*tp)
+        data = z.encode_partition_state(state)
+        fence = ("check", z.CONTROLLER_EPOCH, ctx.epoch_zk_version)
+        for _ in range(5):
+            try:
+                if create:
+                    await self.zk.ensure_paths([path.rsplit("/", 1)[0]])
+                    await self.zk.commit([fence, ("create", path, data)])
+                    return state.with_version(0)
+                results = await self.zk.commit([fence, ("set", path, data, state.zk_version)])
+                return state.with_version(results[1].version)
+            except (BadVersionError, NoNodeError, NodeExistsError) as exc:
+                if getattr(exc, "failed_operation", None) == 0:
+                    raise Fenced(f"/controller_epoch moved on while writing {path}") from None
+                # The leader changed the ISR meanwhile: decide again from what is there.
+                current = await self._read_state(tp)
+                if current is None and not create:
+                    return None
+                if current is not None and create:
+                    return current
+                if current is not None:
+                    state = LeaderAndIsr(
+                        state.leader,
+                        max(state.leader_epoch, current.leader_epoch + 1),
+                        tuple(r for r in state.isr if r in current.isr or r == state.leader),
+                        ctx.epoch,
+                        current.zk_version,
+                    )
+                    data = z.encode_partition_state(state)
+        log.error("%s-%d: could not write the partition state", *tp)
+        return None
+
+    # -- requests to brokers -----------------------------------------------------------
+    def _open_channel(self, broker_id: int) -> None:
+        registration = self.ctx.live[broker_id]
+        endpoint = registration.endpoint(self.listener) or registration.endpoints[0]
+        channel = self._channels.get(broker_id)
+        if channel is not None and not channel.closed:
+            channel.node.update_endpoint(endpoint)
+            return
+        node = NodeClient(broker_id, endpoint, client_id=f"controller-{self.broker_id}")
+        self._channels[broker_id] = RequestChannel(node, request_timeout_s=self.request_timeout_s)
+
+    def _send(self, broker_id: int, api, body: dict, on_response=None) -> None:
+        channel = self._channels.get(broker_id)
+        if channel is None or channel.closed:
+            return
+        channel.enqueue(
+            api.key,
+            api.max_version,
+            body,
+            on_response or (lambda response: _log_errors(api.name, broker_id, response)),
+        )
+
+    def _send_leader_and_isr(
+        self,
+        partitions: Iterable[TopicPartition],
+        *,
+        only: set[int] | None = None,
+        new: set[TopicPartition] = frozenset(),
+        include_shutting_down: bool = False,
+    ) -> None:
+        ctx = self.ctx
+        per_broker: dict[int, dict[str, list[dict]]] = {}
+        leaders: dict[int, set[int]] = {}
+        for tp in partitions:
+            state = ctx.states.get(tp)
+            if state is None:
+                continue
+            replicas = ctx.replicas(tp)
+            for broker_id in replicas:
+                if not ctx.is_live(broker_id) or (only is not None and broker_id not in only):
+                    continue
+                if broker_id in ctx.shutting_down and not include_shutting_down:
+                    continue
+                per_broker.setdefault(broker_id, {}).setdefault(tp[0], []).append(
+                    {
+                        "partition_index": tp[1],
+                        "controller_epoch": state.controller_epoch,
+                        "leader": state.leader,
+                        "leader_epoch": state.leader_epoch,
+                        "isr": list(state.isr),
+                        "zk_version": state.zk_version,
+                        "replicas": list(replicas),
+                        "adding_replicas": [],
+                        "removing_replicas": [],
+                        "is_new": tp in new,
+                    }
+                )
+                leaders.setdefault(broker_id, set()).add(state.leader)
+        for broker_id, topics in per_broker.items():
+            live_leaders = []
+            for leader in sorted(leaders[broker_id]):
+                registration = ctx.live.get(leader)
+                if registration is None:
+                    continue
+                endpoint = registration.endpoint(self.listener) or registration.endpoints[0]
+                live_leaders.append(
+                    {"broker_id": leader, "host_name": endpoint.host, "port": endpoint.port}
+                )
+            self._send(
+                broker_id,
+                LEADER_AND_ISR_API,
+                {
+                    "controller_id": self.broker_id,
+                    "controller_epoch": ctx.epoch,
+                    "broker_epoch": ctx.live[broker_id].epoch,
+                    "topic_states": [
+                        {"topic_name": t, "partition_states": states}
+                        for t, states in sorted(topics.items())
+                    ],
+                    "live_leaders": live_leaders,
+                },
+            )
+
+    def _send_update_metadata(self, partitions: Iterable[TopicPartition]) -> None:
+        ctx = self.ctx
+        topics: dict[str, list[dict]] = {}
+        for tp in partitions:
+            replicas = ctx.replicas(tp)
+            state = ctx.states.get(tp)
+            if state is None and tp[0] not in ctx.deleting:
+                continue
+            deleting = tp[0] in ctx.deleting
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition_index": tp[1],
+                    "controller_epoch": state.controller_epoch if state else ctx.epoch,
+                    "leader": LEADER_DURING_DELETE if deleting else state.leader,
+                    "leader_epoch": state.leader_epoch if state else 0,
+                    "isr": list(state.isr) if state else [],
+                    "zk_version": state.zk_version if state else 0,
+                    "replicas": list(replicas),
+                    "offline_replicas": [r for r in replicas if not ctx.is_live(r)],
+                }
+            )
+        live_brokers = [
+            {
+                "id": registration.broker_id,
+                "endpoints": [
+                    {
+                        "port": e.port,
+                        "host": e.host,
+                        "listener": e.listener,
+                        "security_protocol": SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0),
+                    }
+                    for e in registration.endpoints
+                ],
+                "rack": registration.rack,
+            }
+            for registration in sorted(ctx.live.values(), key=lambda r: r.broker_id)
+        ]
+        for broker_id, registration in sorted(ctx.live.items()):
+            self._send(
+                broker_id,
+                UPDATE_METADATA_API,
+                {
+                    "controller_id": self.broker_id,
+                    "controller_epoch": ctx.epoch,
+                    "broker_epoch": registration.epoch,
+                    "topic_states": [
+                        {"topic_name": t, "partition_states": states}
+                        for t, states in sorted(topics.items())
+                    ],
+                    "live_brokers": live_brokers,
+                },
+            )
+
+    def _send_stop_replica(
+        self,
+        broker_id: int,
+        partitions: list[TopicPartition],
+        *,
+        delete: bool,
+        on_done: Callable[[], None] | None = None,
+    ) -> None:
+        ctx = self.ctx
+        if not partitions or broker_id not in ctx.live:
+            return
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
+
+        def answered(response: dict) -> None:
+            _log_errors("StopReplica", broker_id, response)
+            if on_done is not None and response.get("error_code") == ErrorCode.NONE:
+                on_done()
+
+        self._send(
+            broker_id,
+            STOP_REPLICA_API,
+            {
+                "controller_id": self.broker_id,
+                "controller_epoch": ctx.epoch,
+                "broker_epoch": ctx.live[broker_id].epoch,
+                "delete_partitions": delete,
+                "topics": [
+                    {"name": t, "partition_indexes": sorted(p)} for t, p in sorted(topics.items())
+                ],
+            },
+            answered,
+        )
+
+
+def _log_errors(api: str, broker_id: int, response: dict) -> None:
+    if response.get("error_code"):
+        log.warning("%s to broker %d: error %s", api, broker_id, response["error_code"])
+    for error in response.get("partition_errors") or ():
+        if error["error_code"]:
+            log.warning(
+                "%s to broker %d: %s-%d error %s",
+                api,
+                broker_id,
+                error["topic_name"],
+                error["partition_index"],
+                error["error_code"],
+            )

@@ -1,0 +1,326 @@
+"""A broker's life in a ZooKeeper cluster (`zookeeper.connect` set).
+
+Before the logs open: connect, check the cluster id, read the topic configs. Once the
+listener is bound: register `/brokers/ids/<id>` (ephemeral: it goes with the session;
+a second broker with the same id refuses to start), take part in the controller
+election, replicate (fetchers) and keep the ISRs of the partitions it leads (shrinking
+them on a timer, writing every change to the partition's state znode with a conditional
+update, then an ISR change notification). A session that expires is re-established:
+register again and run for controller again; meanwhile the broker keeps serving what it
+leads. On a clean stop: a controlled shutdown first, so leadership moves before the
+broker goes.
+
+Everything runs on the broker's event loop; kazoo's threads only hand results over
+(broker/controller/zk.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from broker.config.server import BrokerConfig
+from broker.controller import zk_layout as z
+from broker.controller.controller import Controller
+from broker.controller.zk import BadVersionError, NodeExistsError, SessionState, ZkClient
+from broker.controller.zk_admin import ZkTopicAdmin
+from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
+from broker.protocol.errors import ErrorCode, KafkaError
+from broker.server.inter_broker import NodeClient
+from broker.server.meta import new_cluster_id
+from broker.server.partition import Partition
+from broker.server.producer_ids import ZkProducerIdBlocks
+from broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.util.clock import now_ms
+
+log = logging.getLogger(__name__)
+
+# How long leaders collect ISR changes before one notification tells the controller.
+ISR_NOTIFICATION_DELAY_S = 0.2
+
+
+class BrokerIdInUse(RuntimeError):
+    """Another live broker is registered with this broker.id."""
+
+
+class ClusterIdMismatch(RuntimeError):
+    """The log dirs belong to another cluster than the one ZooKeeper holds."""
+
+
+class ClusterMembership:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = ZkClient(
+            config["zookeeper.connect"],
+            session_timeout_ms=config["zookeeper.session.timeout.ms"],
+            connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
+        )
+        self.broker_epoch = -1  # the czxid of our registration
+        self.registration: z.BrokerRegistration | None = None
+        self.controller: Controller | None = None
+        self.ctx = None
+        self._tasks: set[asyncio.Task] = set()
+        self._isr_changed: set[tuple[str, int]] = set()
+        self._isr_flush: asyncio.TimerHandle | None = None
+        self._session_lost = False
+        self._stopping = False
+
+    # -- before the logs open ---------------------------------------------------------------
+    async def connect(self) -> None:
+        await self.zk.start()
+        await self.zk.ensure_paths(z.PERSISTENT_PATHS)
+        self.zk.add_state_listener(self._on_session_state)
+
+    async def cluster_id(self, local: str | None) -> str:
+        """The cluster's id from `/cluster/id` (created from the log dirs' id, or a new one,
+        by the first broker); log dirs of another cluster are refused."""
+        found = await self.zk.get(z.CLUSTER_ID)
+        if found is None:
+            new = local or new_cluster_id()
+            try:
+                await self.zk.create(z.CLUSTER_ID, z.encode_cluster_id(new), makepath=True)
+            except NodeExistsError:
+                pass
+            found = await self.zk.get(z.CLUSTER_ID)
+        cluster_id = z.decode_cluster_id(found[0])
+        if local is not None and local != cluster_id:
+            raise ClusterIdMismatch(
+                f"log.dirs hold data of cluster {local}, but ZooKeeper "
+                f"({self.config['zookeeper.connect']}) belongs to cluster {cluster_id}"
+            )
+        return cluster_id
+
+    async def topic_overrides(self) -> dict[str, dict[str, str]]:
+        overrides = {}
+        for topic in await self.zk.get_children(z.CONFIG_TOPICS) or []:
+            found = await self.zk.get(z.topic_config_path(topic))
+            if found is not None:
+                overrides[topic] = z.decode_topic_config(topic, found[0])
+        return overrides
+
+    async def load_topic_configs(self, topics) -> None:
+        """Read the configs of topics this broker is about to host (a LeaderAndIsr for
+        partitions it has never had), before their logs are created."""
+        configs = self.ctx.replicas.topic_configs
+        for topic in topics:
+            found = await self.zk.get(z.topic_config_path(topic))
+            overrides = z.decode_topic_config(topic, found[0]) if found else {}
+            try:
+                configs.set(topic, overrides)
+            except Exception as exc:  # a hand-written bad value: keep the defaults
+                log.error("topic %s: ignoring its config %s: %s", topic, overrides, exc)
+
+    # -- wiring -----------------------------------------------------------------------------
+    def attach(self, ctx) -> None:
+        """Give the broker's state its cluster parts: admin, producer ids, ISR writer,
+        replica fetchers."""
+        self.ctx = ctx
+        cfg = self.config
+        ctx.cluster = self
+        ctx.admin = ZkTopicAdmin(
+            self.zk,
+            ctx.metadata,
+            ctx.replicas.topic_configs,
+            cfg["num.partitions"],
+            cfg["default.replication.factor"],
+            self.spawn,
+        )
+        ctx.producer_ids = ZkProducerIdBlocks(self.zk, self.broker_id, self.spawn)
+        ctx.replicas.isr_writer = self
+        ctx.replicas.fetchers = ReplicaFetcherManager(
+            ctx.replicas,
+            FetcherSettings(
+                broker_id=self.broker_id,
+                max_wait_ms=cfg["replica.fetch.wait.max.ms"],
+                min_bytes=cfg["replica.fetch.min.bytes"],
+                max_bytes=cfg["replica.fetch.response.max.bytes"],
+                partition_max_bytes=cfg["replica.fetch.max.bytes"],
+                backoff_ms=cfg["replica.fetch.backoff.ms"],
+                request_timeout_s=cfg["controller.socket.timeout.ms"] / 1000,
+                num_fetchers=cfg["num.replica.fetchers"],
+            ),
+            ctx.now_ms,
+        )
+
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # -- joining ------------------------------------------------------------------------------
+    async def start(self, endpoints: tuple[z.Endpoint, ...]) -> None:
+        self.registration = z.BrokerRegistration(
+            self.broker_id, endpoints, self.config["broker.rack"], now_ms()
+        )
+        await self._register()
+        self.controller = Controller(
+            self.broker_id,
+            self.zk,
+            listener=self.config.inter_broker_listener,
+            unclean_default=self.config["unclean.leader.election.enable"],
+            request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
+        )
+        self.controller.start()
+        self.spawn(self._shrink_isrs())
+
+    async def _register(self) -> None:
+        path = z.broker_path(self.broker_id)
+        try:
+            await self.zk.create(path, z.encode_broker(self.registration), ephemeral=True)
+        except NodeExistsError:
+            found = await self.zk.get(path)
+            owner = found[1].ephemeralOwner if found else None
+            if owner is not None and owner != self.zk.session_id:
+                raise BrokerIdInUse(
+                    f"broker.id {self.broker_id} is already registered in ZooKeeper "
+                    f"({self.config['zookeeper.connect']}) by a live broker; each broker "
+                    "needs its own broker.id"
+                ) from None
+        stat = await self.zk.exists(path)
+        self.broker_epoch = stat.czxid
+        log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == SessionState.LOST:
+            # Our registration and any /controller of ours are gone; we keep serving what
+            # we lead until the controller (who saw us go) says otherwise.
+            log.warning("broker %d: ZooKeeper session expired", self.broker_id)
+            self._session_lost = True
+        elif state == SessionState.SUSPENDED:
+            log.warning("broker %d: ZooKeeper connection lost; waiting", self.broker_id)
+        elif state == SessionState.CONNECTED and self._session_lost and not self._stopping:
+            self._session_lost = False
+            self.spawn(self._rejoin())
+
+    async def _rejoin(self) -> None:
+        log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
+        try:
+            await self._register()
+        except Exception:
+            log.exception("could not register again")
+            return
+        if self.controller is not None:
+            self.controller.session_renewed()
+
+    # -- the ISR of partitions we lead ---------------------------------------------------------
+    async def _shrink_isrs(self) -> None:
+        lag = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(max(lag / 2000, 0.05))
+            try:
+                self.ctx.replicas.shrink_isrs(lag)
+            except Exception:
+                log.exception("ISR shrink check failed")
+
+    def write(self, partition: Partition, isr: tuple[int, ...]) -> None:
+        """IsrWriter: write the ISR change to the partition's state znode."""
+        self.spawn(self._write_isr(partition, isr, partition.leader_epoch, partition.zk_version))
+
+    async def _write_isr(
+        self, partition: Partition, isr: tuple[int, ...], epoch: int, version: int
+    ) -> None:
+        tp = (partition.topic, partition.index)
+        path = z.partition_state_path(*tp)
+        state = z.LeaderAndIsr(self.broker_id, epoch, isr, partition.controller_epoch, version)
+        try:
+            stat = await self.zk.set(path, z.encode_partition_state(state), version)
+        except BadVersionError:
+            # The controller decided something newer (a new epoch): its LeaderAndIsr follows.
+            found = await self.zk.get(path)
+            current = z.decode_partition_state(found[0], found[1].version) if found else None
+            if (
+                current is not None
+                and current.leader == self.broker_id
+                and current.leader_epoch == epoch == partition.leader_epoch
+            ):
+                partition.apply_isr(current.isr, current.zk_version)
+            else:
+                partition.abandon_isr_change()
+            return
+        except Exception as exc:  # ZooKeeper unreachable, the node gone: try again later
+            log.warning("%s-%d: ISR change not written: %s", *tp, exc)
+            partition.abandon_isr_change()
+            return
+        if partition.is_leader and partition.leader_epoch == epoch:
+            partition.apply_isr(isr, stat.version)
+        self._isr_changed.add(tp)
+        if self._isr_flush is None:
+            loop = asyncio.get_running_loop()
+            self._isr_flush = loop.call_later(ISR_NOTIFICATION_DELAY_S, self._notify_isr_changes)
+
+    def _notify_isr_changes(self) -> None:
+        self._isr_flush = None
+        self.spawn(self._publish_isr_changes())
+
+    async def _publish_isr_changes(self) -> None:
+        changed, self._isr_changed = sorted(self._isr_changed), set()
+        if changed:
+            await self.zk.create(
+                f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
+                z.encode_isr_change(changed),
+                sequence=True,
+                makepath=True,
+            )
+
+    # -- leaving ------------------------------------------------------------------------------
+    async def controlled_shutdown(self) -> None:
+        """Ask the controller to move our leaderships away, retrying, before we stop."""
+        cfg = self.config
+        attempts = cfg["controlled.shutdown.max.retries"]
+        for attempt in range(1, attempts + 1):
+            try:
+                remaining = await self._ask_controller_to_move()
+                if remaining == 0:
+                    log.info("controlled shutdown done: no leaderships left here")
+                    return
+                log.info("controlled shutdown: %d leaderships could not move yet", remaining)
+            except Exception as exc:
+                log.warning("controlled shutdown attempt %d failed: %s", attempt, exc)
+            if attempt < attempts:
+                await asyncio.sleep(cfg["controlled.shutdown.retry.backoff.ms"] / 1000)
+        log.warning("controlled shutdown incomplete after %d attempts; stopping anyway", attempts)
+
+    async def _ask_controller_to_move(self) -> int:
+        found = await self.zk.get(z.CONTROLLER)
+        if found is None:
+            raise RuntimeError("no active controller")
+        controller_id = z.decode_controller(found[0])
+        registration = await self.zk.get(z.broker_path(controller_id))
+        if registration is None:
+            raise RuntimeError(f"controller {controller_id} is not registered")
+        broker = z.decode_broker(controller_id, registration[0])
+        endpoint = broker.endpoint(self.config.inter_broker_listener) or broker.endpoints[0]
+        node = NodeClient(controller_id, endpoint, client_id=f"broker-{self.broker_id}")
+        try:
+            response = await node.request(
+                CONTROLLED_SHUTDOWN_API.key,
+                CONTROLLED_SHUTDOWN_API.max_version,
+                {"broker_id": self.broker_id, "broker_epoch": self.broker_epoch},
+                self.config["controller.socket.timeout.ms"] / 1000,
+            )
+        finally:
+            node.close()
+        if response["error_code"] != ErrorCode.NONE:
+            raise KafkaError("ControlledShutdown", response["error_code"])
+        return len(response["remaining_partitions"])
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self.controller is not None:
+            await self.controller.stop()
+        if self.ctx is not None and self.ctx.replicas.fetchers is not None:
+            await self.ctx.replicas.fetchers.shutdown()
+        if self._isr_flush is not None:
+            self._isr_flush.cancel()
+            self._isr_flush = None
+            try:
+                await self._publish_isr_changes()
+            except Exception:
+                log.warning("could not publish the last ISR changes", exc_info=True)
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        await self.zk.close()

@@ -1,0 +1,119 @@
+"""Topic administration in a cluster: requests become ZooKeeper writes the controller acts
+on, as Kafka's AdminZkClient does (docs/contracts/cluster.md).
+
+Creating a topic writes its config (`/config/topics/<t>`) and then its replica
+assignment (`/brokers/topics/<t>`): the controller sees the new topic, elects leaders and
+tells every broker. Deleting one writes `/admin/delete_topics/<t>`. Any broker can do
+either; the requests complete when the metadata cache shows the controller's decision.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine
+
+from broker.controller import zk_layout as z
+from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
+from broker.controller.zk import NodeExistsError, ZkClient
+from broker.protocol.errors import ErrorCode
+from broker.server.metadata import MetadataCache
+from broker.server.topic_config import TopicConfigs
+
+log = logging.getLogger(__name__)
+
+
+class ZkTopicAdmin(TopicAdmin):
+    def __init__(
+        self,
+        zk: ZkClient,
+        metadata: MetadataCache,
+        topic_configs: TopicConfigs,
+        default_partitions: int,
+        default_replication_factor: int,
+        spawn: Callable[[Coroutine], object],
+    ) -> None:
+        super().__init__(metadata, topic_configs, default_partitions, default_replication_factor)
+        self.zk = zk
+        self.spawn = spawn
+        self._auto_creating: set[str] = set()
+
+    async def live_brokers(self) -> dict[int, str | None]:
+        """The registered brokers and their racks, read from ZooKeeper (the metadata cache
+        of a broker that just started may not know them yet)."""
+        brokers: dict[int, str | None] = {}
+        for child in await self.zk.get_children(z.BROKER_IDS) or []:
+            found = await self.zk.get(z.broker_path(int(child))) if child.isdigit() else None
+            if found is not None:
+                brokers[int(child)] = z.decode_broker(int(child), found[0]).rack
+        return brokers
+
+    async def create_topics(
+        self, specs: list[TopicSpec], validate_only: bool
+    ) -> dict[str, TopicError | None]:
+        brokers = await self.live_brokers()
+        return {spec.name: await self._create(spec, brokers, validate_only) for spec in specs}
+
+    async def _create(
+        self, spec: TopicSpec, brokers: dict[int, str | None], validate_only: bool
+    ) -> TopicError | None:
+        try:
+            assignment = self.plan(spec, brokers)
+        except TopicError as exc:
+            return exc
+        if await self.zk.exists(z.delete_topic_path(spec.name)) is not None:
+            return TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' is marked for deletion."
+            )
+        if await self.zk.exists(z.topic_path(spec.name)) is not None:
+            return TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists."
+            )
+        if validate_only:
+            return None
+        config = z.encode_topic_config(dict(spec.configs or {}))
+        try:
+            await self.zk.create(z.topic_config_path(spec.name), config, makepath=True)
+        except NodeExistsError:  # left by an earlier attempt: this request's config wins
+            await self.zk.set(z.topic_config_path(spec.name), config)
+        try:
+            await self.zk.create(
+                z.topic_path(spec.name), z.encode_assignment(assignment), makepath=True
+            )
+        except NodeExistsError:
+            return TopicError(
+                ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{spec.name}' already exists."
+            )
+        log.info("created topic %s: %s", spec.name, assignment)
+        return None
+
+    async def delete_topics(self, names: list[str]) -> dict[str, TopicError | None]:
+        results: dict[str, TopicError | None] = {}
+        for name in names:
+            if await self.zk.exists(z.topic_path(name)) is None:
+                results[name] = TopicError(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    "This server does not host this topic-partition.",
+                )
+                continue
+            try:
+                await self.zk.create(z.delete_topic_path(name), makepath=True)
+            except NodeExistsError:
+                pass  # already marked: the deletion is under way
+            results[name] = None
+        return results
+
+    def auto_create(self, name: str) -> None:
+        if name in self._auto_creating:
+            return
+        self._auto_creating.add(name)
+
+        async def create() -> None:
+            try:
+                result = await self.create_topics([TopicSpec(name)], validate_only=False)
+                error = result.get(name)
+                if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
+                    log.info("not auto-creating %r: %s", name, error.message)
+            finally:
+                self._auto_creating.discard(name)
+
+        self.spawn(create())

@@ -1,0 +1,90 @@
+"""LeaderAndIsr (controller -> broker): become leader or follower of these partitions.
+
+Refused whole (STALE_CONTROLLER_EPOCH) when it comes from a controller older than the
+newest this broker has seen, and (STALE_BROKER_EPOCH) when it was meant for an earlier
+registration of this broker; nothing changes then. A partition new to this broker may
+need its topic's config from ZooKeeper first: then the answer comes once it is read.
+"""
+
+from __future__ import annotations
+
+from broker.protocol.apis import LEADER_AND_ISR_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.partition import Leadership
+from broker.server.replica_manager import PartitionDecision
+
+
+def handle(broker, request, body: dict):
+    refused = check_controller(broker, body)
+    if refused is not None:
+        return error_response(body, refused)
+    decisions = [
+        PartitionDecision(
+            topic["topic_name"],
+            p["partition_index"],
+            Leadership(
+                p["leader"],
+                p["leader_epoch"],
+                tuple(p["isr"]),
+                tuple(p["replicas"]),
+                p["zk_version"],
+                p["controller_epoch"],
+            ),
+            p["is_new"],
+        )
+        for topic in body["topic_states"]
+        for p in topic["partition_states"]
+    ]
+    leaders = {
+        leader["broker_id"]: (leader["host_name"], leader["port"])
+        for leader in body["live_leaders"]
+    }
+    unknown = {d.topic for d in decisions if broker.replicas.get(d.topic, d.partition) is None}
+    if unknown and broker.cluster is not None:
+        return run_async(broker, _apply_after_configs(broker, unknown, decisions, leaders))
+    return _response(broker.replicas.apply_leadership(decisions, leaders))
+
+
+async def _apply_after_configs(broker, topics, decisions, leaders) -> dict:
+    await broker.cluster.load_topic_configs(topics)
+    return _response(broker.replicas.apply_leadership(decisions, leaders))
+
+
+def check_controller(broker, body: dict) -> ErrorCode | None:
+    """The checks every controller request passes before it changes anything."""
+    if body["controller_epoch"] < broker.replicas.controller_epoch:
+        return ErrorCode.STALE_CONTROLLER_EPOCH
+    epoch = body.get("broker_epoch", -1)
+    if broker.cluster is not None and epoch >= 0 and epoch != broker.cluster.broker_epoch:
+        return ErrorCode.STALE_BROKER_EPOCH
+    broker.replicas.controller_epoch = body["controller_epoch"]
+    return None
+
+
+def _response(errors: dict) -> dict:
+    return {
+        "error_code": ErrorCode.NONE,
+        "partition_errors": [
+            {"topic_name": t, "partition_index": p, "error_code": code}
+            for (t, p), code in sorted(errors.items())
+        ],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {
+        "error_code": code,
+        "partition_errors": [
+            {
+                "topic_name": t["topic_name"],
+                "partition_index": p["partition_index"],
+                "error_code": code,
+            }
+            for t in body["topic_states"]
+            for p in t["partition_states"]
+        ],
+    }
+
+
+HANDLER = ApiHandler(LEADER_AND_ISR_API, handle, error_response)

@@ -1,0 +1,50 @@
+"""UpdateMetadata (controller -> every broker): the live brokers and partition states the
+metadata cache serves. From an older controller (or for an earlier registration of this
+broker) it is refused and changes nothing."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import UPDATE_METADATA_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.leader_and_isr import check_controller
+from broker.server.metadata import BrokerEndpoint, PartitionState
+
+
+def handle(broker, request, body: dict) -> dict:
+    refused = check_controller(broker, body)
+    if refused is not None:
+        return error_response(body, refused)
+    listener = broker.config.inter_broker_listener
+    brokers = []
+    for live in body["live_brokers"]:
+        endpoints = tuple((e["listener"], e["host"], e["port"]) for e in live["endpoints"])
+        if not endpoints:
+            continue
+        # The default address is the inter-broker listener's (any listener otherwise).
+        _, host, port = next((e for e in endpoints if e[0] == listener), endpoints[0])
+        brokers.append(BrokerEndpoint(live["id"], host, port, live["rack"], endpoints))
+    partitions = [
+        PartitionState(
+            topic["topic_name"],
+            p["partition_index"],
+            p["leader"],
+            p["leader_epoch"],
+            tuple(p["replicas"]),
+            tuple(p["isr"]),
+            tuple(p["offline_replicas"]),
+            p["controller_epoch"],
+            p["zk_version"],
+        )
+        for topic in body["topic_states"]
+        for p in topic["partition_states"]
+    ]
+    broker.metadata.update(body["controller_id"], body["controller_epoch"], brokers, partitions)
+    return {"error_code": ErrorCode.NONE}
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {"error_code": code}
+
+
+HANDLER = ApiHandler(UPDATE_METADATA_API, handle, error_response)

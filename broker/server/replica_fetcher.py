@@ -1,0 +1,350 @@
+"""Followers copy their leaders' logs: one fetcher per (leader, fetcher index).
+
+A partition handed to the fetchers (by the replica manager, on a LeaderAndIsr that makes
+this broker a follower) first finds where its log diverges from the leader's: it asks
+OffsetForLeaderEpoch for the end of its newest leader epoch and truncates there (KIP-101,
+KIP-279), never blindly to its high watermark. Then it fetches from its log end with
+Fetch(replica_id = this broker), appends whole batches, and takes the leader's high
+watermark, capped by its own log end. Partitions of one leader share a fetcher (spread
+over `num.replica.fetchers` by hash), so one request carries them all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from broker.controller.zk_layout import Endpoint
+from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
+from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
+from broker.records.batch import CorruptRecordError
+from broker.server.inter_broker import NodeClient
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+UNDEFINED_EPOCH = -1
+UNDEFINED_OFFSET = -1
+
+# Errors after which a partition waits for the controller's next word (a LeaderAndIsr).
+_WAIT_FOR_LEADERSHIP = {
+    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+    ErrorCode.FENCED_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+}
+
+
+@dataclass
+class FetchState:
+    leader_epoch: int
+    truncating: bool = True
+    # Paused after an error until this time (ms, the manager's clock).
+    retry_at_ms: int = 0
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    broker_id: int
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    partition_max_bytes: int
+    backoff_ms: int
+    request_timeout_s: float
+    num_fetchers: int = 1
+
+
+class ReplicaFetcherManager:
+    """The fetchers of this broker; the replica manager adds and removes partitions."""
+
+    def __init__(self, replicas, settings: FetcherSettings, now_ms: Callable[[], int]) -> None:
+        self.replicas = replicas
+        self.settings = settings
+        self.now_ms = now_ms
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._where: dict[TopicPartition, tuple[int, int]] = {}
+
+    def add(self, tp: TopicPartition, leader: int, address: tuple[str, int]) -> None:
+        key = (leader, hash(tp) % self.settings.num_fetchers)
+        if self._where.get(tp) not in (None, key):
+            self.remove(tp)
+        fetcher = self.fetchers.get(key)
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self, leader, key[1], address)
+            self.fetchers[key] = fetcher
+            fetcher.start()
+        elif fetcher.address != address:  # the leader restarted elsewhere
+            fetcher.node.update_endpoint(_endpoint(address))
+            fetcher.address = address
+        partition = self.replicas.get(*tp)
+        fetcher.add(tp, partition.leader_epoch if partition is not None else -1)
+        self._where[tp] = key
+
+    def remove(self, tp: TopicPartition) -> None:
+        key = self._where.pop(tp, None)
+        if key is None:
+            return
+        fetcher = self.fetchers.get(key)
+        if fetcher is not None:
+            fetcher.remove(tp)
+            if not fetcher.partitions:
+                del self.fetchers[key]
+                fetcher.stop()
+
+    async def shutdown(self) -> None:
+        fetchers, self.fetchers = list(self.fetchers.values()), {}
+        self._where.clear()
+        for fetcher in fetchers:
+            fetcher.stop()
+        await asyncio.gather(*(f.task for f in fetchers if f.task), return_exceptions=True)
+
+    def lag(self) -> dict[TopicPartition, int]:
+        """Per followed partition: the leader's high watermark minus our log end, as last
+        seen (what a "follower lag" benchmark or metric reads)."""
+        return {
+            tp: fetcher.last_leader_hw.get(tp, 0) - self.replicas.get(*tp).log.log_end_offset
+            for fetcher in self.fetchers.values()
+            for tp in fetcher.partitions
+            if self.replicas.get(*tp) is not None
+        }
+
+
+def _endpoint(address: tuple[str, int]) -> Endpoint:
+    return Endpoint("PLAINTEXT", address[0], address[1])
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, leader: int, index: int, address) -> None:
+        self.manager = manager
+        self.leader = leader
+        self.index = index
+        self.address = address
+        settings = manager.settings
+        self.node = NodeClient(
+            leader, _endpoint(address), client_id=f"replica-fetcher-{settings.broker_id}"
+        )
+        self.partitions: dict[TopicPartition, FetchState] = {}
+        self.last_leader_hw: dict[TopicPartition, int] = {}
+        self._changed = asyncio.Event()
+        self.task: asyncio.Task | None = None
+
+    def __repr__(self) -> str:
+        return f"ReplicaFetcher(leader {self.leader}, #{self.index}, {len(self.partitions)})"
+
+    def start(self) -> None:
+        self.task = asyncio.get_running_loop().create_task(self._run(), name=repr(self))
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+        self.node.close()
+
+    def add(self, tp: TopicPartition, leader_epoch: int) -> None:
+        # A new leadership (or epoch) always starts by finding the divergence point.
+        self.partitions[tp] = FetchState(leader_epoch)
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+        self.last_leader_hw.pop(tp, None)
+
+    # -- the loop -------------------------------------------------------------------------
+    async def _run(self) -> None:
+        settings = self.manager.settings
+        while self.partitions:
+            now = self.manager.now_ms()
+            try:
+                truncating = [tp for tp, s in self.partitions.items() if s.truncating]
+                if truncating:
+                    await self._truncate(truncating)
+                    continue
+                ready = [tp for tp, s in self.partitions.items() if s.retry_at_ms <= now]
+                if not ready:
+                    await self._wait(settings.backoff_ms / 1000)
+                    continue
+                await self._fetch(ready)
+            except asyncio.CancelledError:
+                raise
+            except (NetworkError, RequestTimedOutError, KafkaError) as exc:
+                log.info("%r: %s; retrying in %d ms", self, exc, settings.backoff_ms)
+                await asyncio.sleep(settings.backoff_ms / 1000)
+            except Exception:
+                log.exception("%r failed; retrying", self)
+                await asyncio.sleep(settings.backoff_ms / 1000)
+
+    async def _wait(self, seconds: float) -> None:
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), seconds)
+        except TimeoutError:
+            pass
+
+    def _pause(self, tp: TopicPartition) -> None:
+        state = self.partitions.get(tp)
+        if state is not None:
+            state.retry_at_ms = self.manager.now_ms() + self.manager.settings.backoff_ms
+
+    # -- truncation ---------------------------------------------------------------------
+    async def _truncate(self, tps: list[TopicPartition]) -> None:
+        replicas = self.manager.replicas
+        topics: dict[str, list[dict]] = {}
+        asked: dict[TopicPartition, int] = {}
+        for tp in tps:
+            partition = replicas.get(*tp)
+            if partition is None:
+                self.remove(tp)
+                continue
+            epoch = _latest_epoch(partition.log)
+            if epoch == UNDEFINED_EPOCH:  # an empty log has nothing to cut
+                self.partitions[tp].truncating = False
+                continue
+            asked[tp] = epoch
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": self.partitions[tp].leader_epoch,
+                    "leader_epoch": epoch,
+                }
+            )
+        if not topics:
+            return
+        body = {
+            "replica_id": self.manager.settings.broker_id,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+        }
+        response = await self.node.request(
+            OFFSET_FOR_LEADER_EPOCH_API.key,
+            OFFSET_FOR_LEADER_EPOCH_API.max_version,
+            body,
+            self.manager.settings.request_timeout_s,
+        )
+        for topic in response["topics"]:
+            for answer in topic["partitions"]:
+                tp = (topic["topic"], answer["partition"])
+                state = self.partitions.get(tp)
+                partition = replicas.get(*tp)
+                if state is None or partition is None or tp not in asked:
+                    continue
+                code = answer["error_code"]
+                if code != ErrorCode.NONE:
+                    log.info("%s-%d: OffsetForLeaderEpoch error %s", *tp, code)
+                    self._pause(tp)
+                    continue
+                offset = _divergence(partition, asked[tp], answer)
+                if offset < partition.log.log_end_offset:
+                    log.info(
+                        "%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
+                        *tp,
+                        partition.log.log_end_offset,
+                        offset,
+                        answer["leader_epoch"],
+                        answer["end_offset"],
+                    )
+                    partition.truncate_to(offset)
+                state.truncating = False
+
+    # -- fetching -------------------------------------------------------------------------
+    async def _fetch(self, tps: list[TopicPartition]) -> None:
+        settings = self.manager.settings
+        replicas = self.manager.replicas
+        topics: dict[str, list[dict]] = {}
+        for tp in tps:
+            partition = replicas.get(*tp)
+            if partition is None:
+                self.remove(tp)
+                continue
+            topics.setdefault(tp[0], []).append(
+                {
+                    "partition": tp[1],
+                    "current_leader_epoch": self.partitions[tp].leader_epoch,
+                    "fetch_offset": partition.log.log_end_offset,
+                    "log_start_offset": partition.log.log_start_offset,
+                    "partition_max_bytes": settings.partition_max_bytes,
+                }
+            )
+        if not topics:
+            return
+        body = {
+            "replica_id": settings.broker_id,
+            "max_wait_ms": settings.max_wait_ms,
+            "min_bytes": settings.min_bytes,
+            "max_bytes": settings.max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        response = await self.node.request(
+            FETCH_API.key,
+            FETCH_API.max_version,
+            body,
+            settings.request_timeout_s + settings.max_wait_ms / 1000,
+        )
+        now = self.manager.now_ms()
+        for topic in response["responses"]:
+            for answer in topic["partitions"]:
+                tp = (topic["topic"], answer["partition_index"])
+                self._take(tp, answer, now)
+
+    def _take(self, tp: TopicPartition, answer: dict, now: int) -> None:
+        partition = self.manager.replicas.get(*tp)
+        state = self.partitions.get(tp)
+        if partition is None or state is None or partition.leader_epoch != state.leader_epoch:
+            return  # leadership moved on while the fetch was out
+        code = answer["error_code"]
+        if code == ErrorCode.NONE:
+            records = answer["records"]
+            try:
+                if records:
+                    partition.append_as_follower(records, now)
+            except CorruptRecordError as exc:
+                log.error("%s-%d: %s", *tp, exc)
+                self._pause(tp)
+                return
+            self.last_leader_hw[tp] = answer["high_watermark"]
+            partition.follower_high_watermark(answer["high_watermark"])
+        elif code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self._out_of_range(tp, partition, answer)
+        elif code in _WAIT_FOR_LEADERSHIP:
+            self._pause(tp)
+        else:
+            log.warning("%s-%d: fetch error %s from leader %d", *tp, code, self.leader)
+            self._pause(tp)
+
+    def _out_of_range(self, tp: TopicPartition, partition, answer: dict) -> None:
+        leader_start = answer["log_start_offset"]
+        if partition.log.log_end_offset < leader_start:
+            # Everything we have was deleted at the leader: start over at its log start.
+            log.info("%s-%d: behind the leader's log start %d: restarting there", *tp, leader_start)
+            partition.log.truncate_fully_and_start_at(leader_start)
+            partition.high_watermark = leader_start
+        else:
+            # Ahead of the leader: find the divergence point again.
+            self.partitions[tp].truncating = True
+
+
+def _latest_epoch(log) -> int:
+    epochs = getattr(log, "leader_epochs", None)
+    if epochs is None:
+        return UNDEFINED_EPOCH
+    return epochs.latest_epoch()
+
+
+def _divergence(partition, asked_epoch: int, answer: dict) -> int:
+    """Where the follower's log must end, from the leader's answer about `asked_epoch`."""
+    log_end = partition.log.log_end_offset
+    leader_epoch, end_offset = answer["leader_epoch"], answer["end_offset"]
+    if end_offset == UNDEFINED_OFFSET or leader_epoch == UNDEFINED_EPOCH:
+        # The leader has no epoch that old: keep what the high watermark vouches for.
+        return min(partition.high_watermark, log_end)
+    if leader_epoch == asked_epoch:
+        return min(end_offset, log_end)
+    # The leader's newest epoch at or below ours is older (KIP-279): our log may hold
+    # batches of epochs it never had; cut at the end of that epoch on both sides.
+    ours = partition.log.leader_epochs.end_offset_for(leader_epoch, log_end)
+    return min(end_offset, ours[1] if ours[1] >= 0 else end_offset, log_end)
