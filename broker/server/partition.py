@@ -45,12 +45,17 @@ class Partition:
         self,
         log: Log,
         broker_id: int,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         high_watermark: int | None = None,
         retain_batches: int = 5,
     ) -> None:
         self.log = log
         self.broker_id = broker_id
+        # Leader epochs never decrease, across restarts too (librdkafka ignores metadata
+        # with a lower one): by default, the last epoch that appended to the log (0 for a
+        # log nothing was appended to). The log records it with the first append.
+        if leader_epoch is None:
+            leader_epoch = max(log.leader_epochs.latest_epoch(), 0)
         self.leader_epoch = leader_epoch
         self.isr: tuple[int, ...] = (broker_id,)
         hw = log.log_end_offset if high_watermark is None else high_watermark
