@@ -18,14 +18,7 @@ from broker.server.broker import open_broker_state
 from broker.server.dispatch import Close, NoResponse, Outcome, Respond, Wait, handle_frame
 from broker.server.metadata import BrokerEndpoint
 from broker.server.request import Session
-
-
-class Clock:
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.helpers.clock import Clock
 
 
 def response_bytes(parts: list) -> bytes:
@@ -38,7 +31,7 @@ def response_bytes(parts: list) -> bytes:
 
 class InProcessBroker:
     def __init__(self, log_dir: Path, **overrides: str) -> None:
-        self.clock = Clock()
+        self.clock = Clock(1_700_000_000_000)
         raw = {"broker.id": "0", "log.dirs": str(log_dir), **overrides}
         self.state = open_broker_state(BrokerConfig.from_mapping(raw), self.clock)
         # What the broker registers once its listener is bound.

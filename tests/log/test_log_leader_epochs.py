@@ -6,22 +6,13 @@ from __future__ import annotations
 import logging
 import os
 
+import pytest
+
 from broker.log import Log, LogConfig
 from broker.log.checkpoint import LEADER_EPOCH_FILE
 from broker.records.batch import build_batch, iter_batches
-from tests.helpers.log_batches import append, batch, data_of, produced
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(path, clock=None, **config) -> Log:
-    return Log.open(path / "t-0", "t", 0, LogConfig(**config), now_ms=clock or Clock())
+from tests.helpers.clock import Clock
+from tests.helpers.log_batches import append, batch, data_of, open_log, produced
 
 
 def epoch_file(log: Log) -> str:
@@ -155,30 +146,29 @@ def test_recovery_cutting_a_torn_tail_drops_its_epochs(tmp_path):
     assert again.leader_epochs.end_offset_for(1, again.log_end_offset) == (1, 4)
 
 
-def test_a_corrupt_file_is_rebuilt_from_the_batches(tmp_path, caplog):
+@pytest.mark.parametrize(
+    ("damage", "logged"),
+    [
+        ("corrupt", "malformed"),  # reported as an error
+        ("missing", ""),  # a log written before the file existed
+    ],
+)
+def test_a_corrupt_or_missing_file_is_rebuilt_from_the_batches(tmp_path, caplog, damage, logged):
     log = open_log(tmp_path, segment_bytes=300)
     for epoch in (0, 0, 2, 2, 2, 7):
         append(log, batch(2), epoch=epoch)
     assert len(log.segments) > 1
     log.close()
-    (tmp_path / "t-0" / LEADER_EPOCH_FILE).write_text("0\n2\n0 0\ngarbage\n")
+    path = tmp_path / "t-0" / LEADER_EPOCH_FILE
+    if damage == "corrupt":
+        path.write_text("0\n2\n0 0\ngarbage\n")
+    else:
+        path.unlink()
     with caplog.at_level(logging.ERROR):
         again = open_log(tmp_path)
-    assert "malformed" in caplog.text and "rebuilding" in caplog.text
+    assert logged in caplog.text
     assert again.leader_epochs.entries == [(0, 0), (2, 4), (7, 10)]
     assert epoch_file(again) == "0\n3\n0 0\n2 4\n7 10\n"
-
-
-def test_a_missing_file_of_a_log_with_batches_is_rebuilt(tmp_path):
-    """Logs written before the file existed carry their epochs in the batches."""
-    log = open_log(tmp_path)
-    append(log, batch(2), epoch=0)
-    append(log, batch(2), epoch=0)
-    log.close()
-    (tmp_path / "t-0" / LEADER_EPOCH_FILE).unlink()
-    again = open_log(tmp_path)
-    assert again.leader_epochs.entries == [(0, 0)]
-    assert epoch_file(again) == "0\n1\n0 0\n"
 
 
 def test_a_stale_file_is_cut_to_the_log_start_and_end(tmp_path):
