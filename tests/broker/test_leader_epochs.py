@@ -13,7 +13,9 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient
 from kafka.protocol.consumer.offsets import OffsetForLeaderEpochRequest
 
+from broker.client.connection import BrokerConnection
 from broker.log import Log, LogConfig
+from broker.protocol.apis import OFFSET_FOR_LEADER_EPOCH
 from broker.protocol.errors import ErrorCode
 from tests.helpers.log_batches import append, batch
 
@@ -69,6 +71,24 @@ def test_kafka_python_asks_at_every_version(broker, version):
             assert _ask(admin, topic, 0, version, current=1)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH
     finally:
         admin.close()
+
+
+def test_our_connection_asks_as_a_follower_does(broker):
+    """The replica fetcher's path: broker.client's BrokerConnection, v3, a broker id."""
+    _produce(broker.bootstrap, "ep-follower", 4)
+    host, port = broker.bootstrap.split(":")
+    with BrokerConnection(host, int(port)) as conn:
+        assert conn.version_for(OFFSET_FOR_LEADER_EPOCH) == 3
+        body = {
+            "replica_id": 1,
+            "topics": [{"topic": "ep-follower", "partitions": [
+                {"partition": 0, "current_leader_epoch": 0, "leader_epoch": 0}
+            ]}],
+        }  # fmt: skip
+        (topic,) = conn.request(OFFSET_FOR_LEADER_EPOCH, body)["topics"]
+    assert topic["partitions"] == [
+        {"error_code": 0, "partition": 0, "leader_epoch": 0, "end_offset": 4}
+    ]
 
 
 def test_epochs_survive_a_restart_and_librdkafka_finds_the_divergence(broker_factory, tmp_path):
