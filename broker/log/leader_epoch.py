@@ -154,7 +154,9 @@ class LeaderEpochCache:
         if keep < len(self._entries):
             removed = self._entries[keep:]
             del self._entries[keep:]
-            log.info("%s: leader epochs %s dropped (log end %d)", self._name, removed, end_offset)
+            log.info(
+                "%s: leader epochs %s dropped (log cut at %d)", self._name, removed, end_offset
+            )
             self._write()
 
     def truncate_from_start(self, start_offset: int) -> None:
