@@ -1,13 +1,16 @@
-"""Kafka's offset checkpoint files: `recovery-point-offset-checkpoint`,
-`replication-offset-checkpoint` (high watermarks) and `log-start-offset-checkpoint`.
+"""Kafka's checkpoint files: the offset checkpoints of a log dir
+(`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
+`log-start-offset-checkpoint`) and each partition's `leader-epoch-checkpoint`.
 
-Format: a version line `0`, a count line, then one `topic partition offset` line per
-partition. Written atomically (`broker.util.files.write_atomically`), so a crash leaves
-either the old or the new file.
+Format: a version line `0`, a count line, then one entry per line: `topic partition
+offset` in the offset checkpoints, `epoch start_offset` in the leader epoch file. Written
+atomically (`broker.util.files.write_atomically`), so a crash leaves either the old or the
+new file.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from broker.util.files import write_atomically
@@ -15,6 +18,7 @@ from broker.util.files import write_atomically
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
 VERSION = 0
 
 
@@ -22,12 +26,15 @@ class CorruptCheckpoint(ValueError):
     pass
 
 
-def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
-    """The offsets in `path`; empty if the file does not exist."""
+def read_entry_lines(path: Path) -> list[str] | None:
+    """The entry lines of the checkpoint at `path` (version and count checked); None if
+    the file does not exist."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        return {}
+        return None
+    except UnicodeDecodeError:
+        raise CorruptCheckpoint(f"{path}: not text") from None
     lines = text.splitlines()
     try:
         version, count = int(lines[0]), int(lines[1])
@@ -38,8 +45,18 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
     entries = lines[2:]
     if len(entries) != count:
         raise CorruptCheckpoint(f"{path}: expected {count} entries, found {len(entries)}")
+    return entries
+
+
+def write_entry_lines(path: Path, entries: Iterable[str]) -> None:
+    entries = list(entries)
+    write_atomically(path, "\n".join([str(VERSION), str(len(entries)), *entries]) + "\n")
+
+
+def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """The offsets in `path`; empty if the file does not exist."""
     offsets: dict[tuple[str, int], int] = {}
-    for line in entries:
+    for line in read_entry_lines(path) or []:
         # Topic names cannot contain spaces, so the last two fields are numbers.
         fields = line.rsplit(" ", 2)
         try:
@@ -51,8 +68,7 @@ def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:
 
 
 def write_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
-    lines = [str(VERSION), str(len(offsets))]
-    lines += [
-        f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
-    ]
-    write_atomically(path, "\n".join(lines) + "\n")
+    write_entry_lines(
+        path,
+        (f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())),
+    )

@@ -2,8 +2,9 @@
 
 Offsets are assigned here, by rewriting each batch's baseOffset and partitionLeaderEpoch
 in place (both outside the CRC). Reads hand out FileRegions on the segment files, whole
-batches only, so the network layer can sendfile them. See README.md for the on-disk
-layout, recovery, retention and deletion rules.
+batches only, so the network layer can sendfile them. The log keeps its leader epochs
+(`leader_epochs`, leader_epoch.py) in step with every append, truncation and retention.
+See README.md for the on-disk layout, recovery, retention and deletion rules.
 
 Not thread-safe: the broker drives every log from its one event-loop thread.
 """
@@ -19,7 +20,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.log.checkpoint import LEADER_EPOCH_FILE, CorruptCheckpoint
 from broker.log.config import INT32_MAX, LogConfig
+from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -86,6 +89,7 @@ class Log:
         segments: list[LogSegment],
         log_start_offset: int,
         now_ms: Callable[[], int],
+        leader_epochs: LeaderEpochCache,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -95,6 +99,7 @@ class Log:
         self._window = _window_for(config)
         self._now_ms = now_ms
         self._log_start_offset = log_start_offset
+        self._leader_epochs = leader_epochs
         self._recovery_point = self.log_end_offset
         self._unflushed_messages = 0
         self._last_flush_ms = now_ms()
@@ -117,7 +122,8 @@ class Log:
         log_start_offset: int = 0,
     ) -> Log:
         """Load the segments in `directory` (created if missing) and recover everything
-        from the segment holding `recovery_point` on: see `_recover`."""
+        from the segment holding `recovery_point` on (see `_recover`); then the leader
+        epochs, cut to the recovered offsets."""
         directory.mkdir(parents=True, exist_ok=True)
         bases = _clean_directory(directory)
         interval = config.index_interval_bytes
@@ -133,7 +139,16 @@ class Log:
             active.created_ms = now_ms()
         end = active.next_offset
         start = min(max(log_start_offset, segments[0].base_offset), end)
-        opened = cls(directory, topic, partition, config, segments, start, now_ms)
+        epochs = _open_leader_epochs(directory, segments, f"{topic}-{partition}", config)
+        # A crash may have cut the tail after the file had its epoch, or stopped retention
+        # between deleting segments and saving the file. An epoch starting right at the
+        # log end stays (Kafka drops it, but takes the epoch from ZooKeeper): it appended
+        # nothing that is left, answers OffsetForLeaderEpoch as if it were not there, and
+        # keeps the partition's epoch from going back at a restart, e.g. after retention
+        # removed every batch.
+        epochs.truncate_from_end(end + 1)
+        epochs.truncate_from_start(start)
+        opened = cls(directory, topic, partition, config, segments, start, now_ms, epochs)
         log.info(
             "opened log %s-%d: offsets %d..%d, %d segments",
             topic,
@@ -163,6 +178,11 @@ class Log:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def leader_epochs(self) -> LeaderEpochCache:
+        """Which leader epoch appended which offsets (saved in leader-epoch-checkpoint)."""
+        return self._leader_epochs
 
     @property
     def log_end_offset(self) -> int:
@@ -200,7 +220,8 @@ class Log:
         leader_epoch: int,
         log_append_time_ms: int | None = None,
     ) -> AppendInfo:
-        """Assign offsets from the log end to the validated batches in `records` and write
+        """Assign offsets from the log end to the validated batches in `records`, stamp
+        them with `leader_epoch` (recorded in `leader_epochs` when it is new) and write
         them. With `log_append_time_ms` the batches are stamped LogAppendTime (which, unlike
         the offsets, is inside the CRC, so those batches get a new CRC)."""
         self._check_live()
@@ -208,6 +229,8 @@ class Log:
             raise ValueError("nothing to append")
         self._check_sizes(batch_positions)
         offset = self.log_end_offset
+        # Before the write: the epoch file must never miss an epoch the log holds.
+        self._leader_epochs.assign(leader_epoch, offset)
         final = []
         for pos, header in batch_positions:
             set_base_offset(records, pos, offset)
@@ -222,7 +245,8 @@ class Log:
     def append_as_follower(
         self, records, batch_positions: list[tuple[int, BatchHeader]]
     ) -> AppendInfo:
-        """Append batches that already carry their offsets (a replica copying its leader)."""
+        """Append batches that already carry their offsets and leader epochs (a replica
+        copying its leader); each new epoch among them is recorded in `leader_epochs`."""
         self._check_live()
         if not batch_positions:
             raise ValueError("nothing to append")
@@ -232,6 +256,9 @@ class Log:
             if header.base_offset < expected:
                 raise ValueError(f"batch at offset {header.base_offset} is below {expected}")
             expected = header.next_offset
+        for _, header in batch_positions:
+            if header.partition_leader_epoch >= 0:
+                self._leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
         return self._write(records, batch_positions)
 
     def _check_sizes(self, batch_positions: list[tuple[int, BatchHeader]]) -> None:
@@ -267,7 +294,7 @@ class Log:
                 active.close()
                 for path in active.paths():
                     path.unlink(missing_ok=True)
-                self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+                self._move_log_start(self._segments[0].base_offset)
             return self._segments[-1]
         if (
             active.size + size > self._config.segment_bytes
@@ -432,12 +459,16 @@ class Log:
 
     # -- truncation and retention -----------------------------------------------------
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch holding an offset >= `offset` (replication). A batch is never
-        split, so the log end may land below `offset` if it falls inside a batch.
-        FileRegions already handed out over the removed range become invalid; followers
-        only truncate above the high watermark, which consumers never read."""
+        """Remove every batch holding an offset >= `offset` (replication), and the leader
+        epochs that start there. A batch is never split, so the log end may land below
+        `offset` if it falls inside a batch. FileRegions already handed out over the
+        removed range become invalid; followers only truncate above the high watermark,
+        which consumers never read."""
         self._check_live()
         if offset >= self.log_end_offset:
+            # Nothing to cut from the log, but an epoch may start at its end with nothing
+            # appended (a failed append): the follower truncating here discards it too.
+            self._leader_epochs.truncate_from_end(offset)
             return
         now = self._now_ms()
         if offset < self._segments[0].base_offset:
@@ -452,6 +483,7 @@ class Log:
         self._schedule_deletion(doomed, now)
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
+        self._leader_epochs.truncate_from_end(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at `offset` (a follower whose log ends below
@@ -514,7 +546,7 @@ class Log:
         for segment in doomed:
             segment.rename_deleted()
         self._schedule_deletion(doomed, now_ms, renamed=True)
-        self._log_start_offset = max(self._log_start_offset, self._segments[0].base_offset)
+        self._move_log_start(self._segments[0].base_offset)
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         log.info(
             "deleted %d segments of %s-%d; log start offset now %d",
@@ -524,6 +556,12 @@ class Log:
             self._log_start_offset,
         )
         return count
+
+    def _move_log_start(self, offset: int) -> None:
+        """Raise the log start offset to `offset` (never lowers it); the leader epochs
+        follow, so the first epoch starts at the new log start."""
+        self._log_start_offset = max(self._log_start_offset, offset)
+        self._leader_epochs.truncate_from_start(self._log_start_offset)
 
     def _schedule_deletion(
         self, segments: list[LogSegment], now_ms: int, renamed: bool = False
@@ -618,6 +656,32 @@ def _clean_directory(directory: Path) -> list[int]:
         if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or orphan_index:
             (directory / name).unlink(missing_ok=True)
     return sorted(bases)
+
+
+def _open_leader_epochs(
+    directory: Path, segments: list[LogSegment], name: str, config: LogConfig
+) -> LeaderEpochCache:
+    """The saved leader epochs; rebuilt from the batches' partitionLeaderEpoch when the
+    file is corrupt, or missing from a log that holds batches (a log written before the
+    file existed). Rebuilding reads every batch header once."""
+    path = directory / LEADER_EPOCH_FILE
+    try:
+        cache = LeaderEpochCache.read(path, name)
+    except CorruptCheckpoint as exc:
+        log.error("%s; rebuilding the leader epochs of %s from its batches", exc, name)
+        cache = None
+    if cache is not None:
+        return cache
+    if all(segment.size == 0 for segment in segments):
+        return LeaderEpochCache(path, (), name)
+    log.info("rebuilding the leader epochs of %s from its batches", name)
+    window = _window_for(config)
+    batches = (
+        (header.partition_leader_epoch, header.base_offset)
+        for segment in segments
+        for _, header in segment.headers(0, segment.size, window)
+    )
+    return LeaderEpochCache.rebuild(path, batches, name)
 
 
 def _recover(segments: list[LogSegment], recovery_point: int) -> None:

@@ -80,13 +80,18 @@ class Partition:
         self,
         log: Log,
         broker_id: int,
-        leader_epoch: int = 0,
+        leader_epoch: int | None = None,
         high_watermark: int | None = None,
         retain_batches: int = 5,
     ) -> None:
         self.log = log
         self.broker_id = broker_id
         self.leader_id = NO_LEADER  # not decided until the controller says
+        # Leader epochs never decrease, across restarts too (librdkafka ignores metadata
+        # with a lower one): by default, the last epoch that appended to the log (0 for a
+        # log nothing was appended to). The log records it with the first append.
+        if leader_epoch is None:
+            leader_epoch = max(log.leader_epochs.latest_epoch(), 0)
         self.leader_epoch = leader_epoch
         self.replicas: tuple[int, ...] = ()
         self.isr: tuple[int, ...] = ()
@@ -126,6 +131,9 @@ class Partition:
         self._take(state)
         if new_epoch:
             self.leader_epoch_start_offset = self.log.log_end_offset
+            # Kafka records the epoch at its start offset as soon as it leads, so followers
+            # asking OffsetForLeaderEpoch find it before the first append.
+            self.log.leader_epochs.assign(state.leader_epoch, self.log.log_end_offset)
             self.followers = {
                 r: Follower(last_caught_up_ms=now_ms if r in state.isr else 0)
                 for r in state.replicas

@@ -197,7 +197,7 @@ class ReplicaFetcher:
             if partition is None:
                 self.remove(tp)
                 continue
-            epoch = _latest_epoch(partition.log)
+            epoch = partition.log.leader_epochs.latest_epoch()
             if epoch == UNDEFINED_EPOCH:  # an empty log has nothing to cut
                 self.partitions[tp].truncating = False
                 continue
@@ -326,13 +326,6 @@ class ReplicaFetcher:
         else:
             # Ahead of the leader: find the divergence point again.
             self.partitions[tp].truncating = True
-
-
-def _latest_epoch(log) -> int:
-    epochs = getattr(log, "leader_epochs", None)
-    if epochs is None:
-        return UNDEFINED_EPOCH
-    return epochs.latest_epoch()
 
 
 def _divergence(partition, asked_epoch: int, answer: dict) -> int:

@@ -20,14 +20,7 @@ from broker.server.dispatch import Close, NoResponse, Outcome, Respond, Wait, ha
 from broker.server.handlers.base import TaskOperation
 from broker.server.metadata import BrokerEndpoint
 from broker.server.request import Session
-
-
-class Clock:
-    def __init__(self, now: int = 1_700_000_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
+from tests.helpers.clock import Clock
 
 
 def response_bytes(parts: list) -> bytes:
@@ -40,7 +33,7 @@ def response_bytes(parts: list) -> bytes:
 
 class InProcessBroker:
     def __init__(self, log_dir: Path, **overrides: str) -> None:
-        self.clock = Clock()
+        self.clock = Clock(1_700_000_000_000)
         raw = {"broker.id": "0", "log.dirs": str(log_dir), **overrides}
         self.state = open_broker_state(BrokerConfig.from_mapping(raw), self.clock)
         # Requests that need the event loop (topic administration) run on this one.

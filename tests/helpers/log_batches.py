@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from broker.log.config import LogConfig
 from broker.log.log import AppendInfo, Log, ReadResult
 from broker.records.batch import build_batch, iter_batches
 from broker.records.header import BatchHeader
+from tests.helpers.clock import Clock
+
+
+def open_log(path, clock=None, **config) -> Log:
+    """The log of partition t-0 under `path`, with LogConfig(**config), on a test clock."""
+    return Log.open(path / "t-0", "t", 0, LogConfig(**config), now_ms=clock or Clock())
 
 
 def batch(count: int = 1, timestamp: int = 1_000, value_size: int = 10, tag: int = 0) -> bytes:

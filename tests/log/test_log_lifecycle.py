@@ -9,19 +9,8 @@ import pytest
 from broker.log import Log, LogConfig, LogDeleted, OffsetOutOfRange
 from broker.records.batch import build_batch
 from broker.records.header import CODEC_ZSTD
-from tests.helpers.log_batches import append, batch, batch_offsets, data_of
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-def open_log(path, clock=None, **config) -> Log:
-    return Log.open(path / "t-0", "t", 0, LogConfig(**config), now_ms=clock or Clock())
+from tests.helpers.clock import Clock
+from tests.helpers.log_batches import append, batch, batch_offsets, data_of, open_log
 
 
 # -- rolling -----------------------------------------------------------------------------

@@ -7,15 +7,8 @@ import os
 
 from broker.log import LogConfig, LogManager
 from broker.log.checkpoint import read_checkpoint
+from tests.helpers.clock import Clock
 from tests.helpers.log_batches import append, batch, batch_offsets, data_of
-
-
-class Clock:
-    def __init__(self, now: int = 1_000_000) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
 
 
 def manager(dirs, clock=None, **config) -> LogManager:

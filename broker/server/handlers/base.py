@@ -101,3 +101,16 @@ class ApiHandler:
 
     def accepts(self, version: int) -> bool:
         return self.declares(version) and version >= (self.accepted_from or 0)
+
+
+def current_leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
+    """The check of a request's `current_leader_epoch` (KIP-320: Fetch, ListOffsets,
+    OffsetForLeaderEpoch) against the partition's `leader_epoch`: -1 is not checked; an
+    older epoch is FENCED_LEADER_EPOCH (the client's metadata is stale), a newer one
+    UNKNOWN_LEADER_EPOCH (this broker has not heard of it yet). Both make clients refresh
+    their metadata and retry."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return ErrorCode.NONE
+    if current_leader_epoch < leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH

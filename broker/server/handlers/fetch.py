@@ -14,7 +14,7 @@ from broker.log.log import OffsetOutOfRange
 from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
-from broker.server.handlers.base import ApiHandler, Delayed
+from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error
 from broker.server.purgatory import DelayedOperation
 
 
@@ -114,13 +114,8 @@ def _fetch_partition(
         return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:  # no fetching from followers (KIP-392 is not implemented)
         return _empty(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    epoch = preq.get("current_leader_epoch", -1)
-    if epoch >= 0 and epoch != partition.leader_epoch:
-        code = (
-            ErrorCode.FENCED_LEADER_EPOCH
-            if epoch < partition.leader_epoch
-            else ErrorCode.UNKNOWN_LEADER_EPOCH
-        )
+    code = current_leader_epoch_error(preq.get("current_leader_epoch", -1), partition.leader_epoch)
+    if code != ErrorCode.NONE:
         return _empty(index, code)
     hw, log_start = partition.high_watermark, partition.log.log_start_offset
     offset = preq["fetch_offset"]

@@ -1,13 +1,14 @@
 """ListOffsets: -1 latest (the high watermark), -2 earliest (the log start), -3 the record
 with the largest timestamp (KIP-734, v7+), T >= 0 the first record whose timestamp is at
 least T. Lookups by time answer per record and only below the high watermark; none found
-is offset -1."""
+is offset -1. The leader epoch answered is the partition's for -1, the first epoch for -2
+and the epoch that appended the record found otherwise (as Kafka)."""
 
 from __future__ import annotations
 
 from broker.protocol.apis import LIST_OFFSETS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -27,24 +28,29 @@ def _partition(broker, topic: str, req: dict) -> dict:
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    current_epoch = req.get("current_leader_epoch", -1)
-    if current_epoch >= 0 and current_epoch != partition.leader_epoch:
-        if current_epoch < partition.leader_epoch:
-            return _answer(index, ErrorCode.FENCED_LEADER_EPOCH)
-        return _answer(index, ErrorCode.UNKNOWN_LEADER_EPOCH)
-    ts, epoch, hw = req["timestamp"], partition.leader_epoch, partition.high_watermark
+    code = current_leader_epoch_error(req.get("current_leader_epoch", -1), partition.leader_epoch)
+    if code != ErrorCode.NONE:
+        return _answer(index, code)
+    ts, hw, log = req["timestamp"], partition.high_watermark, partition.log
     if ts == LATEST:
-        return _answer(index, ErrorCode.NONE, hw, epoch=epoch)
+        return _answer(index, ErrorCode.NONE, hw, epoch=partition.leader_epoch)
     if ts == EARLIEST:
-        return _answer(index, ErrorCode.NONE, partition.log.log_start_offset, epoch=epoch)
+        # The first epoch when it covers the log start, as Kafka (none for an empty log).
+        first = log.leader_epochs.earliest_entry()
+        covers = first is not None and first.start_offset <= log.log_start_offset
+        return _answer(
+            index, ErrorCode.NONE, log.log_start_offset, epoch=first.epoch if covers else -1
+        )
     if ts == MAX_TIMESTAMP:
-        found = partition.log.max_timestamp_and_offset(max_offset=hw)
+        found = log.max_timestamp_and_offset(max_offset=hw)
     elif ts >= 0:
-        found = partition.log.offset_for_timestamp(ts, max_offset=hw)
+        found = log.offset_for_timestamp(ts, max_offset=hw)
     else:  # -4/-5 are about tiered storage, which has no meaning here
         return _answer(index, ErrorCode.INVALID_REQUEST)
     if found is None:  # Kafka's "unknown offset": -1 everywhere, the epoch too
         return _answer(index, ErrorCode.NONE)
+    # The epoch of the leader that appended the record found.
+    epoch = log.leader_epochs.epoch_for_offset(found[0])
     return _answer(index, ErrorCode.NONE, found[0], found[1], epoch)
 
 

@@ -1,0 +1,75 @@
+"""OffsetForLeaderEpoch (v0-v3): where a leader epoch ends in this partition's log.
+
+A follower asks for its latest epoch (KIP-101, KIP-279) and truncates its log to the
+answer, the point where its log and its leader's diverge. Consumers ask too (KIP-320,
+`replica_id` -1 in v3; librdkafka at v2, kafka-python at v3 with us) when their position's
+epoch is older than the leader's: an end offset below their position means the log was
+truncated under them.
+
+Per partition: the answer is (epoch, end offset) from the log's leader epochs
+(`LeaderEpochCache.end_offset_for`, which says what Kafka answers in each case) and the
+log end offset; a partition not hosted here is UNKNOWN_TOPIC_OR_PARTITION and
+`current_leader_epoch` (v2+) is checked as Fetch does, errors answering (-1, -1).
+`replica_id` says who asks and changes nothing. Only the leader answers
+(NOT_LEADER_OR_FOLLOWER elsewhere), as Kafka.
+"""
+
+from __future__ import annotations
+
+from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+from broker.protocol.apis import OFFSET_FOR_LEADER_EPOCH_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
+
+
+def _answer(
+    index: int,
+    code: ErrorCode,
+    epoch: int = UNDEFINED_EPOCH,
+    end_offset: int = UNDEFINED_EPOCH_OFFSET,
+) -> dict:
+    return {"error_code": code, "partition": index, "leader_epoch": epoch, "end_offset": end_offset}
+
+
+def _partition(broker, topic: str, req: dict) -> dict:
+    index = req["partition"]
+    partition = broker.replicas.get(topic, index)
+    if partition is None:
+        return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not partition.is_leader:  # only the leader's log is the reference
+        return _answer(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    code = current_leader_epoch_error(req["current_leader_epoch"], partition.leader_epoch)
+    if code != ErrorCode.NONE:
+        return _answer(index, code)
+    log = partition.log
+    epoch, end_offset = log.leader_epochs.end_offset_for(req["leader_epoch"], log.log_end_offset)
+    return _answer(index, ErrorCode.NONE, epoch, end_offset)
+
+
+def handle(broker, request, body: dict) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "topic": t["topic"],
+                "partitions": [_partition(broker, t["topic"], p) for p in t["partitions"]],
+            }
+            for t in body["topics"]
+        ],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "topic": t["topic"],
+                "partitions": [_answer(p["partition"], code) for p in t["partitions"]],
+            }
+            for t in body["topics"]
+        ],
+    }
+
+
+HANDLER = ApiHandler(OFFSET_FOR_LEADER_EPOCH_API, handle, error_response)
