@@ -215,7 +215,7 @@ LIST_OFFSETS_API = Api(
 )
 
 METADATA_API = Api(
-    METADATA, "Metadata", 0, 8, 9,
+    METADATA, "Metadata", 0, 9, 9,
     request=Struct(
         # v0 has no null: an empty list there means "all topics", as null does from v1.
         F("topics", Array(Struct(F("name", STRING))), nullable="1+"),

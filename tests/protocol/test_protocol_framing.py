@@ -219,7 +219,7 @@ def test_flexible_headers_of_a_flexible_api(monkeypatch):
 
 def test_encoding_an_undeclared_version_fails():
     with pytest.raises(EncodeError):
-        encode_request(METADATA, 9, 1, "c", {})
+        encode_request(METADATA, 10, 1, "c", {})
     with pytest.raises(EncodeError):
         encode_response(1, 3, 1, {})
 

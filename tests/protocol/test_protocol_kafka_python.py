@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from kafka.protocol import metadata as metadata_v
 from kafka.protocol.consumer import offsets
 from kafka.protocol.old import (
     admin,
@@ -79,7 +80,43 @@ def test_kafka_python_covers_nearly_all_our_versions():
     missing = sorted(set(all_api_versions()) - set(BOTH))
     # See _has; kafka-python's old classes stop at CreateTopics v3 and ListOffsets v5 (its
     # generated classes have ListOffsets v6-v7: checked below).
-    assert [m for m in missing if m[0] not in INTER_BROKER] == [(2, 6), (2, 7), (16, 2), (19, 4)]
+    # and Metadata v8 (its generated classes have Metadata v9: checked below).
+    assert [m for m in missing if m[0] not in INTER_BROKER] == [
+        (2, 6), (2, 7), (3, 9), (16, 2), (19, 4)
+    ]  # fmt: skip
+
+
+def test_flexible_metadata_matches_kafka_pythons_generated_classes():
+    """Metadata v9 is flexible; librdkafka trusts leader epochs from v9 on."""
+    req_cls, resp_cls = metadata_v.MetadataRequest, metadata_v.MetadataResponse
+    theirs = req_cls(
+        version=9,
+        topics=[req_cls.MetadataRequestTopic(name="t")],
+        allow_auto_topic_creation=False,
+        include_topic_authorized_operations=False,
+    )
+    body = decode_request_body(3, 9, bytes(theirs.encode()))
+    assert body["topics"] == [{"name": "t"}] and body["allow_auto_topic_creation"] is False
+    assert encode_request_body(3, 9, body) == bytes(theirs.encode())
+    ours = {
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": 1, "host": "h", "port": 9092, "rack": None}],
+        "cluster_id": "c",
+        "controller_id": 1,
+        "topics": [
+            {"error_code": 0, "name": "t", "is_internal": False, "partitions": [
+                {"error_code": 0, "partition_index": 0, "leader_id": 1, "leader_epoch": 7,
+                 "replica_nodes": [1, 2], "isr_nodes": [1], "offline_replicas": [2]}
+            ], "topic_authorized_operations": -(2**31)}
+        ],
+        "cluster_authorized_operations": -(2**31),
+    }  # fmt: skip
+    data = b"".join(encode_response_body(3, 9, ours))
+    decoded = resp_cls.decode(data, version=9)
+    (topic,) = decoded.topics
+    (partition,) = topic.partitions
+    assert (partition.leader_epoch, partition.offline_replicas) == (7, [2])
+    assert decoded.controller_id == 1 and decoded.brokers[0].port == 9092
 
 
 @pytest.mark.parametrize("version", [6, 7])
