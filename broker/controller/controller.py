@@ -120,15 +120,8 @@ class Controller:
     async def stop(self) -> None:
         """Stop acting and resign (our /controller goes with the session or is deleted)."""
         self._stopped = True
-        was_active = self.is_active
-        await self._resign()
-        if was_active:
-            try:
-                data = await self.zk.get(z.CONTROLLER)
-                if data is not None and z.decode_controller(data[0]) == self.broker_id:
-                    await self.zk.delete(z.CONTROLLER, version=data[1].version)
-            except Exception:  # the session may be gone already: the node went with it
-                log.debug("could not delete /controller on stop", exc_info=True)
+        if self.is_active:
+            await self._abdicate()
         if self._runner is not None:
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
@@ -149,7 +142,7 @@ class Controller:
                 await event()
             except Fenced as exc:
                 log.warning("controller %d fenced: %s", self.broker_id, exc)
-                await self._resign()
+                await self._abdicate()
                 self.enqueue(self._elect)
             except asyncio.CancelledError:
                 raise
@@ -188,6 +181,17 @@ class Controller:
             await self._resign()
         self._set_active(active)
 
+    async def _abdicate(self) -> None:
+        """Resign and delete our /controller, so that an election happens at once (a
+        fenced controller whose session lives would otherwise block everyone)."""
+        await self._resign()
+        try:
+            data = await self.zk.get(z.CONTROLLER)
+            if data is not None and z.decode_controller(data[0]) == self.broker_id:
+                await self.zk.delete(z.CONTROLLER, version=data[1].version)
+        except Exception:  # the session may be gone already: the node went with it
+            log.debug("could not delete /controller", exc_info=True)
+
     async def _resign_and_elect(self) -> None:
         await self._resign()
         await self._elect()
@@ -222,6 +226,11 @@ class Controller:
         self._send_update_metadata(self.ctx.partitions())
         for broker_id in self.ctx.live:
             self._send_leader_and_isr(self.ctx.partitions_on(broker_id), only={broker_id})
+        # Brokers that died while nobody was controller: their leaderships and ISR places.
+        gone = {r for st in self.ctx.states.values() for r in (st.leader, *st.isr)}
+        gone -= set(self.ctx.live) | {-1}
+        if gone:
+            await self._replicas_offline(gone)
         await self._elect_offline(self.ctx.partitions())
         await self._deletions_changed()
         await self._isr_changes()
@@ -359,17 +368,21 @@ class Controller:
             if channel is not None:
                 await channel.close()
                 channel.node.close()
-        changed: dict[TopicPartition, LeaderAndIsr] = {}
-        for tp, state in ctx.states.items():
-            if tp[0] in ctx.deleting:
-                continue
+        await self._replicas_offline(dead)
+
+    async def _replicas_offline(self, dead: set[int]) -> None:
+        """Partitions led by `dead` brokers get new leaders; they leave every ISR."""
+        ctx = self.ctx
+
+        def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
             if state.leader in dead:
-                changed[tp] = self._elect_one(tp, state)
-            elif dead & set(state.isr):
-                shrunk = election.without_replicas(state, dead, ctx.epoch)
-                if shrunk is not None:
-                    changed[tp] = shrunk
-        await self._apply(changed)
+                return self._elect_one(tp, state)
+            if dead & set(state.isr):
+                return election.without_replicas(state, dead, ctx.epoch)
+            return None
+
+        affected = [tp for tp in ctx.states if tp[0] not in ctx.deleting]
+        changed = await self._apply(affected, decide)
         touched = set(changed) | {tp for b in dead for tp in ctx.partitions_on(b)}
         self._send_update_metadata(sorted(touched))
 
@@ -391,22 +404,26 @@ class Controller:
     async def _elect_offline(self, partitions: Iterable[TopicPartition]) -> None:
         """Partitions with no live leader (or no state yet) get one where possible."""
         ctx = self.ctx
-        changed: dict[TopicPartition, LeaderAndIsr] = {}
         created: dict[TopicPartition, LeaderAndIsr] = {}
+        existing: list[TopicPartition] = []
         for tp in partitions:
             if tp[0] in ctx.deleting:
                 continue
-            state = ctx.states.get(tp)
-            if state is None:
-                try:
-                    created[tp] = election.new_partition(ctx.replicas(tp), ctx.live, ctx.epoch)
-                except election.NoEligibleLeader as exc:
-                    log.warning("%s-%d cannot start: %s", *tp, exc)
-            elif not ctx.is_live(state.leader):
-                new = self._elect_one(tp, state)
-                if new != state:
-                    changed[tp] = new
-        await self._apply(changed, created)
+            if tp in ctx.states:
+                existing.append(tp)
+                continue
+            try:
+                created[tp] = election.new_partition(ctx.replicas(tp), ctx.live, ctx.epoch)
+            except election.NoEligibleLeader as exc:
+                log.warning("%s-%d cannot start: %s", *tp, exc)
+
+        def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+            if ctx.is_live(state.leader):
+                return None
+            new = self._elect_one(tp, state)
+            return None if new == state else new
+
+        changed = await self._apply(existing, decide, created)
         if changed or created:
             self._send_update_metadata(sorted({*changed, *created}))
 
@@ -439,27 +456,26 @@ class Controller:
         if broker_epoch >= 0 and broker_epoch != registration.epoch:
             return ErrorCode.STALE_BROKER_EPOCH, []
         ctx.shutting_down.add(broker_id)
-        changed: dict[TopicPartition, LeaderAndIsr] = {}
-        followed: list[TopicPartition] = []
-        for tp in ctx.partitions_on(broker_id):
-            state = ctx.states.get(tp)
-            if state is None or tp[0] in ctx.deleting or len(ctx.replicas(tp)) == 1:
-                continue
+        mine = [
+            tp
+            for tp in ctx.partitions_on(broker_id)
+            if tp in ctx.states and tp[0] not in ctx.deleting and len(ctx.replicas(tp)) > 1
+        ]
+        followed = [tp for tp in mine if ctx.states[tp].leader != broker_id]
+
+        def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
             if state.leader == broker_id:
                 try:
-                    changed[tp] = election.controlled_shutdown(
+                    return election.controlled_shutdown(
                         ctx.replicas(tp), state, ctx.live, ctx.shutting_down, ctx.epoch
                     )
                 except election.NoEligibleLeader:
-                    pass
-            else:
-                followed.append(tp)
-                shrunk = election.without_replicas(state, {broker_id}, ctx.epoch)
-                if shrunk is not None:
-                    changed[tp] = shrunk
+                    return None
+            return election.without_replicas(state, {broker_id}, ctx.epoch)
+
         # The stopping broker is told too: it stops leading at once (NOT_LEADER_OR_FOLLOWER
         # to clients, a retriable error) instead of taking writes nobody replicates.
-        await self._apply(changed, include_shutting_down=True)
+        changed = await self._apply(mine, decide, include_shutting_down=True)
         # Then it stops replicating them all, so it does not rejoin the ISRs it is leaving.
         moved = [tp for tp in changed if tp not in followed]
         self._send_stop_replica(broker_id, sorted({*followed, *moved}), delete=False)
@@ -593,63 +609,69 @@ class Controller:
     # -- writing decisions --------------------------------------------------------------
     async def _apply(
         self,
-        changed: dict[TopicPartition, LeaderAndIsr],
+        partitions: Iterable[TopicPartition],
+        decide: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None],
         created: dict[TopicPartition, LeaderAndIsr] | None = None,
         include_shutting_down: bool = False,
-    ) -> None:
-        """Write the decisions (fenced by the controller epoch), then tell the replicas."""
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """Decide each partition's new state from its current one, write it (fenced by the
+        controller epoch; a leader that changed the ISR meanwhile makes us read the state
+        again and decide again), then tell the replicas. Returns what was written."""
         ctx = self.ctx
-        written: dict[TopicPartition, tuple[LeaderAndIsr, bool]] = {}
+        written: dict[TopicPartition, LeaderAndIsr] = {}
+        new: set[TopicPartition] = set()
         for tp, state in (created or {}).items():
-            stored = await self._write_state(tp, state, create=True)
+            stored = await self._create_state(tp, state)
             if stored is not None:
-                written[tp] = (stored, True)
-        for tp, state in changed.items():
-            stored = await self._write_state(tp, state, create=False)
-            if stored is not None:
-                written[tp] = (stored, False)
-        for tp, (state, _) in written.items():
-            ctx.states[tp] = state
-        new = {tp for tp, (_, is_new) in written.items() if is_new}
+                written[tp] = stored
+                new.add(tp)
+        for tp in partitions:
+            for _ in range(5):
+                current = ctx.states.get(tp)
+                decided = decide(tp, current) if current is not None else None
+                if decided is None:
+                    break
+                stored = await self._write_state(tp, decided)
+                if stored is not None:
+                    written[tp] = stored
+                    break
+                fresh = await self._read_state(tp)
+                if fresh is None:
+                    break
+                ctx.states[tp] = fresh
+            else:
+                log.error("%s-%d: could not write the partition state", *tp)
+        ctx.states.update(written)
         self._send_leader_and_isr(
             sorted(written), new=new, include_shutting_down=include_shutting_down
         )
+        return written
 
-    async def _write_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, create: bool
-    ) -> LeaderAndIsr | None:
-        ctx = self.ctx
+    def _fence(self) -> tuple:
+        return ("check", z.CONTROLLER_EPOCH, self.ctx.epoch_zk_version)
+
+    async def _create_state(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        path = z.partition_state_path(*tp)
+        await self.zk.ensure_paths([path.rsplit("/", 1)[0]])
+        try:
+            await self.zk.commit([self._fence(), ("create", path, z.encode_partition_state(state))])
+            return state.with_version(0)
+        except (BadVersionError, NoNodeError, NodeExistsError) as exc:
+            if getattr(exc, "failed_operation", None) == 0:
+                raise Fenced(f"/controller_epoch moved on while creating {path}") from None
+            return await self._read_state(tp)  # created meanwhile: take what is there
+
+    async def _write_state(self, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        """The stored state, or None when the znode changed since we read it."""
         path = z.partition_state_path(*tp)
         data = z.encode_partition_state(state)
-        fence = ("check", z.CONTROLLER_EPOCH, ctx.epoch_zk_version)
-        for _ in range(5):
-            try:
-                if create:
-                    await self.zk.ensure_paths([path.rsplit("/", 1)[0]])
-                    await self.zk.commit([fence, ("create", path, data)])
-                    return state.with_version(0)
-                results = await self.zk.commit([fence, ("set", path, data, state.zk_version)])
-                return state.with_version(results[1].version)
-            except (BadVersionError, NoNodeError, NodeExistsError) as exc:
-                if getattr(exc, "failed_operation", None) == 0:
-                    raise Fenced(f"/controller_epoch moved on while writing {path}") from None
-                # The leader changed the ISR meanwhile: decide again from what is there.
-                current = await self._read_state(tp)
-                if current is None and not create:
-                    return None
-                if current is not None and create:
-                    return current
-                if current is not None:
-                    state = LeaderAndIsr(
-                        state.leader,
-                        max(state.leader_epoch, current.leader_epoch + 1),
-                        tuple(r for r in state.isr if r in current.isr or r == state.leader),
-                        ctx.epoch,
-                        current.zk_version,
-                    )
-                    data = z.encode_partition_state(state)
-        log.error("%s-%d: could not write the partition state", *tp)
-        return None
+        try:
+            results = await self.zk.commit([self._fence(), ("set", path, data, state.zk_version)])
+        except (BadVersionError, NoNodeError) as exc:
+            if getattr(exc, "failed_operation", None) == 0:
+                raise Fenced(f"/controller_epoch moved on while writing {path}") from None
+            return None
+        return state.with_version(results[1].version)
 
     # -- requests to brokers -----------------------------------------------------------
     def _open_channel(self, broker_id: int) -> None:

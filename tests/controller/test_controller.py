@@ -1,0 +1,401 @@
+"""The controller in process against a real ZooKeeper, with scripted brokers: what it
+writes in ZooKeeper and what it sends to whom, case by case (no broker processes).
+
+Each fake broker registers `/brokers/ids/<id>` from a ZooKeeper session of its own (so
+closing that session is the broker dying) and answers every controller request with
+success, recording it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.controller import zk_layout as z
+from broker.controller.controller import Controller
+from broker.controller.zk import ZkClient
+from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from broker.util.clock import now_ms
+from tests.helpers.scripted_peer import ScriptedPeer, answer_each
+
+SUCCESS = {
+    LEADER_AND_ISR: {"error_code": 0, "partition_errors": []},
+    UPDATE_METADATA: {"error_code": 0},
+    STOP_REPLICA: {"error_code": 0, "partition_errors": []},
+}
+
+
+class FakeBroker:
+    def __init__(self, broker_id: int, connect: str) -> None:
+        self.broker_id = broker_id
+        self.connect = connect
+        self.peer = ScriptedPeer(
+            lambda conn: answer_each(conn, lambda header, body: SUCCESS[header.api_key])
+        )
+        self.zk: ZkClient | None = None
+
+    async def start(self) -> FakeBroker:
+        await self.peer.start()
+        self.zk = ZkClient(self.connect, session_timeout_ms=6000)
+        await self.zk.start()
+        await self.zk.ensure_paths([z.BROKER_IDS])
+        registration = z.BrokerRegistration(self.broker_id, (self.peer.endpoint,), None, now_ms())
+        await self.zk.create(
+            z.broker_path(self.broker_id), z.encode_broker(registration), ephemeral=True
+        )
+        return self
+
+    async def die(self) -> None:
+        await self.zk.close()
+
+    async def stop(self) -> None:
+        if self.zk is not None and self.zk.connected:
+            await self.zk.close()
+        await self.peer.stop()
+
+    def requests(self, api_key: int) -> list[dict]:
+        return [body for header, body in self.peer.requests if header.api_key == api_key]
+
+    def leadership(self, topic: str, partition: int) -> dict | None:
+        """The newest LeaderAndIsr partition state this broker got for the partition."""
+        found = None
+        for body in self.requests(LEADER_AND_ISR):
+            for t in body["topic_states"]:
+                for p in t["partition_states"]:
+                    if t["topic_name"] == topic and p["partition_index"] == partition:
+                        found = p
+        return found
+
+
+async def eventually(check, timeout_s: float = 20.0):
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        result = check()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not met in time")
+        await asyncio.sleep(0.05)
+
+
+class Harness:
+    def __init__(self, connect: str) -> None:
+        self.connect = connect
+        self.brokers: dict[int, FakeBroker] = {}
+        self.controllers: list[tuple[ZkClient, Controller]] = []
+        self.zk: ZkClient | None = None  # the test's own session, for reads and admin writes
+
+    async def __aenter__(self) -> Harness:
+        self.zk = ZkClient(self.connect, session_timeout_ms=6000)
+        await self.zk.start()
+        await self.zk.ensure_paths(z.PERSISTENT_PATHS)
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        for zk, controller in self.controllers:
+            await controller.stop()
+            if zk.connected:
+                await zk.close()
+        for broker in self.brokers.values():
+            await broker.stop()
+        await self.zk.close()
+
+    async def broker(self, broker_id: int) -> FakeBroker:
+        self.brokers[broker_id] = await FakeBroker(broker_id, self.connect).start()
+        return self.brokers[broker_id]
+
+    async def controller(self, broker_id: int, unclean: bool = False) -> Controller:
+        zk = ZkClient(self.connect, session_timeout_ms=6000)
+        await zk.start()
+        controller = Controller(
+            broker_id, zk, listener="PLAINTEXT", unclean_default=unclean, request_timeout_s=5
+        )
+        controller.start()
+        self.controllers.append((zk, controller))
+        await eventually(lambda: controller.active_controller is not None)
+        return controller
+
+    async def create_topic(self, topic: str, assignment: dict[int, list[int]], config=None):
+        await self.zk.create(z.topic_config_path(topic), z.encode_topic_config(config or {}))
+        await self.zk.create(z.topic_path(topic), z.encode_assignment(assignment))
+
+    async def state(self, topic: str, partition: int) -> z.LeaderAndIsr | None:
+        found = await self.zk.get(z.partition_state_path(topic, partition))
+        return z.decode_partition_state(found[0], found[1].version) if found else None
+
+
+def run(coro):
+    asyncio.run(asyncio.wait_for(coro, 90))
+
+
+def test_one_controller_is_elected_and_another_takes_over(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            await h.broker(0)
+            first = await h.controller(0)
+            second = await h.controller(1)
+            assert first.is_active and not second.is_active
+            assert second.active_controller == 0
+            epoch = z.decode_controller_epoch((await h.zk.get(z.CONTROLLER_EPOCH))[0])
+            await h.controllers[0][0].close()  # the controller's session ends
+            await eventually(lambda: second.is_active)
+            assert z.decode_controller_epoch((await h.zk.get(z.CONTROLLER_EPOCH))[0]) == epoch + 1
+
+    run(scenario())
+
+
+def test_a_new_topic_gets_leaders_and_every_broker_is_told(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(3)]
+            await h.controller(0)
+            await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
+            state = await eventually(lambda: h.state("t", 1))
+            assert (state.leader, state.leader_epoch, state.isr) == (2, 0, (2, 0, 1))
+            for b in brokers:  # each replica learns its part, is_new
+                p = await eventually(lambda b=b: b.leadership("t", 0))
+                assert (p["leader"], p["isr"], p["is_new"]) == (1, [1, 2, 0], True)
+                await eventually(
+                    lambda b=b: any(
+                        t["topic_name"] == "t"
+                        for body in b.requests(UPDATE_METADATA)
+                        for t in body["topic_states"]
+                    )
+                )
+            body = brokers[0].requests(UPDATE_METADATA)[-1]
+            assert sorted(x["id"] for x in body["live_brokers"]) == [0, 1, 2]
+
+    run(scenario())
+
+
+def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_the_isrs(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(3)]
+            await h.controller(0)
+            await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
+            await eventually(lambda: h.state("t", 1))
+            await brokers[1].die()
+            moved = await eventually(_leader_changed(h, "t", 0, 1))
+            assert (moved.leader, moved.leader_epoch, moved.isr) == (2, 1, (2, 0))
+            shrunk = await eventually(_isr_without(h, "t", 1, 1))
+            assert (shrunk.leader, shrunk.leader_epoch, shrunk.isr) == (2, 1, (2, 0))
+            p = await eventually(lambda: _epoch_at_least(brokers[0], "t", 0, 1))
+            assert p["leader"] == 2
+            # Every live broker hears that the dead replica is offline.
+            await eventually(lambda: _offline_replicas(brokers[2], "t", 0) == [1])
+
+    run(scenario())
+
+
+def test_no_eligible_leader_keeps_the_isr_then_the_replica_returns(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            b0 = await h.broker(0)
+            b1 = await h.broker(1)
+            await h.controller(0)
+            await h.create_topic("solo", {0: [1]})
+            await eventually(lambda: h.state("solo", 0))
+            await b1.die()
+            offline = await eventually(_leader_changed(h, "solo", 0, 1))
+            assert (offline.leader, offline.isr) == (-1, (1,))
+            del b0
+            await h.broker(1)  # back (a new registration)
+            back = await eventually(_leader_changed(h, "solo", 0, -1))
+            assert (back.leader, back.isr) == (1, (1,))
+
+    run(scenario())
+
+
+def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(3)]
+            await h.controller(0)
+            await h.create_topic("clean", {0: [1, 2]})
+            await h.create_topic(
+                "dirty", {0: [1, 2]}, config={"unclean.leader.election.enable": "true"}
+            )
+            for topic in ("clean", "dirty"):
+                state = await eventually(lambda t=topic: h.state(t, 0))
+                # The follower fell out of the ISR (as a leader would write it).
+                await h.zk.set(
+                    z.partition_state_path(topic, 0),
+                    z.encode_partition_state(z.LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
+                    state.zk_version,
+                )
+            await brokers[1].die()
+            clean = await eventually(_leader_changed(h, "clean", 0, 1))
+            dirty = await eventually(_leader_changed(h, "dirty", 0, 1))
+            assert (clean.leader, clean.isr) == (-1, (1,))
+            assert (dirty.leader, dirty.isr) == (2, (2,))
+
+    run(scenario())
+
+
+def test_controlled_shutdown_moves_leadership_first(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(3)]
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [1, 2, 0], 1: [1]})
+            await eventually(lambda: h.state("t", 1))
+            code, remaining = await controller.controlled_shutdown(1, -1)
+            assert (code, remaining) == (0, [("t", 1)])  # replication factor 1 cannot move
+            moved = await h.state("t", 0)
+            assert (moved.leader, moved.leader_epoch, moved.isr) == (2, 1, (2, 0))
+            # The stopping broker is told (it stops leading) and stops replicating.
+            await eventually(lambda: _epoch_at_least(brokers[1], "t", 0, 1))
+            await eventually(lambda: brokers[1].requests(STOP_REPLICA))
+            stops = brokers[1].requests(STOP_REPLICA)
+            assert stops[-1]["delete_partitions"] is False
+            assert stops[-1]["topics"] == [{"name": "t", "partition_indexes": [0]}]
+            code, _ = await controller.controlled_shutdown(7, -1)
+            assert code == 8  # BROKER_NOT_AVAILABLE
+
+    run(scenario())
+
+
+def test_topic_deletion_waits_for_every_replica(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(3)]
+            await h.controller(0)
+            await h.create_topic("doomed", {0: [1, 2]})
+            await eventually(lambda: h.state("doomed", 0))
+            await brokers[2].die()
+            await h.zk.create(z.delete_topic_path("doomed"))
+            await eventually(lambda: brokers[1].requests(STOP_REPLICA))
+            assert brokers[1].requests(STOP_REPLICA)[-1]["delete_partitions"] is True
+            # Gone from the metadata at once (leader -2 in UpdateMetadata)...
+            await eventually(lambda: _leader_of(brokers[0], "doomed", 0) == -2)
+            # ...but the znodes stay until the dead replica has deleted its copy too.
+            await asyncio.sleep(0.5)
+            assert await h.zk.exists(z.topic_path("doomed")) is not None
+            brokers[2] = await h.broker(2)
+            await eventually(lambda: brokers[2].requests(STOP_REPLICA))
+            await eventually(_gone(h, "doomed"))
+
+    run(scenario())
+
+
+def test_isr_change_notifications_reach_every_broker(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            brokers = [await h.broker(i) for i in range(2)]
+            await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            state = await eventually(lambda: h.state("t", 0))
+            # The leader shrinks its ISR as a broker does: conditional write, notification.
+            await h.zk.set(
+                z.partition_state_path("t", 0),
+                z.encode_partition_state(z.LeaderAndIsr(0, 0, (0,), state.controller_epoch)),
+                state.zk_version,
+            )
+            await h.zk.create(
+                f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
+                z.encode_isr_change([("t", 0)]),
+                sequence=True,
+            )
+            await eventually(lambda: _isr_of(brokers[1], "t", 0) == [0])
+            await eventually(_no_notifications(h))  # read and deleted
+
+    run(scenario())
+
+
+def test_a_fenced_controller_stops_writing(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            await h.broker(0)
+            await h.broker(1)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            before = await eventually(lambda: h.state("t", 0))
+            # Someone else moved the epoch on (a newer controller elsewhere).
+            found = await h.zk.get(z.CONTROLLER_EPOCH)
+            epoch = z.decode_controller_epoch(found[0])
+            await h.zk.set(
+                z.CONTROLLER_EPOCH, z.encode_controller_epoch(epoch + 5), found[1].version
+            )
+            await h.brokers[1].die()  # a decision to write, refused by the fence
+            # It gives up its place and wins a new election with a newer epoch; only then
+            # is the decision written.
+            shrunk = await eventually(_isr_without(h, "t", 0, 1))
+            assert shrunk.controller_epoch > epoch + 5
+            assert controller.is_active and controller.ctx.epoch == shrunk.controller_epoch
+            assert before.controller_epoch == epoch
+
+    run(scenario())
+
+
+# -- helpers reading the outcome ----------------------------------------------------------------
+
+
+def _leader_changed(h, topic, partition, old_leader):
+    async def check():
+        state = await h.state(topic, partition)
+        return state if state is not None and state.leader != old_leader else None
+
+    return check
+
+
+def _isr_without(h, topic, partition, gone):
+    async def check():
+        state = await h.state(topic, partition)
+        return state if state is not None and gone not in state.isr else None
+
+    return check
+
+
+def _no_notifications(h):
+    async def check():
+        return await h.zk.get_children(z.ISR_CHANGE_NOTIFICATION) == []
+
+    return check
+
+
+def _gone(h, topic):
+    async def check():
+        return await h.zk.exists(z.topic_path(topic)) is None and (
+            await h.zk.exists(z.delete_topic_path(topic)) is None
+        )
+
+    return check
+
+
+def _epoch_at_least(broker, topic, partition, epoch):
+    p = broker.leadership(topic, partition)
+    return p if p is not None and p["leader_epoch"] >= epoch else None
+
+
+def _metadata_state(broker, topic, partition):
+    found = None
+    for body in broker.requests(UPDATE_METADATA):
+        for t in body["topic_states"]:
+            for p in t["partition_states"]:
+                if t["topic_name"] == topic and p["partition_index"] == partition:
+                    found = p
+    return found
+
+
+def _offline_replicas(broker, topic, partition):
+    p = _metadata_state(broker, topic, partition)
+    return p["offline_replicas"] if p else None
+
+
+def _leader_of(broker, topic, partition):
+    p = _metadata_state(broker, topic, partition)
+    return p["leader"] if p else None
+
+
+def _isr_of(broker, topic, partition):
+    p = _metadata_state(broker, topic, partition)
+    return p["isr"] if p else None
+
+
+@pytest.fixture(autouse=True)
+def _quiet_kazoo(caplog):
+    caplog.set_level("WARNING", logger="kazoo")
