@@ -350,7 +350,9 @@ class ZooKeeperProcess(ServerProcess):
         from kazoo.handlers.threading import KazooTimeoutError
 
         try:
-            with kazoo_session(self.connect, timeout_s=5.0) as client:
+            # Short: a connection accepted just before the server is up can go unanswered,
+            # and the next probe gets through sooner than the wait for this one would.
+            with kazoo_session(self.connect, timeout_s=1.0) as client:
                 client.get("/zookeeper")
             return True
         except KazooTimeoutError:

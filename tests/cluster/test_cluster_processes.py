@@ -13,6 +13,8 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -188,35 +190,52 @@ def _free_ports(n: int) -> list[int]:
     raise RuntimeError(f"no {n} consecutive free ports")
 
 
-def _start_command(work: Path, *extra: str) -> tuple[subprocess.Popen, list[str], dict]:
+COMMAND = [sys.executable, "-m", "broker", "cluster"]
+
+
+def cluster_command(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*COMMAND, *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+@contextmanager
+def started_command(work: Path, *extra: str) -> Iterator[tuple[subprocess.Popen, list[str]]]:
+    """`cluster start` of 2 brokers in the background, once it has said where all is: the
+    process and the lines it printed. Killed at the end if it still runs."""
     ports = _free_ports(3)
-    args = [
-        sys.executable, "-m", "broker", "cluster", "start", "--brokers", "2",
-        "--dir", str(work), "--base-port", str(ports[0]), "--zookeeper-port", str(ports[2]),
-        *extra,
-    ]  # fmt: skip
+    args = ["start", "--brokers", "2", "--dir", str(work), "--base-port", str(ports[0]),
+            "--zookeeper-port", str(ports[2]), *extra]  # fmt: skip
     proc = subprocess.Popen(
-        args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [*COMMAND, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    lines = []
-    for line in proc.stdout:
-        lines.append(line.rstrip("\n"))
-        if line.startswith("Ctrl-C") or "error" in line:
-            break
-    values = dict(line.split("=", 1) for line in lines if "=" in line and " " not in line)
-    return proc, lines, values
+    try:
+        lines = []
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("Ctrl-C") or "error" in line:
+                break
+        yield proc, lines
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def printed(lines: list[str], key: str) -> str:
+    return next(line.split("=", 1)[1] for line in lines if line.startswith(key + "="))
+
+
+def answers(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    return port_answers(int(port), host)
 
 
 @pytest.mark.slow
 def test_the_command_runs_a_cluster_in_the_foreground_and_cluster_stop_ends_it(tmp_path):
     work = tmp_path / "cluster"
-    proc, lines, values = _start_command(work, "--override", "num.partitions=2")
-    try:
-        bootstrap = values["bootstrap.servers"].split(",")
-        assert len(bootstrap) == 2 and all(
-            port_answers(int(a.rsplit(":", 1)[1])) for a in bootstrap
-        )
-        assert values["zookeeper.connect"].endswith("/kafka-hourly")
+    with started_command(work, "--override", "num.partitions=2") as (proc, lines):
+        bootstrap = printed(lines, "bootstrap.servers").split(",")
+        assert len(bootstrap) == 2 and all(answers(a) for a in bootstrap)
+        assert printed(lines, "zookeeper.connect").endswith("/kafka-hourly")
         assert any(f"{work}/logs/broker-1.log" in line for line in lines)
         assert int((work / "cluster.pid").read_text()) == proc.pid
         # --override reached the brokers: an auto-created topic gets num.partitions=2.
@@ -227,56 +246,32 @@ def test_the_command_runs_a_cluster_in_the_foreground_and_cluster_stop_ends_it(t
         finally:
             metadata.close()
         # A second cluster on the same directory is refused.
-        again = subprocess.run(
-            [sys.executable, "-m", "broker", "cluster", "start", "--dir", str(work)],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+        again = cluster_command("start", "--dir", str(work))
         assert again.returncode == 1 and "already running" in again.stderr
 
-        stop = subprocess.run(
-            [sys.executable, "-m", "broker", "cluster", "stop", "--dir", str(work)],
-            cwd=ROOT, capture_output=True, text=True, timeout=120,
-        )  # fmt: skip
+        stop = cluster_command("stop", "--dir", str(work))
         assert stop.returncode == 0, stop.stderr
-        rest = proc.stdout.read()
         assert proc.wait(30) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert "stopped (broker 0: 0, broker 1: 0)" in rest
+        assert "stopped (broker 0: 0, broker 1: 0)" in proc.stdout.read()
     assert not (work / "cluster.pid").exists()
-    assert not any(port_answers(int(a.rsplit(":", 1)[1])) for a in bootstrap)
+    assert not any(answers(a) for a in bootstrap)
 
 
 @pytest.mark.slow
 def test_ctrl_c_stops_the_brokers_then_zookeeper(tmp_path):
-    proc, lines, values = _start_command(tmp_path / "cluster")
-    try:
+    with started_command(tmp_path / "cluster") as (proc, lines):
         proc.send_signal(signal.SIGINT)
-        rest = proc.stdout.read()
         assert proc.wait(60) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+        rest = proc.stdout.read()
     assert "stopping: brokers (SIGTERM), then ZooKeeper" in rest
     assert "stopped (broker 0: 0, broker 1: 0)" in rest
-    zookeeper_port = int(values["zookeeper.connect"].split("/")[0].rsplit(":", 1)[1])
-    assert not port_answers(zookeeper_port)
+    assert not answers(printed(lines, "zookeeper.connect").split("/")[0])
 
 
 def test_the_command_refuses_bad_racks_and_overrides(tmp_path):
-    def run(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "broker", "cluster", "start", "--dir", str(tmp_path), *args],
-            cwd=ROOT, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
-
-    bad_racks = run("--rack", "r1,r2")
+    bad_racks = cluster_command("start", "--dir", str(tmp_path), "--rack", "r1,r2")
     assert bad_racks.returncode == 2 and "2 racks for 3 brokers" in bad_racks.stderr
-    bad_override = run("--override", "num.partitions")
+    bad_override = cluster_command("start", "--dir", str(tmp_path), "--override", "num.partitions")
     assert bad_override.returncode == 2 and "'num.partitions'" in bad_override.stderr
-    nothing = subprocess.run(
-        [sys.executable, "-m", "broker", "cluster", "stop", "--dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    nothing = cluster_command("stop", "--dir", str(tmp_path))
     assert nothing.returncode == 1 and "no cluster running" in nothing.stderr
