@@ -392,9 +392,10 @@ class Cluster:
 
     ZooKeeper: by default the cluster runs its own (data under `<work>/zookeeper`, chroot
     `/kafka-hourly`, the same on every run so a restarted cluster finds its metadata); given
-    a `ZooKeeperProcess`, the cluster starts it if it is not running and then stops it too;
-    given a connect string (a server someone else runs), it only uses it. A shared server
-    gets a chroot of this cluster's own (`/cluster-<random>`) unless `chroot` says otherwise.
+    a `ZooKeeperProcess`, it starts it if it is not running (and then stops it with the
+    brokers); given a connect string (a server someone else runs), it only uses it. A given
+    server gets a chroot of this cluster's own (`/cluster-<random>`) unless `chroot` says
+    otherwise (`chroot=""`: none).
 
     `start()` starts ZooKeeper, then every broker side by side, and returns once all answer
     (and, with `wait_for_registration`, are registered in ZooKeeper). `stop()` sends SIGTERM
@@ -447,7 +448,7 @@ class Cluster:
             zk_connect = self.zookeeper.connect
         if chroot is None:
             chroot = "/kafka-hourly" if zookeeper is None else f"/cluster-{uuid.uuid4().hex[:8]}"
-        self.chroot = "/" + chroot.strip("/")
+        self.chroot = "/" + chroot.strip("/") if chroot.strip("/") else ""
         self.zookeeper_connect = zk_connect + self.chroot
         self._owns_zookeeper = False
         self._brokers = {

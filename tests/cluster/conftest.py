@@ -58,7 +58,9 @@ def netns_cluster_factory(network, tmp_path):
     ZooKeeper on the network's host "zookeeper" and broker i on host "broker<i>", each in
     its namespace; the test itself runs on the machine, which reaches them all. Cut with
     `network.cut(cluster.hosts[i])`, `network.cut_between(cluster.hosts[i],
-    cluster.zookeeper.host)`. Stopped before the network is removed."""
+    cluster.zookeeper.host)`, `network.partition([cluster.hosts[leader]],
+    [cluster.zookeeper.host, *followers' hosts])`. Healed and stopped before the network is
+    removed."""
     made: list[Cluster] = []
 
     def make(brokers=3, *, zookeeper_tick_ms: int = 2000, **kwargs) -> Cluster:
@@ -76,5 +78,6 @@ def netns_cluster_factory(network, tmp_path):
         return c.start()
 
     yield make
+    network.heal_all()  # cut-off brokers would spend their shutdown waiting for the others
     for c in made:
         c.stop()

@@ -4,6 +4,7 @@ cluster whose ZooKeeper and brokers each run on a host of their own."""
 
 from __future__ import annotations
 
+import os
 import queue
 import socket
 import subprocess
@@ -18,8 +19,6 @@ from broker.client.cluster import ClusterMetadata
 from broker.processes import ZooKeeperProcess, kazoo_session, port_answers
 from tests.helpers import netns
 from tests.helpers.netns import TestNetwork
-
-pytestmark = pytest.mark.slow
 
 PORT = 7777
 # Connects within a second (exit 0) or not (exit 1); run inside a namespace.
@@ -63,6 +62,7 @@ def leftovers(tag: str) -> list[str]:
     return [word for word in (listed + links).split() if word.startswith(tag)]
 
 
+@pytest.mark.slow
 def test_cut_and_heal_a_host_and_a_pair(network):
     a, b, c = (network.add_host(name) for name in "abc")
     server = serve(network, a)
@@ -89,6 +89,7 @@ def test_cut_and_heal_a_host_and_a_pair(network):
         server.wait()
 
 
+@pytest.mark.slow
 def test_a_pair_cut_holds_both_ways(network):
     a, b = network.add_host("a"), network.add_host("b")
     servers = [serve(network, a), serve(network, b)]
@@ -155,6 +156,7 @@ class Lines:
                 return
 
 
+@pytest.mark.slow
 def test_a_zookeeper_session_across_a_cut_is_suspended_expires_and_is_renewed(network, tmp_path):
     # ZooKeeper on the machine (the bridge's address); short ticks allow a 2 s session.
     with ZooKeeperProcess(tmp_path / "zk", host=network.machine, tick_ms=500) as zk:
@@ -189,6 +191,7 @@ def test_a_zookeeper_session_across_a_cut_is_suspended_expires_and_is_renewed(ne
     assert lines.seen == ["CONNECTED", "CREATED", "SUSPENDED", "LOST", "CONNECTED"]
 
 
+@pytest.mark.slow
 def test_a_cluster_whose_zookeeper_and_brokers_run_on_hosts_of_their_own(
     netns_cluster_factory, network
 ):
@@ -210,10 +213,13 @@ def test_a_cluster_whose_zookeeper_and_brokers_run_on_hosts_of_their_own(
         # ZooKeeper is reachable from the broker's host.
         assert reaches(network, cluster.hosts[i], zk_host.address, cluster.zookeeper.port)
 
-    network.cut_between(cluster.hosts[0], zk_host)
-    assert not reaches(network, cluster.hosts[0], zk_host.address, cluster.zookeeper.port)
-    assert reaches(network, cluster.hosts[1], zk_host.address, cluster.zookeeper.port)
-    assert port_answers(cluster.broker(0).port, cluster.hosts[0].address)  # clients still do
+    # Broker 0 cut off from ZooKeeper and the other brokers; clients still reach it.
+    zk_port, b1 = cluster.zookeeper.port, cluster.broker(1)
+    network.partition([cluster.hosts[0]], [zk_host, cluster.hosts[1], cluster.hosts[2]])
+    assert not reaches(network, cluster.hosts[0], zk_host.address, zk_port)
+    assert not reaches(network, cluster.hosts[0], b1.host.address, b1.port)
+    assert reaches(network, cluster.hosts[1], zk_host.address, zk_port)
+    assert port_answers(cluster.broker(0).port, cluster.hosts[0].address)
     network.cut(cluster.hosts[0])
     assert not port_answers(cluster.broker(0).port, cluster.hosts[0].address)
     network.heal_all()
@@ -229,3 +235,16 @@ def test_the_machine_cannot_reach_a_namespace_through_loopback(network):
         port = local.getsockname()[1]
         assert reaches(network, network.machine, "127.0.0.1", port)
         assert not reaches(network, host, "127.0.0.1", port)
+
+
+def test_where_namespaces_cannot_be_made_the_reason_says_why(monkeypatch):
+    netns.netns_unavailable.cache_clear()
+    try:
+        monkeypatch.setenv("PATH", "/nonexistent")
+        assert netns.netns_unavailable() == "no `ip` command (iproute2) on this machine"
+        netns.netns_unavailable.cache_clear()
+        monkeypatch.setattr(os, "geteuid", lambda: 1000)  # the one thing a test cannot be
+        assert "need root" in netns.netns_unavailable()
+    finally:
+        monkeypatch.undo()
+        netns.netns_unavailable.cache_clear()

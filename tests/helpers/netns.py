@@ -9,15 +9,16 @@ namespace per host, cabled to the bridge by a veth pair, with `<prefix>.<n>.<2..
 
 Partitions are silent, as in a real one: packets are dropped and nothing tells the
 endpoints (no carrier change, no reset, no ICMP), so only timeouts notice: ZooKeeper
-sessions, replica fetches, client requests. The kernel has no netfilter commands here and
-no tc drop action, so a drop is an HTB class whose queue (pfifo, limit 0) takes no packet,
-selected by u32 filters on both ends of a host's cable (egress in the namespace: what the
-host sends; egress of the machine's end: what it receives):
+sessions, replica fetches, client requests. There is no iptables or nft command here and
+the kernel has no tc drop action, so a drop is an HTB class whose queue (pfifo, limit 0)
+takes no packet, selected by u32 filters on both ends of a host's cable (egress in the
+namespace: what the host sends; egress of the machine's end: what it receives):
 - `cut(host)` / `heal(host)`: all of the host's IP traffic, with everyone (the machine too);
 - `cut_between(a, b)` / `heal_between(a, b)`: only between two hosts (either may be
-  `machine`), both directions; a partition of groups is a set of pairs. Filters rather than
-  one veth per pair keep one address per host, which is what brokers register and clients
-  dial.
+  `machine`), both directions; `partition(side, other_side)` cuts every pair across two
+  groups. Filters rather than one veth per pair keep one address per host, which is what
+  brokers register and clients dial;
+- `heal_all()`: every cut.
 ARP still passes, so healing needs no re-learning.
 
 Every name starts with `kht<owner pid, base 36>-<n>`: `close()` (also on `with` exit, and
@@ -275,6 +276,19 @@ class TestNetwork:
         owner, peer = self._pair(a, b)
         self._cut_peers.get(owner.name, set()).discard(peer.address)
         self._apply(owner)
+
+    def partition(self, side: list[Host], other_side: list[Host]) -> None:
+        """Cut every host of `side` from every host of `other_side` (hosts in neither, and
+        hosts on the same side, still reach everyone): e.g. a leader from ZooKeeper and its
+        followers, while clients on the machine still reach it."""
+        for a in side:
+            for b in other_side:
+                self.cut_between(a, b)
+
+    def heal_partition(self, side: list[Host], other_side: list[Host]) -> None:
+        for a in side:
+            for b in other_side:
+                self.heal_between(a, b)
 
     def heal_all(self) -> None:
         self._cut.clear()
