@@ -402,10 +402,9 @@ class Cluster:
     to the brokers one by one, the controller last, then stops ZooKeeper.
     """
 
-    # Whether start() and restart() wait for /brokers/ids/<id> as well as the open port.
-    # Brokers do not register yet (zookeeper.connect is read but unused); cluster start-up
-    # turns this on, so that a started cluster is one the controller knows.
-    wait_for_registration = False
+    # start() and restart() wait for /brokers/ids/<id> as well as the open port, so a
+    # started cluster is one the controller knows.
+    wait_for_registration = True
     registration_timeout_s = 30.0
 
     def __init__(

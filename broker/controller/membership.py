@@ -166,18 +166,40 @@ class ClusterMembership:
         self.spawn(self._shrink_isrs())
 
     async def _register(self) -> None:
+        """Create our ephemeral registration. One left by a previous run of this broker
+        (killed, its session not expired yet) goes within the session timeout: wait for
+        it; one that stays is a live broker with the same id: refuse to start."""
         path = z.broker_path(self.broker_id)
-        try:
-            await self.zk.create(path, z.encode_broker(self.registration), ephemeral=True)
-        except NodeExistsError:
-            found = await self.zk.get(path)
-            owner = found[1].ephemeralOwner if found else None
-            if owner is not None and owner != self.zk.session_id:
-                raise BrokerIdInUse(
-                    f"broker.id {self.broker_id} is already registered in ZooKeeper "
-                    f"({self.config['zookeeper.connect']}) by a live broker; each broker "
-                    "needs its own broker.id"
-                ) from None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config["zookeeper.session.timeout.ms"] / 1000 * 1.5 + 2
+        while True:
+            try:
+                await self.zk.create(path, z.encode_broker(self.registration), ephemeral=True)
+                break
+            except NodeExistsError:
+                gone = asyncio.Event()
+                stat = await self.zk.exists(path, watch=lambda event, gone=gone: gone.set())
+                if stat is None:
+                    continue
+                if stat.ephemeralOwner == self.zk.session_id:
+                    break  # ours already (a retried create)
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    raise BrokerIdInUse(
+                        f"broker.id {self.broker_id} is already registered in ZooKeeper "
+                        f"({self.config['zookeeper.connect']}) by a live broker; each broker "
+                        "needs its own broker.id"
+                    ) from None
+                log.info(
+                    "broker.id %d is still registered by an earlier session; waiting up to "
+                    "%.0f s for it to expire",
+                    self.broker_id,
+                    remaining,
+                )
+                try:
+                    await asyncio.wait_for(gone.wait(), remaining)
+                except TimeoutError:
+                    pass
         stat = await self.zk.exists(path)
         self.broker_epoch = stat.czxid
         log.info("broker %d registered (epoch %d)", self.broker_id, self.broker_epoch)

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -207,6 +208,10 @@ def test_a_cluster_whose_zookeeper_and_brokers_run_on_hosts_of_their_own(
         # A client on the machine is told the broker's own address, and reaches it.
         metadata = ClusterMetadata(broker.bootstrap, timeout_s=10)
         try:
+            deadline = time.monotonic() + 20  # until the controller's UpdateMetadata arrived
+            while set(metadata.brokers) != set(cluster.ids) and time.monotonic() < deadline:
+                time.sleep(0.1)
+                metadata.refresh()
             assert f"{metadata.brokers[i].host}:{metadata.brokers[i].port}" == broker.bootstrap
         finally:
             metadata.close()
