@@ -480,10 +480,18 @@ class Controller:
         moved = [tp for tp in changed if tp not in followed]
         self._send_stop_replica(broker_id, sorted({*followed, *moved}), delete=False)
         self._send_update_metadata(sorted(changed))
+        # What still needs it, and may move on a later try: partitions it leads with another
+        # live replica (catching up). With no other replica alive, waiting cannot help.
         remaining = [
-            tp for tp in ctx.partitions_on(broker_id)
-            if ctx.states.get(tp) is not None and ctx.states[tp].leader == broker_id
-        ]  # fmt: skip
+            tp
+            for tp in ctx.partitions_on(broker_id)
+            if ctx.states.get(tp) is not None
+            and ctx.states[tp].leader == broker_id
+            and any(
+                r != broker_id and ctx.is_live(r) and r not in ctx.shutting_down
+                for r in ctx.replicas(tp)
+            )
+        ]
         log.info(
             "controlled shutdown of broker %d: %d leaderships moved, %d remain",
             broker_id,

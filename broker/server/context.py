@@ -18,8 +18,16 @@ if TYPE_CHECKING:
     from broker.controller.membership import ClusterMembership
 
 
+_running: set[asyncio.Task] = set()
+
+
 def _spawn_on_running_loop(coro: Coroutine) -> asyncio.Task:
-    return asyncio.get_running_loop().create_task(coro)
+    # The loop keeps only weak references to tasks: one nobody else holds can be
+    # collected while it waits (a ZooKeeper answer), and its request never answered.
+    task = asyncio.get_running_loop().create_task(coro)
+    _running.add(task)
+    task.add_done_callback(_running.discard)
+    return task
 
 
 @dataclass

@@ -45,6 +45,7 @@ class TaskOperation(DelayedOperation):
 
     def __init__(self, task) -> None:
         super().__init__(deadline_ms=2**63 - 1, keys=())
+        self.task = task  # a strong reference: the loop itself holds only a weak one
         task.add_done_callback(self._done)
 
     def _done(self, task) -> None:

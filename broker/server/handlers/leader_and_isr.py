@@ -55,8 +55,11 @@ def check_controller(broker, body: dict) -> ErrorCode | None:
     """The checks every controller request passes before it changes anything."""
     if body["controller_epoch"] < broker.replicas.controller_epoch:
         return ErrorCode.STALE_CONTROLLER_EPOCH
+    # Meant for an earlier registration of this broker (KIP-380). Registrations only get
+    # newer, and a request may overtake the answer to our own registration: only an older
+    # epoch is stale.
     epoch = body.get("broker_epoch", -1)
-    if broker.cluster is not None and epoch >= 0 and epoch != broker.cluster.broker_epoch:
+    if broker.cluster is not None and 0 <= epoch < broker.cluster.broker_epoch:
         return ErrorCode.STALE_BROKER_EPOCH
     broker.replicas.controller_epoch = body["controller_epoch"]
     return None
