@@ -220,6 +220,12 @@ class Controller:
         await self.zk.ensure_paths(z.PERSISTENT_PATHS)
         await self._read_brokers()
         await self._read_topics()
+        log.info(
+            "live brokers %s, %d topics, %d partitions",
+            sorted(self.ctx.live),
+            len(self.ctx.assignments),
+            len(self.ctx.states),
+        )
         for broker_id in self.ctx.live:
             self._open_channel(broker_id)
         # Every broker gets the whole picture, and each live replica its leadership.
@@ -650,6 +656,14 @@ class Controller:
             else:
                 log.error("%s-%d: could not write the partition state", *tp)
         ctx.states.update(written)
+        for tp, state in sorted(written.items()):
+            log.info(
+                "%s-%d: leader %d, epoch %d, ISR %s",
+                *tp,
+                state.leader,
+                state.leader_epoch,
+                list(state.isr),
+            )
         self._send_leader_and_isr(
             sorted(written), new=new, include_shutting_down=include_shutting_down
         )

@@ -102,8 +102,8 @@ class NetworkServer:
                         await self._send(writer, outcome.parts)
                     else:
                         assert isinstance(outcome, NoResponse)
-        except (ConnectionError, asyncio.IncompleteReadError):
-            pass
+        except (OSError, asyncio.IncompleteReadError):
+            pass  # reset, timed out (a peer gone silent): this connection only
         except asyncio.CancelledError:
             pass
         finally:
