@@ -144,7 +144,12 @@ def _read(bootstrap: str, topic: str, partition: int) -> list[bytes]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "o", "enable.partition.eof": True}
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign-only",
+            "enable.auto.commit": False,  # no group coordinator to commit to on close
+            "enable.partition.eof": True,
+        }
     )
     consumer.assign([TopicPartition(topic, partition, 0)])
     got = []

@@ -132,6 +132,9 @@ def test_a_returning_leader_truncates_what_no_follower_had(cluster_factory):
     assert producer.flush(30) == 0
     for f in followers:  # they stop fetching (and heartbeating) for a moment
         os.kill(cluster.broker(f).proc.pid, 19)  # SIGSTOP
+    # A fetch of theirs may be waiting at the leader: let it expire empty (it waits at most
+    # replica.fetch.wait.max.ms), or the leader would answer it with the batch below.
+    time.sleep(1.5)
     try:
         lonely = Producer({"bootstrap.servers": cluster.broker(leader).bootstrap, "acks": 1})
         for i in range(10):
@@ -178,7 +181,11 @@ def test_the_controller_killed_another_takes_over(cluster_factory):
     cluster = cluster_factory(3, overrides=FAST_FAILOVER)
     old = cluster.controller()
     cluster.kill(old)
-    new = wait_for(lambda: (c := cluster.controller()) is not None and c != old and c, 60)
+    (new,) = wait_for(
+        lambda: (c := cluster.controller()) is not None and c != old and (c,),
+        60,
+        "a new controller",
+    )
     survivors = ",".join(cluster.broker(b).bootstrap for b in cluster.ids if b != old)
     admin = AdminClient({"bootstrap.servers": survivors})
     topic = fresh("after-controller")
