@@ -139,7 +139,7 @@ def producing(producer: Producer, topic: str, count: int, every: int = 25):
             if i == count // 3:
                 third.set()
             if i % every == 0:
-                time.sleep(0.005)  # spread the records over the failover
+                time.sleep(0.005)  # spread the records over what the test does meanwhile
 
     writer = threading.Thread(target=run, name="test-producer")
     writer.start()
