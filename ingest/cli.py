@@ -43,6 +43,12 @@ def _summary(manifest) -> str:
             f"gap: {p.topic}[{p.partition}] offsets {p.gap.from_offset}..{p.gap.to_offset} were deleted "
             "by retention before they were loaded"
         )
+    for p in manifest.partitions:
+        if p.read_from and p.read_from != [p.leader]:
+            lines.append(
+                f"leader moved: {p.topic}[{p.partition}] planned on broker {p.leader}, read from "
+                + ", ".join(str(b) for b in p.read_from)
+            )
     lines.append("ledger balances" if manifest.ledger_balances() else "LEDGER DOES NOT BALANCE")
     return "\n".join(lines)
 

@@ -38,7 +38,13 @@ from ingest.manifest import (
     WindowCount,
     utc_now_iso,
 )
-from ingest.plan import PartitionRange, plan_ranges, select_topics, split_tasks
+from ingest.plan import (
+    PartitionRange,
+    current_leader,
+    plan_ranges,
+    select_topics,
+    split_tasks,
+)
 from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
@@ -202,7 +208,12 @@ def build_manifest(
     windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
     for rng in ranges:
         ledger = PartitionLedger(
-            rng.topic, rng.partition, rng.first, rng.first, gap=Gap(*rng.gap) if rng.gap else None
+            rng.topic,
+            rng.partition,
+            rng.first,
+            rng.first,
+            gap=Gap(*rng.gap) if rng.gap else None,
+            leader=rng.leader,
         )
         schema_ids: set[int] = set()
         for result in sorted(by_partition[(rng.topic, rng.partition)], key=lambda r: r.start):
@@ -213,6 +224,9 @@ def build_manifest(
             ledger.quarantined += result.quarantined
             ledger.skipped += result.skipped
             schema_ids.update(result.schema_ids)
+            for broker in result.read_from:
+                if not ledger.read_from or ledger.read_from[-1] != broker:
+                    ledger.read_from.append(broker)
             for f in result.files:
                 ledger.files.append(DataFile(f.final, f.records, f.dt, f.hr, f.bytes))
                 moves.append((f.staged, f.final))
@@ -255,18 +269,20 @@ def rerun(
             for target in targets:
                 holder, replaced_paths = rerun_target(fs, target)
                 new_run = layout.new_run_id(after=list_runs(fs)[-1])
-                plan = [
-                    PartitionRange(
-                        p.topic,
-                        p.partition,
-                        p.first,
-                        p.next,
-                        p.first,
-                        p.next,
-                        (p.gap.from_offset, p.gap.to_offset) if p.gap else None,
-                    )
-                    for p in holder.partitions
-                ]
+                with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+                    plan = [
+                        PartitionRange(
+                            p.topic,
+                            p.partition,
+                            p.first,
+                            p.next,
+                            p.first,
+                            p.next,
+                            (p.gap.from_offset, p.gap.to_offset) if p.gap else None,
+                            current_leader(consumer, p.topic, p.partition),
+                        )
+                        for p in holder.partitions
+                    ]
                 tasks = split_tasks(plan, config["limits.max.records.per.task"])
                 settings = _settings(config, new_run)
                 # A rerun must cover the stored ranges exactly: no byte budget. Its

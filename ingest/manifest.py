@@ -67,6 +67,10 @@ class PartitionLedger:
     files: list[DataFile] = field(default_factory=list)
     error_files: list[ErrorFile] = field(default_factory=list)
     schema_ids: list[int] = field(default_factory=list)
+    # Informational: the partition's leader when the run was planned, and the brokers its
+    # records were read from, in turn (more than one: the leadership moved during the run).
+    leader: int = -1
+    read_from: list[int] = field(default_factory=list)
 
     def balances(self) -> bool:
         return self.next - self.first == self.loaded + self.quarantined + self.skipped
@@ -225,6 +229,8 @@ def _partition_to_dict(p: PartitionLedger) -> dict:
             {"path": f.path, "records": f.records, "bytes": f.bytes} for f in p.error_files
         ],
         "schema_ids": sorted(p.schema_ids),
+        "leader": p.leader,
+        "read_from": list(p.read_from),
     }
 
 
@@ -247,4 +253,6 @@ def _partition_from_dict(d: dict) -> PartitionLedger:
             ErrorFile(f["path"], f["records"], f.get("bytes", 0)) for f in d.get("error_files", [])
         ],
         schema_ids=list(d.get("schema_ids", [])),
+        leader=d.get("leader", -1),
+        read_from=list(d.get("read_from", [])),
     )

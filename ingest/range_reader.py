@@ -5,6 +5,10 @@ records outside the range are dropped here, so a task never loads an offset twic
 one that belongs to the next run. Offsets inside the range that carry no record
 (control batches, compacted-away offsets) are counted as skipped, which is what lets
 every partition's ledger balance: next - first = loaded + quarantined + skipped.
+
+The fetch API finds the partition's leader itself and follows it when it moves; the
+reader notes which brokers answered (`read_from`), so the manifest can say where a range
+was read from.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class RangeReader:
         self.position = self.start  # next offset to read
         self.records = 0
         self.bytes_read = 0
+        self.read_from: list[int] = []  # brokers whose answers moved the position, in turn
 
     @property
     def skipped(self) -> int:
@@ -71,6 +76,8 @@ class RangeReader:
                 stalled_since = self._wait(stalled_since, None)
                 continue
             stalled_since = None
+            if not self.read_from or self.read_from[-1] != result.node_id:
+                self.read_from.append(result.node_id)
             self.bytes_read += len(result.records_bytes)
             self.records += len(batch)
             self.position = next_offset

@@ -11,7 +11,9 @@ counts per audit window, and the staged files with their final names.
 
 from __future__ import annotations
 
+import json
 import os
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -28,21 +30,46 @@ from ingest.writers import PartitionedWriters
 from schemas.client import RegistryClient
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
-# Fault injection for the crash tests: when this directory holds a file `kill-task-once`,
-# the first task attempt to claim it (by renaming it away) dies after its first chunk,
-# as an executor lost mid-range would. Spark then retries the task.
+# Fault injection for the crash and cluster tests: a directory holding trigger files.
+# `kill-task-once`: the first task attempt to claim it (by renaming it away) dies after its
+# first chunk, as an executor lost mid-range would; Spark then retries the task.
+# `pause-task-once`: the first task attempt to claim it, after its first chunk, writes
+# `task-paused` (JSON: topic, partition, the planned leader, the brokers read from so far)
+# and waits until that file is gone, so that a test can kill or stop the leader mid-range.
 FAULTS_ENV = "INGEST_TEST_FAULTS"
+_PAUSE_MAX_S = 300.0
 
 
-def _maybe_die() -> None:
+def _claim(faults: str, trigger: str, claimed: str) -> bool:
+    try:
+        os.rename(os.path.join(faults, trigger), os.path.join(faults, claimed))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _fault_point(spec: TaskSpec, reader: RangeReader) -> None:
     faults = os.environ.get(FAULTS_ENV)
     if not faults:
         return
-    try:
-        os.rename(os.path.join(faults, "kill-task-once"), os.path.join(faults, "task-killed"))
-    except FileNotFoundError:
-        return
-    os._exit(1)
+    if _claim(faults, "kill-task-once", "task-killed"):
+        os._exit(1)
+    if _claim(faults, "pause-task-once", "pause-claimed"):
+        paused = os.path.join(faults, "task-paused")
+        state = {
+            "topic": spec.topic,
+            "partition": spec.partition,
+            "leader": spec.leader,
+            "read_from": reader.read_from,
+            "position": reader.position,
+            "end": spec.end,
+        }
+        with open(paused + ".tmp", "w") as f:
+            json.dump(state, f)
+        os.rename(paused + ".tmp", paused)
+        deadline = time.monotonic() + _PAUSE_MAX_S
+        while os.path.exists(paused) and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 @dataclass(frozen=True)
@@ -99,6 +126,7 @@ class TaskResult:
     windows: dict[int, int] = field(default_factory=dict)
     quarantined_windows: dict[int, int] = field(default_factory=dict)
     schema_ids: list[int] = field(default_factory=list)
+    read_from: list[int] = field(default_factory=list)  # brokers that served the reads, in turn
 
     @property
     def balances(self) -> bool:
@@ -174,13 +202,14 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                     windows[window] += 1
                 result.quarantined += len(chunk.quarantined)
             result.loaded += chunk.batch.num_rows
-            _maybe_die()
+            _fault_point(spec, reader)
     finally:
         closed = writers.close()
         errors = quarantine.close() if quarantine is not None else None
     result.end = reader.position
     result.skipped = reader.skipped
     result.bytes_read = reader.bytes_read
+    result.read_from = reader.read_from
     result.windows = dict(windows)
     result.quarantined_windows = dict(bad_windows)
     result.schema_ids = sorted(i for i in schema_ids if i is not None)

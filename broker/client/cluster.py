@@ -54,6 +54,21 @@ _LEADER_POLL_S = 0.05
 _UNREACHABLE = (NetworkError, RequestTimedOutError)
 
 
+def _metadata_body(topics: list[str] | None, allow_auto_create: bool) -> dict:
+    return {
+        "topics": None if topics is None else [{"name": t} for t in topics],
+        "allow_auto_topic_creation": allow_auto_create,
+        "include_cluster_authorized_operations": False,
+        "include_topic_authorized_operations": False,
+    }
+
+
+def _have_leaders(cached: dict[str, TopicMetadata], topics: list[str]) -> bool:
+    return all(
+        t in cached and all(p.leader >= 0 for p in cached[t].partitions.values()) for t in topics
+    )
+
+
 def parse_bootstrap(servers: str | list[str]) -> list[tuple[str, int]]:
     """ "host:port,host:port" or a list of "host:port" -> [(host, port)]."""
     items = servers.split(",") if isinstance(servers, str) else list(servers)
@@ -138,12 +153,7 @@ class ClusterMetadata:
             return errors
 
     def _metadata_request(self, topics: list[str] | None, allow_auto_create: bool) -> dict:
-        body = {
-            "topics": None if topics is None else [{"name": t} for t in topics],
-            "allow_auto_topic_creation": allow_auto_create,
-            "include_cluster_authorized_operations": False,
-            "include_topic_authorized_operations": False,
-        }
+        body = _metadata_body(topics, allow_auto_create)
         # The current metadata connection first, then every broker we know of, then
         # the bootstrap list: a restarted or moved broker must not strand the client.
         last_error: Exception | None = None
@@ -205,22 +215,41 @@ class ClusterMetadata:
         return leader
 
     def wait_for_leaders(self, topics: list[str], timeout_s: float) -> bool:
-        """Refresh until every partition of `topics` has a leader; False at the deadline.
+        """Refresh until every partition of `topics` has a leader, in the answer of every
+        broker; False at the deadline.
 
         A topic just created (or auto-created) may show no partitions or no leaders for a
-        while, on our broker and on others.
+        while, on our broker and on others. In a cluster each broker learns of it from the
+        controller on its own, a few milliseconds apart: until the last one has, a client
+        asking that broker is told the topic does not exist. So every broker is asked.
         """
         deadline = time.monotonic() + timeout_s
         while True:
             self.refresh(topics)
-            if all(
-                t in self.topics and all(p.leader >= 0 for p in self.topics[t].partitions.values())
-                for t in topics
-            ):
+            if _have_leaders(self.topics, topics) and self._known_everywhere(topics):
                 return True
             if time.monotonic() > deadline:
                 return False
             time.sleep(_LEADER_POLL_S)
+
+    def _known_everywhere(self, topics: list[str]) -> bool:
+        """Whether every broker of the metadata answers `topics` with leaders. A broker
+        that cannot be reached does not count: it learns of the topics when it is back."""
+        body = _metadata_body(topics, allow_auto_create=False)
+        for node_id in list(self.brokers):
+            try:
+                response = self.connection(node_id).request(METADATA, body)
+            except _UNREACHABLE:
+                self.drop_connection(node_id)
+                continue
+            seen = {
+                t["name"]: {p["partition_index"]: p["leader_id"] for p in t["partitions"]}
+                for t in response["topics"]
+                if t["error_code"] == ErrorCode.NONE
+            }
+            if not all(seen.get(t) and min(seen[t].values()) >= 0 for t in topics):
+                return False
+        return True
 
     # --- connections --------------------------------------------------------------
 

@@ -64,6 +64,7 @@ class FetchResult:
         "log_start_offset",
         "records_bytes",
         "error_message",
+        "node_id",
         "_next_offset",
     )
 
@@ -78,6 +79,7 @@ class FetchResult:
         log_start_offset: int = -1,
         records_bytes: bytes = b"",
         error_message: str | None = None,
+        node_id: int = -1,
     ):
         self.topic = topic
         self.partition = partition
@@ -88,6 +90,7 @@ class FetchResult:
         self.log_start_offset = log_start_offset
         self.records_bytes = records_bytes
         self.error_message = error_message
+        self.node_id = node_id  # the broker that answered; -1 when none did
         self._next_offset: int | None = None
 
     def __repr__(self) -> str:
@@ -283,7 +286,7 @@ class SimpleConsumer:
                 # A whole-request error (v7+, fetch sessions): every partition shares it.
                 for r in reqs:
                     results[(r.topic, r.partition)] = FetchResult(
-                        r.topic, r.partition, r.offset, as_error_code(top_error)
+                        r.topic, r.partition, r.offset, as_error_code(top_error), node_id=leader
                     )
                     if retriable(top_error):
                         retry.append((r.topic, r.partition))
@@ -304,6 +307,7 @@ class SimpleConsumer:
                         p["last_stable_offset"],
                         p["log_start_offset"],
                         p["records"] or b"",
+                        node_id=leader,
                     )
                     if error in _REFRESH_ERRORS or retriable(error):
                         retry.append(key)

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from tests.client.test_client_cluster import producing
 
 TOPIC = "restart"
 PARTITIONS = 3
@@ -31,25 +31,12 @@ def test_idempotent_producer_across_a_broker_restart(broker_factory):
     assert consumer.latest_offset(TOPIC, 0) == 0  # connected before the restart
 
     producer = Producer(b.bootstrap, linger_ms=2, batch_size=4096)
-    futures = []
-    halfway = threading.Event()
-
-    def produce():
-        for i in range(RECORDS):
-            futures.append(producer.send(TOPIC, b"%06d" % i, key=b"%d" % (i % 17)))
-            if i == RECORDS // 3:
-                halfway.set()
-            if i % 20 == 0:
-                time.sleep(0.005)  # spread the records over the restart
-
-    writer = threading.Thread(target=produce)
-    writer.start()
-    assert halfway.wait(30)
-    acknowledged_before = sum(f.done() for f in list(futures))
-    b.stop()
-    time.sleep(0.5)
-    b.start()
-    writer.join(60)
+    with producing(producer, TOPIC, RECORDS) as (futures, third):
+        assert third.wait(30)
+        acknowledged_before = sum(f.done() for f in list(futures))
+        b.stop()
+        time.sleep(0.5)
+        b.start()
     producer.flush(timeout=60)
     metas = [f.result(timeout=1) for f in futures]
     producer.close()
@@ -59,9 +46,9 @@ def test_idempotent_producer_across_a_broker_restart(broker_factory):
     consumer.close()
     all_values = [v for values in stored.values() for v in values]
     assert len(all_values) == RECORDS, "records were lost or duplicated"
-    assert set(all_values) == {b"%06d" % i for i in range(RECORDS)}
+    assert set(all_values) == {b"%07d" % i for i in range(RECORDS)}
     for p, values in stored.items():
         assert values == sorted(values), f"partition {p} is out of order"
     # The offsets the producer reported are where the records are.
     for i, meta in enumerate(metas):
-        assert stored[meta.partition][meta.offset] == b"%06d" % i
+        assert stored[meta.partition][meta.offset] == b"%07d" % i

@@ -46,6 +46,8 @@ def stage_run(fs, run, kind="load", replaces=None, ranges=((0, 0, 10), (1, 5, 9)
                 error_files=errors,
                 schema_ids=[1, 2],
                 gap=Gap(2, 5) if first == 5 else None,
+                leader=partition,
+                read_from=[partition, partition + 1],  # the leadership moved mid-range
             )
         )
     manifest = Manifest(

@@ -70,6 +70,9 @@ def config(broker, registry, tmp_path_factory):
 class Traffic:
     """What was produced, by event id, to compare the output with record by record."""
 
+    # The audited producer's options (a subclass may want smaller batches, say).
+    producer_options = {"linger_ms": 5}
+
     def __init__(self, config) -> None:
         self.config = config
         self.good: dict[str, dict] = {}  # event_id -> event, for decodable records
@@ -89,7 +92,7 @@ class Traffic:
             registry=self.config["registry.url"],
             service="e2e",
             emit_interval_s=None,
-            linger_ms=5,
+            **self.producer_options,
         ) as producer:
             for topic in TOPICS:
                 for i, event in enumerate(

@@ -18,12 +18,13 @@ from __future__ import annotations
 import pytest
 
 from broker.processes import ROOT
+from broker.util.clock import HOUR_MS
 from ingest.config import load_config
 from ingest.spark_runner import spark_session
 from schemas.store import InMemoryStore
 from tests.helpers.mock_cluster import MOCK_PARTITIONS
 from tests.ingest import test_end_to_end as e2e
-from tests.ingest.test_end_to_end import H0, HOUR, TOPICS, Traffic
+from tests.ingest.test_end_to_end import H0, TOPICS, Traffic
 from tests.schemas.conftest import start_registry
 
 # The tests of test_end_to_end.py collected here too, in this order (they build on each
@@ -64,7 +65,7 @@ def config(mock_cluster, registry_url, tmp_path_factory):
 @pytest.fixture(scope="module")
 def traffic(config):
     t = Traffic(config)
-    t.produce(H0, H0 + 3 * HOUR, per_topic=1500, bad_every=97)
+    t.produce(H0, H0 + 3 * HOUR_MS, per_topic=1500, bad_every=97)
     return t
 
 

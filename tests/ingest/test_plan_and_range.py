@@ -7,7 +7,7 @@ import pytest
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
-from ingest.plan import GapError, plan_ranges, select_topics, split_tasks
+from ingest.plan import GapError, PartitionRange, plan_ranges, select_topics, split_tasks
 from ingest.range_reader import RangeReader
 
 
@@ -69,12 +69,40 @@ def test_split_tasks_cover_each_range_exactly_once(loaded):
         assert all(end - start <= 40 for start, end in mine)
 
 
+def test_plan_records_each_partitions_leader(loaded, broker):
+    ranges = plan_ranges(loaded, ["plan-a", "plan-b"], {}, max_records_per_partition=1000)
+    (node,) = loaded.cluster.brokers  # a single broker leads everything
+    assert {r.leader for r in ranges} == {node}
+    assert {t.leader for t in split_tasks(ranges, 40)} == {node}
+
+
+def test_split_tasks_lets_leaders_take_turns_largest_first():
+    def rng(topic, partition, size, leader):
+        return PartitionRange(topic, partition, 0, size, 0, size, None, leader)
+
+    ranges = [
+        rng("a", 0, 250, leader=1),  # tasks of 100, 100, 50
+        rng("a", 1, 90, leader=1),
+        rng("b", 0, 100, leader=2),
+        rng("b", 1, 30, leader=3),
+        rng("c", 0, 0, leader=3),  # empty: no task
+    ]
+    tasks = split_tasks(ranges, 100)
+    order = [(t.leader, t.end - t.start) for t in tasks]
+    # Each turn: the next largest task of every leader that has one, largest first.
+    assert order == [(1, 100), (2, 100), (3, 30), (1, 100), (1, 90), (1, 50)]
+    assert {(t.topic, t.partition, t.index) for t in tasks} == {
+        ("a", 0, 0), ("a", 0, 1), ("a", 0, 2), ("a", 1, 0), ("b", 0, 0), ("b", 1, 0)
+    }  # fmt: skip
+
+
 def test_range_reader_stops_exactly_at_the_end_from_mid_batch(loaded):
     # Batches hold several records; start and end fall inside batches.
     reader = RangeReader(loaded, "plan-a", 0, 13, 77, fetch_bytes=4096)
     offsets = [r.offset for chunk in reader.chunks() for r in chunk]
     assert offsets == list(range(13, 77))
     assert (reader.records, reader.skipped, reader.position) == (64, 0, 77)
+    assert reader.read_from == list(loaded.cluster.brokers)  # one broker answered
 
 
 def test_range_reader_byte_budget_stops_early_at_a_batch_boundary(loaded):
