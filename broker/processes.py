@@ -501,6 +501,7 @@ class Cluster:
                 b.wait_until_ready()
             if self.wait_for_registration:
                 self.wait_registered()
+                self.wait_for_metadata()
         except BaseException:
             self.stop()
             raise
@@ -535,6 +536,7 @@ class Cluster:
         if self.wait_for_registration:
             old = previous.get(broker_id)
             self.wait_registered([broker_id], newer_than={broker_id: old.epoch} if old else None)
+            self.wait_for_metadata([broker_id])
         return broker
 
     # -- ZooKeeper's view ------------------------------------------------------------------
@@ -590,6 +592,34 @@ class Cluster:
                         f"{timeout_s:.0f}s (logs: {logs})"
                     )
                 time.sleep(0.1)
+
+    def wait_for_metadata(self, ids: Iterable[int] | None = None, timeout_s: float | None = None):
+        """Wait until each broker of `ids` (default: every running one) answers Metadata with
+        a controller and every running broker: the controller's first UpdateMetadata has
+        reached it. Before that a broker knows neither, and clients that ask it then (an
+        admin client looking for the controller) may wait a long while before asking again."""
+        from broker.client.cluster import ClusterMetadata
+        from broker.protocol.errors import KafkaError
+
+        running = {i for i, b in self._brokers.items() if b.proc is not None}
+        wanted = running if ids is None else set(ids)
+        timeout_s = self.registration_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        for broker_id in sorted(wanted):
+            while True:
+                try:
+                    with ClusterMetadata(self.broker(broker_id).bootstrap, timeout_s=5) as meta:
+                        meta.refresh([])
+                        if meta.controller_id >= 0 and set(meta.brokers) >= running:
+                            break
+                except (KafkaError, OSError):
+                    pass
+                if time.monotonic() > deadline:
+                    raise TimeoutError(
+                        f"broker {broker_id} has no cluster metadata after {timeout_s:.0f}s "
+                        f"(log: {self.broker(broker_id).log_path})"
+                    )
+                time.sleep(0.05)
 
     def __enter__(self) -> Self:
         return self.start()

@@ -479,10 +479,10 @@ class Controller:
                     return None
             return election.without_replicas(state, {broker_id}, ctx.epoch)
 
-        # The stopping broker is told too: it stops leading at once (NOT_LEADER_OR_FOLLOWER
-        # to clients, a retriable error) instead of taking writes nobody replicates.
-        changed = await self._apply(mine, decide, include_shutting_down=True)
-        # Then it stops replicating them all, so it does not rejoin the ISRs it is leaving.
+        changed = await self._apply(mine, decide)
+        # The stopping broker gets no LeaderAndIsr (it would follow, fetch, and be taken
+        # back into the ISRs it is leaving): it stops every replica that moved on without
+        # it, those it led answering NOT_LEADER_OR_FOLLOWER (retriable) from now on.
         moved = [tp for tp in changed if tp not in followed]
         self._send_stop_replica(broker_id, sorted({*followed, *moved}), delete=False)
         self._send_update_metadata(sorted(changed))
@@ -626,7 +626,6 @@ class Controller:
         partitions: Iterable[TopicPartition],
         decide: Callable[[TopicPartition, LeaderAndIsr], LeaderAndIsr | None],
         created: dict[TopicPartition, LeaderAndIsr] | None = None,
-        include_shutting_down: bool = False,
     ) -> dict[TopicPartition, LeaderAndIsr]:
         """Decide each partition's new state from its current one, write it (fenced by the
         controller epoch; a leader that changed the ISR meanwhile makes us read the state
@@ -664,9 +663,7 @@ class Controller:
                 state.leader_epoch,
                 list(state.isr),
             )
-        self._send_leader_and_isr(
-            sorted(written), new=new, include_shutting_down=include_shutting_down
-        )
+        self._send_leader_and_isr(sorted(written), new=new)
         return written
 
     def _fence(self) -> tuple:
@@ -723,7 +720,6 @@ class Controller:
         *,
         only: set[int] | None = None,
         new: set[TopicPartition] = frozenset(),
-        include_shutting_down: bool = False,
     ) -> None:
         ctx = self.ctx
         per_broker: dict[int, dict[str, list[dict]]] = {}
@@ -736,7 +732,7 @@ class Controller:
             for broker_id in replicas:
                 if not ctx.is_live(broker_id) or (only is not None and broker_id not in only):
                     continue
-                if broker_id in ctx.shutting_down and not include_shutting_down:
+                if broker_id in ctx.shutting_down:
                     continue
                 per_broker.setdefault(broker_id, {}).setdefault(tp[0], []).append(
                     {

@@ -9,144 +9,31 @@ before it goes.
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.cluster import ClusterMetadata
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
-from broker.processes import BrokerProcess
-from broker.records.batch import iter_batches
+from broker.processes import Cluster
+from tests.helpers.cluster import (
+    FAST_FAILOVER,
+    WAIT_S,
+    fully_replicated,
+    partition_state,
+    producing,
+    read_all,
+    wait_for,
+)
 
-SESSION_TIMEOUT_MS = 6000
-WAIT_S = 60.0  # deadlines for what the cluster does by itself (elections, catching up)
-
-
-class ThreeBrokers:
-    """Three brokers (ids 0-2) on one ZooKeeper chroot, RF=3 by default.
-
-    A stand-in until `broker.processes.Cluster` lands on main (the same shape:
-    `brokers`, `broker(id)`, `bootstrap`, `stop()`).
-    """
-
-    def __init__(self, work: Path, zk_connect: str, overrides: dict[str, str] | None = None):
-        values = {
-            "zookeeper.connect": zk_connect,
-            "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
-            "default.replication.factor": "3",
-            "min.insync.replicas": "2",
-            # The last broker stopped has nowhere to move its leaderships and tries again
-            # (three attempts): not for 5 s each.
-            "controlled.shutdown.retry.backoff.ms": "300",
-            **(overrides or {}),
-        }
-        self._brokers = {
-            i: BrokerProcess(work / f"broker-{i}" / "logs", {"broker.id": str(i), **values})
-            for i in range(3)
-        }
-
-    @property
-    def brokers(self) -> list[BrokerProcess]:
-        return list(self._brokers.values())
-
-    def broker(self, broker_id: int) -> BrokerProcess:
-        return self._brokers[broker_id]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.brokers)
-
-    def start(self) -> ThreeBrokers:
-        for b in self.brokers:
-            b.start()
-        return self
-
-    def stop(self) -> None:
-        for b in self.brokers:
-            b.stop()
+CLUSTER_SETTINGS = {**FAST_FAILOVER, "default.replication.factor": "3", "min.insync.replicas": "2"}
 
 
 @pytest.fixture
-def cluster(tmp_path, zk_connect) -> Iterator[ThreeBrokers]:
-    c = ThreeBrokers(tmp_path, zk_connect).start()
-    try:
+def cluster(tmp_path, zookeeper):
+    """Three brokers of the test's own (they are killed and stopped), RF=3."""
+    with Cluster(tmp_path / "cluster", 3, zookeeper=zookeeper, overrides=CLUSTER_SETTINGS) as c:
         yield c
-    finally:
-        c.stop()
-
-
-def wait_for(condition, what: str, timeout_s: float = WAIT_S):
-    """Poll `condition()` until it returns something truthy; fail after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {timeout_s:.0f}s")
-        time.sleep(0.1)
-
-
-def partition_state(bootstrap: str, topic: str, partition: int):
-    """(leader, leader_epoch, isr) of `topic`-`partition`, from a fresh metadata request."""
-    with ClusterMetadata(bootstrap) as meta:
-        meta.refresh([topic])
-        p = meta.topics[topic].partitions[partition]
-        return p.leader, p.leader_epoch, sorted(p.isr)
-
-
-def fully_replicated(bootstrap: str, topic: str, partitions: int) -> bool:
-    with ClusterMetadata(bootstrap) as meta:
-        meta.refresh([topic])
-        parts = meta.topics.get(topic)
-        return (
-            parts is not None
-            and all(p.leader >= 0 and len(p.isr) == 3 for p in parts.partitions.values())
-            and len(parts.partitions) == partitions
-        )
-
-
-def read_all(consumer: SimpleConsumer, topic: str, partition: int) -> tuple[list, set[int]]:
-    """Every record of the partition up to its high watermark, in offset order, and the
-    producer ids its batches carry."""
-    records, producer_ids = [], set()
-    offset = consumer.earliest_offset(topic, partition)
-    end = consumer.latest_offset(topic, partition)
-    while offset < end:
-        result = consumer.fetch(topic, partition, offset)
-        records += list(result.records())
-        producer_ids |= {h.producer_id for _, h in iter_batches(result.records_bytes)}
-        offset = result.next_offset
-    return records, producer_ids
-
-
-@contextmanager
-def producing(producer: Producer, topic: str, count: int, every: int = 25):
-    """Send `count` keyed records from a thread, a little at a time; yields (futures,
-    progress event set once a third are sent). Joined on exit."""
-    futures = []
-    third = threading.Event()
-
-    def run():
-        for i in range(count):
-            futures.append(producer.send(topic, b"%07d" % i, key=b"%d" % (i % 31)))
-            if i == count // 3:
-                third.set()
-            if i % every == 0:
-                time.sleep(0.005)  # spread the records over what the test does meanwhile
-
-    writer = threading.Thread(target=run, name="test-producer")
-    writer.start()
-    try:
-        yield futures, third
-    finally:
-        writer.join(WAIT_S)
 
 
 @pytest.mark.parametrize("take_down", ["kill", "stop"])

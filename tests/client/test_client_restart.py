@@ -7,7 +7,7 @@ import time
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
-from tests.client.test_client_cluster import producing
+from tests.helpers.cluster import producing
 
 TOPIC = "restart"
 PARTITIONS = 3

@@ -3,8 +3,6 @@ with an id already live, and ZooKeeper going away under running brokers."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
 from confluent_kafka import Producer
 
@@ -12,14 +10,9 @@ from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
 from broker.protocol.apis import LEADER_AND_ISR, METADATA, STOP_REPLICA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
-from tests.cluster.test_cluster_clients import wait_for
-from tests.cluster.test_cluster_failover import create, read_partition
+from tests.helpers.cluster import FAST_FAILOVER, create_topic, fresh, read_partition, wait_for
 
 pytestmark = pytest.mark.clients
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
 def _metadata(broker, topic: str) -> dict:
@@ -43,7 +36,7 @@ def _send(broker, api_key: int, body: dict) -> dict:
 
 def test_requests_of_a_stale_controller_are_refused_and_change_nothing(cluster):
     topic = fresh("stale")
-    placed = create(cluster, topic)
+    placed = create_topic(cluster, topic)
     leader, replicas, isr = placed[0]
     target = cluster.broker(leader)
     before = _metadata(target, topic)
@@ -93,7 +86,7 @@ def test_a_second_broker_with_a_live_id_refuses_to_start(cluster, tmp_path):
     # It waits out the time a killed broker's registration takes to expire (1.5 session
     # timeouts), finds it still there -- a live broker --, and stops.
     duplicate.spawn()
-    assert wait_for(lambda: duplicate.exit_code() is not None, 60, "the refusal") is not None
+    wait_for(lambda: duplicate.exit_code() is not None, "the refusal")
     assert duplicate.exit_code() == 1
     text = duplicate.log_text()
     assert "broker.id 1 is already registered in ZooKeeper" in text
@@ -107,10 +100,10 @@ def test_zookeeper_outage_brokers_keep_serving_and_resume(cluster_factory):
     cluster = cluster_factory(
         3,
         zookeeper=None,  # a ZooKeeper of the cluster's own, to stop
-        overrides={"zookeeper.session.timeout.ms": "6000"},
+        overrides=FAST_FAILOVER,
     )
     topic = fresh("outage")
-    create(cluster, topic, partitions=3)
+    create_topic(cluster, topic, partitions=3)
     producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
     for i in range(300):
         producer.produce(topic, value=b"a%d" % i, partition=i % 3)
@@ -132,9 +125,9 @@ def test_zookeeper_outage_brokers_keep_serving_and_resume(cluster_factory):
     cluster.zookeeper.start()
     # Sessions expired while it was away: the brokers register again, a controller is
     # elected, and new topics can be created.
-    wait_for(lambda: sorted(cluster.registrations()) == cluster.ids, 90, "re-registration")
-    wait_for(lambda: cluster.controller() is not None, 60, "a controller")
-    create(cluster, fresh("after-outage"), partitions=2)
+    wait_for(lambda: sorted(cluster.registrations()) == cluster.ids, "re-registration", 90)
+    wait_for(lambda: cluster.controller() is not None, "a controller")
+    create_topic(cluster, fresh("after-outage"), partitions=2)
     for i in range(30):
         producer.produce(topic, value=b"c%d" % i, partition=i % 3)
     assert producer.flush(60) == 0

@@ -6,64 +6,14 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import time
-import uuid
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.helpers.cluster import consume, fresh, leaders, wait_for
+
 pytestmark = pytest.mark.clients
-
-
-def fresh(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-def wait_for(check, timeout_s: float = 30.0, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout_s}s")
-        time.sleep(0.1)
-
-
-def leaders(admin: AdminClient, topic: str) -> dict | None:
-    """partition -> (leader, replicas, isr), once every partition has a leader."""
-    md = admin.list_topics(topic, timeout=10).topics[topic]
-    if md.error is not None or not md.partitions:
-        return None
-    found = {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in md.partitions.values()}
-    return found if all(leader >= 0 for leader, _, _ in found.values()) else None
-
-
-def consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s=30.0) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "assign-only",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got, eofs = [], set()
-    deadline = time.monotonic() + timeout_s
-    while (len(got) < expected or len(eofs) < partitions) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == -191:  # _PARTITION_EOF
-                eofs.add(msg.partition())
-                continue
-            raise AssertionError(msg.error())
-        got.append(msg)
-    consumer.close()
-    return got
 
 
 def test_every_broker_answers_metadata_for_the_whole_cluster(cluster):
@@ -71,7 +21,7 @@ def test_every_broker_answers_metadata_for_the_whole_cluster(cluster):
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         md = wait_for(
             lambda admin=admin: (m := admin.list_topics(timeout=10)) and len(m.brokers) == 3 and m,
-            what="three brokers in metadata",
+            "three brokers in metadata",
         )
         assert sorted(md.brokers) == cluster.ids
         assert md.controller_id == cluster.controller()
@@ -84,7 +34,7 @@ def test_confluent_kafka_create_produce_acks_all_consume_delete(cluster):
     topic = fresh("ck-rf3")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
-    placed = wait_for(lambda: leaders(admin, topic), what="leaders")
+    placed = wait_for(lambda: leaders(admin, topic), "leaders")
     assert sorted(leader for leader, _, _ in placed.values()) == [0, 1, 2]  # spread
     for leader, replicas, isr in placed.values():
         assert sorted(replicas) == [0, 1, 2] and sorted(isr) == [0, 1, 2]
@@ -107,7 +57,7 @@ def test_confluent_kafka_create_produce_acks_all_consume_delete(cluster):
     assert sorted(m.value() for m in got) == sorted(b"v%d" % i for i in range(3000))
 
     admin.delete_topics([topic])[topic].result(30)
-    wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, what="topic gone")
+    wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, "topic gone")
 
 
 def test_kafka_python_admin_producer_and_consumer(cluster):
@@ -122,7 +72,7 @@ def test_kafka_python_admin_producer_and_consumer(cluster):
         admin.create_topics([KNewTopic(topic, 2, 3)], timeout_ms=30000)
         described = wait_for(
             lambda: (d := admin.describe_topics([topic])) and d[0]["partitions"] and d,
-            what="topic described",
+            "topic described",
         )
         assert all(len(p["replica_nodes"]) == 3 for p in described[0]["partitions"])
         producer = KafkaProducer(bootstrap_servers=cluster.bootstrap)  # idempotent, acks=all
@@ -146,7 +96,7 @@ def test_kcat_lists_produces_and_consumes(cluster):
     topic = fresh("kcat-rf3")
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 2, 3)])[topic].result(30)
-    wait_for(lambda: leaders(admin, topic), what="leaders")
+    wait_for(lambda: leaders(admin, topic), "leaders")
     listing = subprocess.run(
         ["kcat", "-b", cluster.bootstrap, "-L", "-t", topic],
         capture_output=True, text=True, timeout=60, check=True,

@@ -11,8 +11,7 @@ from confluent_kafka import Producer
 
 from broker.client.connection import BrokerConnection
 from broker.protocol.apis import METADATA
-from tests.cluster.test_cluster_clients import wait_for
-from tests.cluster.test_cluster_failover import _log_bytes, create, read_partition
+from tests.helpers.cluster import create_topic, log_bytes, read_partition, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]
 
@@ -55,7 +54,7 @@ def produce(bootstrap: str, values: list[bytes], **settings) -> list:
 
 def test_a_leader_cut_off_loses_its_place_and_nothing_acknowledged(netns_cluster_factory, network):
     cluster = netns_cluster_factory(3, zookeeper_tick_ms=500, overrides=SETTINGS)
-    old_leader = create(cluster, "t")[0][0]
+    old_leader = create_topic(cluster, "t")[0][0]
     followers = [b for b in cluster.ids if b != old_leader]
     before = [b"before-%d" % i for i in range(100)]
     assert produce(cluster.bootstrap, before) == [None] * 100
@@ -77,7 +76,6 @@ def test_a_leader_cut_off_loses_its_place_and_nothing_acknowledged(netns_cluster
     wait_for(
         lambda: all((seen := seen_by(cluster.broker(f), "t")) and seen[0] in followers
                     for f in followers),
-        60,
         "a new leader among the followers",
     )  # fmt: skip
     after = [b"after-%d" % i for i in range(100)]
@@ -93,11 +91,11 @@ def test_a_leader_cut_off_loses_its_place_and_nothing_acknowledged(netns_cluster
             and seen[1] == cluster.ids
             for b in cluster.ids
         ),
-        90,
         "the old leader back in the ISR, as a follower",
+        90,
     )
     values = read_partition(cluster.bootstrap, "t")
     assert values == before + after  # nothing acknowledged lost, nothing stranded kept
-    logs = [_log_bytes(cluster, b, "t") for b in cluster.ids]
+    logs = [log_bytes(cluster, b, "t") for b in cluster.ids]
     assert logs[0] == logs[1] == logs[2]
     assert "ZooKeeper session expired" in cluster.broker(old_leader).log_text()

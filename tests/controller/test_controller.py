@@ -248,9 +248,11 @@ def test_controlled_shutdown_moves_leadership_first(zk_connect):
             assert (code, remaining) == (0, [])
             moved = await h.state("t", 0)
             assert (moved.leader, moved.leader_epoch, moved.isr) == (2, 1, (2, 0))
-            # The stopping broker is told (it stops leading) and stops replicating.
-            await eventually(lambda: _epoch_at_least(brokers[1], "t", 0, 1))
+            # The others learn the new leadership; the stopping broker only stops its
+            # replica (no LeaderAndIsr: it would follow, fetch and rejoin the ISR).
+            await eventually(lambda: _epoch_at_least(brokers[2], "t", 0, 1))
             await eventually(lambda: brokers[1].requests(STOP_REPLICA))
+            assert _epoch_at_least(brokers[1], "t", 0, 1) is None
             stops = brokers[1].requests(STOP_REPLICA)
             assert stops[-1]["delete_partitions"] is False
             assert stops[-1]["topics"] == [{"name": "t", "partition_indexes": [0]}]

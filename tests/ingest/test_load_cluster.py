@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import threading
 import time
-import uuid
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -27,12 +26,12 @@ import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.cluster import ClusterMetadata
-from broker.processes import ROOT, BrokerProcess, RegistryProcess
+from broker.processes import ROOT, BrokerProcess, Cluster, RegistryProcess
 from broker.util.clock import HOUR_MS
 from ingest.commit import list_runs, load_manifest
 from ingest.config import load_config
 from ingest.job import open_root
-from tests.client.test_client_cluster import WAIT_S, ThreeBrokers, wait_for
+from tests.helpers.cluster import FAST_FAILOVER, WAIT_S, wait_for
 from tests.ingest import test_end_to_end as e2e
 
 # The e2e module's Spark (executors in processes of their own) and its fault directory.
@@ -44,13 +43,11 @@ INTERNAL_TOPICS = {"_schemas": 1, "_audit": 1}
 
 @pytest.fixture(scope="module")
 def cluster(zookeeper, tmp_path_factory):
-    c = ThreeBrokers(
-        tmp_path_factory.mktemp("cluster"), f"{zookeeper.connect}/load-{uuid.uuid4().hex[:8]}"
-    ).start()
-    try:
+    settings = {**FAST_FAILOVER, "default.replication.factor": "3", "min.insync.replicas": "2"}
+    with Cluster(
+        tmp_path_factory.mktemp("cluster"), 3, zookeeper=zookeeper, overrides=settings
+    ) as c:
         yield c
-    finally:
-        c.stop()
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +157,7 @@ def test_load_with_the_leader_killed_mid_task(spark, config, traffic, cluster, f
     with leader_taken_down_mid_task(cluster, faults, BrokerProcess.kill) as paused:
         e2e.test_load_end_to_end(spark, config, traffic)
     assert_read_from_two_leaders(config, paused)
-    cluster.broker(paused["leader"]).start()  # back for the next test
+    cluster.restart(paused["leader"])  # back for the next test
 
 
 def test_incremental_load_with_the_leader_stopped_mid_task(spark, config, traffic, cluster, faults):  # noqa: F811

@@ -145,7 +145,12 @@ def _record_follower(broker, body: dict) -> None:
     for topic in body["topics"]:
         for preq in topic["partitions"]:
             partition = broker.replicas.get(topic["topic"], preq["partition"])
-            if partition is not None and partition.is_leader:
+            if partition is None or not partition.is_leader:
+                continue
+            # A fetch from an older leader epoch (sent before the controller's last
+            # decision, e.g. by a broker stopping) is refused below: it must not count.
+            epoch = preq.get("current_leader_epoch", -1)
+            if epoch in (-1, partition.leader_epoch):
                 broker.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"])
 
 
