@@ -1,6 +1,7 @@
 """The whole product on embedded defaults, as `./dev demo` runs it:
 
-1. start a broker and the schema registry (schemas kept in the broker's _schemas topic);
+1. start a three-broker cluster with ZooKeeper (replication factor 3) and the schema
+   registry (schemas kept in the cluster's _schemas topic);
 2. produce realistic Avro traffic over three event hours with the audited producer,
    two schema versions of page views, and a few undecodable records;
 3. run the hourly DAG through Airflow (SQLite metadata, Spark local);
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from broker.processes import ROOT, BrokerProcess, RegistryProcess
+from broker.processes import ROOT, Cluster, RegistryProcess
 from broker.util.clock import HOUR_MS, now_ms
 
 WORK = ROOT / "var" / "demo"
@@ -225,6 +226,14 @@ def configure(bootstrap: str, registry_url: str, root: Path) -> None:
     )
 
 
+CLUSTER_SETTINGS = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    # The last broker to stop has nowhere to move its leaderships: no 5 s waits.
+    "controlled.shutdown.retry.backoff.ms": "300",
+}
+
+
 def how_it_ended(code: int) -> str:
     # uvicorn (the registry) re-raises the SIGTERM it handled once it has shut down.
     return f"ended by {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
@@ -246,17 +255,21 @@ def main() -> int:
         f"(what the services, Airflow and Spark print goes to {shown(LOGS)}/)",
         flush=True,
     )
-    broker = BrokerProcess(WORK / "kafka-logs", log_path=LOGS / "broker.log").start()
+    # Three brokers and ZooKeeper; every topic replicated three times, acks=all writes
+    # on at least two replicas. Their data under WORK/broker-<id>, logs under LOGS.
+    cluster = Cluster(WORK, 3, overrides=CLUSTER_SETTINGS).start()
+    bootstrap = cluster.bootstrap
     registry = None
     try:
         registry = RegistryProcess(
-            WORK, bootstrap=broker.bootstrap, log_path=LOGS / "registry.log"
+            WORK, bootstrap=bootstrap, log_path=LOGS / "registry.log"
         ).start()
-        configure(broker.bootstrap, registry.url, root)
+        configure(bootstrap, registry.url, root)
         step(
             1,
-            f"broker on {broker.bootstrap}, schema registry on {registry.url} "
-            "(schemas in the broker's _schemas topic)",
+            f"3 brokers on {bootstrap} with ZooKeeper (controller: broker "
+            f"{cluster.controller()}, replication factor 3), schema registry on {registry.url} "
+            "(schemas in the cluster's _schemas topic)",
         )
 
         now = now_ms()
@@ -271,7 +284,7 @@ def main() -> int:
             "(schema v1, then v3), searches, clicks",
         )
         t = time.monotonic()
-        good, bad = produce(broker.bootstrap, registry.url, start, status)
+        good, bad = produce(bootstrap, registry.url, start, status)
         print(
             f"    sent {good:,} Avro events and {bad} undecodable records in "
             f"{time.monotonic() - t:.0f}s; its monitoring events (counts per window) in _audit",
@@ -348,7 +361,12 @@ def main() -> int:
         stopped = []
         if registry is not None:
             stopped.append(f"the registry ({how_it_ended(registry.stop())})")
-        stopped.append(f"the broker ({how_it_ended(broker.stop())})")
+        codes = cluster.stop()
+        stopped.append(
+            "the brokers ("
+            + ", ".join(f"{i}: {how_it_ended(c)}" for i, c in sorted(codes.items()))
+            + ") and ZooKeeper"
+        )
         step(STEPS, f"stopped with SIGTERM: {', '.join(stopped)}")
 
     logs = ", ".join(p.name for p in sorted(LOGS.iterdir()))

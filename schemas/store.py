@@ -24,6 +24,7 @@ writer) can apply its own write locally right after and serve it at once.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from collections.abc import Iterator
@@ -35,6 +36,8 @@ from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.util.clock import SECOND_MS
+
+log = logging.getLogger(__name__)
 
 Entry = tuple[dict, dict | None]
 
@@ -107,7 +110,7 @@ class KafkaTopicStore:
         *,
         timeout_ms: int = 5000,
         init_timeout_ms: int = 60000,
-        replication_factor: int = 1,
+        replication_factor: int = 3,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = topic
@@ -127,9 +130,16 @@ class KafkaTopicStore:
                 request_timeout_ms=self.init_timeout_ms,
             ) as admin:
                 if self.topic not in admin.list_topics():
+                    live = len(admin.cluster.brokers) or 1
+                    factor = min(self.replication_factor, live)
+                    if factor < self.replication_factor:
+                        log.warning(
+                            "creating %s with replication factor %d: only %d live brokers "
+                            "(kafkastore.topic.replication.factor is %d)",
+                            self.topic, factor, live, self.replication_factor,
+                        )  # fmt: skip
                     outcome = admin.create_topics(
-                        [NewTopic(self.topic, 1, self.replication_factor)],
-                        timeout_ms=self.init_timeout_ms,
+                        [NewTopic(self.topic, 1, factor)], timeout_ms=self.init_timeout_ms
                     )
                     # TOPIC_ALREADY_EXISTS: another registry instance created it first.
                     code = outcome.get(self.topic, ErrorCode.NONE)

@@ -32,7 +32,8 @@ _BACKOFF_S = 0.1
 class NewTopic:
     name: str
     num_partitions: int
-    replication_factor: int = 1
+    # -1: the broker's default.replication.factor (what Kafka's admin clients leave empty).
+    replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
 
 

@@ -110,8 +110,9 @@ REGISTRY_CONFIG = (
     .define(
         "kafkastore.topic.replication.factor",
         "int",
-        1,
-        "Replication factor used when the store topic is created (Confluent defaults to 3).",
+        3,
+        "Replication factor of the store topic when the registry creates it, as Confluent's; "
+        "with fewer live brokers, as many as there are (a warning says so).",
         validator=at_least(1),
         group="Store",
     )
@@ -154,7 +155,7 @@ SAMPLE_SETTINGS = {
     "kafkastore.type": "kafka",
     "kafkastore.bootstrap.servers": "127.0.0.1:9092",
     "kafkastore.topic": "_schemas",
-    "kafkastore.topic.replication.factor": "1",
+    "kafkastore.topic.replication.factor": "3",
     "kafkastore.timeout.ms": "5000",
     "kafkastore.init.timeout.ms": "60000",
     "schema.compatibility.level": "backward",
