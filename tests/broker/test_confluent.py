@@ -6,6 +6,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.helpers.confluent import consume
+
 pytestmark = pytest.mark.clients
 
 
@@ -15,36 +17,6 @@ def _create(bootstrap: str, topic: str, partitions: int = 1) -> None:
         [NewTopic(topic, num_partitions=partitions, replication_factor=1)]
     )
     futures[topic].result(10)
-
-
-def _consume_all(
-    bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 20.0
-) -> list:
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "unused-assign-mode",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got, eofs = [], set()
-    import time
-
-    deadline = time.monotonic() + timeout
-    while (len(got) < expected or len(eofs) < partitions) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == -191:  # _PARTITION_EOF
-                eofs.add(msg.partition())
-                continue
-            raise AssertionError(msg.error())
-        got.append(msg)
-    consumer.close()
-    return got
 
 
 @pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
@@ -70,7 +42,7 @@ def test_producer_each_codec_consumer_assign(broker, codec):
         producer.poll(0)
     assert producer.flush(20) == 0
     assert errors == []
-    got = _consume_all(broker.bootstrap, topic, 2, 1000)
+    got = consume(broker.bootstrap, topic, 2, 1000)
     assert sorted(m.value().decode() for m in got) == sorted(f"{codec}-{i}" for i in range(1000))
     # Per partition, offsets are dense.
     for p in (0, 1):
@@ -207,7 +179,7 @@ def test_log_append_time_topic(broker):
     # The produce response carries the append time (log_append_time_ms).
     for err, (kind, ts) in delivered:
         assert err is None and kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after
-    got = _consume_all(broker.bootstrap, topic, 1, 3)
+    got = consume(broker.bootstrap, topic, 1, 3)
     for msg in got:
         kind, ts = msg.timestamp()
         assert kind == TIMESTAMP_LOG_APPEND_TIME and before <= ts <= after

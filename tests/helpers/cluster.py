@@ -13,13 +13,14 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.producer import Producer as OurProducer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.records.batch import iter_batches
+from tests.helpers.confluent import consume
 
 WAIT_S = 60.0  # deadlines for what a cluster does by itself (elections, catching up)
 
@@ -74,33 +75,6 @@ def create_topic(cluster, topic: str, partitions: int = 1, factor: int = 3, conf
         30
     )
     return wait_for(lambda: in_sync(admin, topic, factor), f"{topic} in sync")
-
-
-def consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout_s=30.0) -> list:
-    """At least `expected` messages and every partition's end, from offset 0 (assign())."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": "assign-only",
-            "enable.auto.commit": False,  # nothing to commit to: no coordinator involved
-            "enable.partition.eof": True,
-        }
-    )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got, eofs = [], set()
-    deadline = time.monotonic() + timeout_s
-    while (len(got) < expected or len(eofs) < partitions) and time.monotonic() < deadline:
-        msg = consumer.poll(0.5)
-        if msg is None:
-            continue
-        if msg.error():
-            if msg.error().code() == KafkaError._PARTITION_EOF:
-                eofs.add(msg.partition())
-                continue
-            raise AssertionError(msg.error())
-        got.append(msg)
-    consumer.close()
-    return got
 
 
 def read_partition(bootstrap: str, topic: str) -> list[bytes]:
