@@ -494,6 +494,9 @@ class Log:
         self._schedule_deletion(doomed, now)
         self._log_start_offset = offset
         self._recovery_point = offset
+        # None of the epochs it knew has a batch left here: what it appends next brings
+        # its leader's epochs (as Kafka clears the cache).
+        self._leader_epochs.truncate_from_end(0)
 
     def delete_expired(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Retention, as Kafka does it: delete the oldest segments whose largest timestamp

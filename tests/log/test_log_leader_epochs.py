@@ -181,3 +181,17 @@ def test_a_stale_file_is_cut_to_the_log_start_and_end(tmp_path):
     again = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), log_start_offset=2)
     assert again.log_start_offset == 2
     assert again.leader_epochs.entries == [(0, 2), (2, 4)]
+
+
+def test_a_full_truncation_forgets_every_epoch(tmp_path):
+    """A follower whose log ends below its leader's log start starts over there."""
+    log = open_log(tmp_path)
+    append(log, batch(3), epoch=2)
+    append(log, batch(2), epoch=4)
+    log.truncate_fully_and_start_at(100)
+    assert (log.log_start_offset, log.log_end_offset) == (100, 100)
+    assert log.leader_epochs.latest_epoch() == -1
+    leader_batch = build_batch([(None, b"x", 1, [])], base_offset=100, partition_leader_epoch=5)
+    log.append_as_follower(*produced(leader_batch))
+    assert [(e.epoch, e.start_offset) for e in log.leader_epochs.entries] == [(5, 100)]
+    log.close()
