@@ -23,9 +23,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.coordinator.offsets_topic import CommittedOffset
-from broker.protocol.codec import compile_struct
-from broker.protocol.types import STRING, Array, DecodeError, Reader, Struct
-from broker.protocol.types import Field as F
+from broker.protocol.consumer_protocol import subscription_topics
+from broker.protocol.types import DecodeError
 
 if TYPE_CHECKING:
     from broker.coordinator.coordinator import Waiter
@@ -234,14 +233,3 @@ class Group:
             except (KeyError, DecodeError):
                 return None
         return topics
-
-
-def subscription_topics(subscription: bytes) -> set[str]:
-    """The topic list at the front of a consumer subscription (every version of Kafka's
-    ConsumerProtocolSubscription starts with int16 version, then [string] topics)."""
-    r = Reader(subscription)
-    r.int16()
-    return set(compile_struct(_SUBSCRIPTION_FRONT, 0, False).decode(r)["topics"] or ())
-
-
-_SUBSCRIPTION_FRONT = Struct(F("topics", Array(STRING), nullable="0+"))

@@ -10,7 +10,6 @@ from broker.coordinator.group import (
     GroupState,
     IllegalStateTransition,
     Member,
-    subscription_topics,
 )
 from tests.helpers.groups import subscription
 
@@ -81,4 +80,3 @@ def test_subscribed_topics_read_from_consumer_subscriptions():
     assert group.subscribed_topics() == {"t", "u", "v"}
     group.members["b"].protocols = [("range", b"\x00")]  # does not decode: unknown
     assert group.subscribed_topics() is None
-    assert subscription_topics(subscription()) == set()

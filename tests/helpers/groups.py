@@ -5,8 +5,6 @@ acts."""
 
 from __future__ import annotations
 
-import struct
-
 from broker.protocol.apis import (
     DELETE_GROUPS,
     DESCRIBE_GROUPS,
@@ -20,15 +18,13 @@ from broker.protocol.apis import (
     OFFSET_FETCH,
     SYNC_GROUP,
 )
+from broker.protocol.consumer_protocol import encode_subscription
 from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
 
 
 def subscription(*topics: str) -> bytes:
-    """A consumer subscription (ConsumerProtocolSubscription v0): version, topics, no user data."""
-    out = struct.pack(">hi", 0, len(topics))
-    for t in topics:
-        out += struct.pack(">h", len(t)) + t.encode()
-    return out + struct.pack(">i", -1)
+    """A consumer subscription (v0) to `topics`."""
+    return encode_subscription({"topics": list(topics)})
 
 
 class Answer:

@@ -248,7 +248,11 @@ def _generated_classes() -> dict[tuple[int, bool], type]:
             continue
         module = importlib.import_module(info.name)
         for value in vars(module).values():
-            if isinstance(value, type) and issubclass(value, ApiMessage) and value is not ApiMessage:
+            if (
+                isinstance(value, type)
+                and issubclass(value, ApiMessage)
+                and value is not ApiMessage
+            ):
                 found[(value.API_KEY, value.is_request())] = value
     return found
 
