@@ -132,6 +132,11 @@ def test_a_returning_leader_truncates_what_no_follower_had(cluster_factory):
     assert producer.flush(30) == 0
     for f in followers:  # they stop fetching (and heartbeating) for a moment
         os.kill(cluster.broker(f).proc.pid, 19)  # SIGSTOP
+    # A fetch a follower sent just before it stopped waits at the leader for new data (up
+    # to replica.fetch.wait.max.ms, 500 ms): the batch below would answer it, into the
+    # stopped follower's socket, and it would append it on SIGCONT, legitimately. Let such
+    # fetches expire empty first.
+    time.sleep(1.0)
     try:
         lonely = Producer({"bootstrap.servers": cluster.broker(leader).bootstrap, "acks": 1})
         for i in range(10):
