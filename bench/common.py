@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import random
 import tempfile
-import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker.client.connection import BrokerConnection
-from broker.processes import HOST, BrokerProcess, Cluster, RegistryProcess
-from broker.protocol.apis import METADATA
+from broker.processes import BrokerProcess, Cluster, RegistryProcess
 
 
 @contextmanager
@@ -29,30 +26,10 @@ def running_broker(**overrides: str):
 def running_cluster(brokers: int = 3, work: Path | None = None, **overrides: str):
     """ZooKeeper and `brokers` brokers as users run them (`broker.processes.Cluster`), in
     `work` (kept, with the servers' logs under logs/) or a temporary directory, `overrides`
-    given to every broker. Yields the started Cluster once every broker's metadata names
-    them all and the controller."""
+    given to every broker. Yields the started Cluster."""
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as temporary:
         with Cluster(work or Path(temporary), brokers, overrides=overrides) as cluster:
-            wait_for_cluster_metadata(cluster)
             yield cluster
-
-
-def wait_for_cluster_metadata(cluster: Cluster, timeout_s: float = 30.0) -> None:
-    """A registered broker answers Metadata before the controller's first UpdateMetadata
-    reaches it: no brokers, no controller. librdkafka's admin client, handed that, does not
-    ask again, and a CreateTopics hangs until its timeout (about one cluster start in six
-    on the shared machine)."""
-    deadline = time.monotonic() + timeout_s
-    body = {"topics": [], "allow_auto_topic_creation": False}
-    for broker in cluster.brokers:
-        with BrokerConnection(HOST, broker.port) as conn:
-            while True:
-                md = conn.request(METADATA, body)
-                if md["controller_id"] >= 0 and len(md["brokers"]) == len(cluster.brokers):
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"broker at {broker.bootstrap}: metadata still {md}")
-                time.sleep(0.02)
 
 
 @contextmanager

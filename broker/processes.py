@@ -398,12 +398,14 @@ class Cluster:
     otherwise (`chroot=""`: none).
 
     `start()` starts ZooKeeper, then every broker side by side, and returns once all answer
-    (and, with `wait_for_registration`, are registered in ZooKeeper). `stop()` sends SIGTERM
+    (and, with `wait_for_registration`, are registered in ZooKeeper and know the cluster:
+    each one's Metadata names the controller and every running broker). `stop()` sends SIGTERM
     to the brokers one by one, the controller last, then stops ZooKeeper.
     """
 
-    # start() and restart() wait for /brokers/ids/<id> as well as the open port, so a
-    # started cluster is one the controller knows.
+    # start() and restart() wait for /brokers/ids/<id> and for the controller's metadata to
+    # reach the brokers as well as the open port, so a started cluster is one the
+    # controller knows and whose brokers know it.
     wait_for_registration = True
     registration_timeout_s = 30.0
 
@@ -501,6 +503,7 @@ class Cluster:
                 b.wait_until_ready()
             if self.wait_for_registration:
                 self.wait_registered()
+                self.wait_for_metadata()
         except BaseException:
             self.stop()
             raise
@@ -535,7 +538,40 @@ class Cluster:
         if self.wait_for_registration:
             old = previous.get(broker_id)
             self.wait_registered([broker_id], newer_than={broker_id: old.epoch} if old else None)
+            self.wait_for_metadata([broker_id])
         return broker
+
+    def wait_for_metadata(
+        self, ids: Iterable[int] | None = None, timeout_s: float | None = None
+    ) -> None:
+        """Wait until each broker of `ids` (default: those running) answers Metadata with a
+        controller and every running broker. A registered broker serves before the
+        controller's first UpdateMetadata reaches it, and answers with no brokers and no
+        controller until then (librdkafka's admin client, handed that, does not ask again:
+        a CreateTopics right after start could hang until its timeout)."""
+        from broker.client.connection import BrokerConnection
+        from broker.protocol.apis import METADATA
+
+        wanted = [i for i in (self.ids if ids is None else ids) if self._brokers[i].proc]
+        running = {i for i, b in self._brokers.items() if b.proc is not None}
+        timeout_s = self.registration_timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + timeout_s
+        body = {"topics": [], "allow_auto_topic_creation": False}
+        for broker_id in wanted:
+            broker = self._brokers[broker_id]
+            with BrokerConnection(broker.host.address, broker.port) as conn:
+                while True:
+                    md = conn.request(METADATA, body)
+                    known = {b["node_id"] for b in md["brokers"]}
+                    if md["controller_id"] >= 0 and running <= known:
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(
+                            f"broker {broker_id}: its metadata names brokers {sorted(known)} "
+                            f"and controller {md['controller_id']} after {timeout_s:.0f}s, "
+                            f"not every running broker {sorted(running)} (log: {broker.log_path})"
+                        )
+                    time.sleep(0.02)
 
     # -- ZooKeeper's view ------------------------------------------------------------------
 
