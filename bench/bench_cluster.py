@@ -598,6 +598,9 @@ def main() -> None:
     parser.add_argument("--lag-interval-ms", type=int, default=10)
     parser.add_argument("--lag-acks", default="all", help="the producer's acks while sampling")
     parser.add_argument("--session-timeout-ms", type=int, default=6000)
+    parser.add_argument(
+        "--zookeeper-tick-ms", type=int, default=2000, help="sessions expire on tick boundaries"
+    )
     parser.add_argument("--replica-lag-ms", type=int, default=10000)
     parser.add_argument("--work", type=Path, help="keep the cluster's files and logs here")
     parser.add_argument(
@@ -617,7 +620,7 @@ def main() -> None:
         "replica.lag.time.max.ms": str(args.replica_lag_ms),
     }
     client = f"; producer {producer_conf}" if producer_conf else ""
-    with running_cluster(3, args.work, **overrides) as cluster:
+    with running_cluster(3, args.work, args.zookeeper_tick_ms, **overrides) as cluster:
         if "throughput" in only:
             measure_throughput(cluster, args.messages, args.runs)
         if "kill" in only:
@@ -627,8 +630,8 @@ def main() -> None:
             budget = (args.session_timeout_ms + SECOND_MS) / SECOND_MS
             report_outages(
                 f"kill -9 of the leader, {args.soak} in a row, idempotent acks=all at "
-                f"{args.rate} msg/s{client}; budget zookeeper.session.timeout.ms "
-                f"{args.session_timeout_ms} + 1 s",
+                f"{args.rate} msg/s{client}; ZooKeeper tick {args.zookeeper_tick_ms} ms; budget "
+                f"zookeeper.session.timeout.ms {args.session_timeout_ms} + 1 s",
                 outages, traffic, check, budget,
             )  # fmt: skip
         if "shutdown" in only:
