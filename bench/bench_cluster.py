@@ -14,14 +14,18 @@ prints a ratio taken in the same run:
 - shutdown: the same with SIGTERM (a controlled shutdown), against 1 s; no error may reach
   the application (the produce errors librdkafka retried by itself are counted from its
   debug log);
-- lag: the followers' log ends against the leader's under a steady acks=all load, read
-  from the replicas' segment files (the topic stamps LogAppendTime, so each batch carries
-  the leader's append time), in messages and in milliseconds; against
+- lag: the followers' log ends against the leader's under a steady load (acks=all unless
+  --lag-acks), read from the replicas' segment files (the topic stamps LogAppendTime, so
+  each batch carries the leader's append time), in messages and in milliseconds; against
   replica.lag.time.max.ms (a follower lagging that long would leave the ISR).
 
     .venv/bin/python -m bench.bench_cluster [--only throughput,kill,shutdown,lag]
-        [--messages 300000] [--runs 3] [--soak 3] [--shutdowns 3] [--rate 1000]
-        [--lag-rate 5000] [--lag-seconds 30] [--session-timeout-ms 6000]
+        [--messages 2000000] [--runs 3] [--soak 3] [--shutdowns 3] [--rate 1000]
+        [--lag-rate 5000] [--lag-seconds 30] [--lag-acks all]
+        [--session-timeout-ms 6000] [--zookeeper-tick-ms 2000]
+        [--producer-conf KEY=VALUE ...] [--work DIR]
+
+Results and what limits them: docs/benchmarks.md, "Cluster".
 """
 
 from __future__ import annotations
@@ -588,7 +592,7 @@ def _lag(leader: LogEnd, follower_end: int, at_ms: int) -> tuple[int, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", default=",".join(MEASURES), help="comma-separated measures")
-    parser.add_argument("--messages", type=int, default=300_000, help="per throughput run")
+    parser.add_argument("--messages", type=int, default=2_000_000, help="per throughput run")
     parser.add_argument("--runs", type=int, default=3, help="throughput runs")
     parser.add_argument("--soak", type=int, default=3, help="kills in a row")
     parser.add_argument("--shutdowns", type=int, default=3, help="controlled shutdowns in a row")
