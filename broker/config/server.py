@@ -431,6 +431,31 @@ SERVER_CONFIG = (
         default_doc="the first listener",
     )
     .define(
+        "auto.leader.rebalance.enable",
+        "boolean",
+        True,
+        "The controller moves leadership back to preferred replicas (the first of each "
+        "partition's replicas) when a broker leads too few of its own partitions.",
+        group="cluster",
+    )
+    .define(
+        "leader.imbalance.per.broker.percentage",
+        "int",
+        10,
+        "The share (in percent) of a broker's preferred partitions it may not lead before "
+        "the automatic rebalance gives them back.",
+        validator=between(0, 100),
+        group="cluster",
+    )
+    .define(
+        "leader.imbalance.check.interval.seconds",
+        "long",
+        300,
+        "How often the controller checks the leader imbalance.",
+        validator=at_least(1),
+        group="cluster",
+    )
+    .define(
         "offsets.topic.num.partitions",
         "int",
         50,
