@@ -412,18 +412,17 @@ class LogCleaner:
         self.write_checkpoints(chosen.dir.parent)
         stats = result.stats
         log.info(
-            "cleaned %s-%d up to offset %d: %d segments, %.1f MB read, %.1f MB written, "
-            "%d of %d records kept, %.2f s CPU (%.1f MB/s)",
+            "cleaned %s-%d up to offset %d, %d segments swapped in: %d of %d records kept, "
+            "%d bytes read, %d written, %.3f s CPU",
             chosen.topic,
             chosen.partition,
             result.map_end,
             swapped,
-            stats.bytes_read / 1e6,
-            stats.bytes_written / 1e6,
             stats.records_kept,
             stats.records_read,
+            stats.bytes_read,
+            stats.bytes_written,
             result.cpu_seconds,
-            stats.bytes_read / 1e6 / max(result.cpu_seconds, 1e-9),
         )
         return True
 

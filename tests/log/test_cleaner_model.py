@@ -172,7 +172,7 @@ def test_tombstones_stay_delete_retention_ms_after_the_cleaner_first_saw_them(tm
         append(log, build_batch([(b"k%d" % (i % 4), b"v", clock.now, [])]))
     for k in range(4):
         append(log, build_batch([(b"k%d" % k, None, clock.now, [])]))
-    for i in range(40):  # pushes the tombstones below the active segment
+    for _ in range(40):  # pushes the tombstones below the active segment
         append(log, build_batch([(b"other", b"x" * 20, clock.now, [])]))
     cleaner = LogCleaner(manager, now_ms=clock)
     cleaner.clean_once()
