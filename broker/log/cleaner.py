@@ -160,7 +160,7 @@ class CleanJob:
         for source in self.sources:
             if source.info.next_offset <= first_dirty or source.info.base_offset >= end:
                 continue
-            for header, batch, _ in self._batches(source):
+            for header, batch, _ in self.read_batches(source):
                 if header.next_offset <= first_dirty:
                     continue
                 entries = map_batch(header, batch, first_dirty)
@@ -214,7 +214,7 @@ class CleanJob:
         out, positions = bytearray(), []
         for n, source in enumerate(old):
             last_segment = n == len(old) - 1
-            for header, batch, last_batch in self._batches(source):
+            for header, batch, last_batch in self.read_batches(source):
                 outcome = clean_batch(
                     header,
                     batch,
@@ -243,7 +243,7 @@ class CleanJob:
         if out:
             new.append(out, positions, self.now_ms)
 
-    def _batches(self, source: _Source) -> Iterator[tuple]:
+    def read_batches(self, source: _Source) -> Iterator[tuple]:
         """(header, bytes, is the segment's last) of every batch of a source, CRC-checked."""
         fd, size, chunk = source.fd, source.info.size, self.io_buffer_size
         pos, buf, buf_start = 0, b"", 0

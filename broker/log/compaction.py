@@ -105,9 +105,9 @@ def map_batch(header: BatchHeader, batch, first_dirty: int) -> list[tuple[bytes,
     base = header.base_offset
     _, spans = records_of(header, batch)
     return [
-        (span.key, base + span.offset_delta)
-        for span in spans
-        if span.key is not None and base + span.offset_delta >= first_dirty
+        (key, base + delta)
+        for _, _, _, _, delta, _, key, _ in spans
+        if key is not None and base + delta >= first_dirty
     ]
 
 
@@ -171,16 +171,14 @@ def clean_batch(
     horizon = delete_horizon(header)
     tombstones_go = horizon is not None and now_ms >= horizon
     base = header.base_offset
-    get = offset_map.get
+    latest = offset_map.latest
     kept = []
     tombstones = False
     for span in spans:
-        key = span.key
-        if key is None:
+        _, _, _, _, delta, _, key, has_value = span
+        if key is None or base + delta < latest(key, -1):
             continue
-        if base + span.offset_delta < get(key):
-            continue
-        if not span.has_value:
+        if not has_value:
             if tombstones_go:
                 continue
             tombstones = True

@@ -22,12 +22,12 @@ class OffsetMap:
         self.budget_bytes = budget_bytes
         self.used_bytes = 0
         self._offsets: dict[bytes, int] = {}
+        # latest(key, default): the latest offset of `key` (the dict's own get: the
+        # cleaner calls it once per record).
+        self.latest = self._offsets.get
 
     def __len__(self) -> int:
         return len(self._offsets)
-
-    def get(self, key: bytes, default: int = -1) -> int:
-        return self._offsets.get(key, default)
 
     def put_all(self, entries: Sequence[tuple[bytes, int]]) -> bool:
         """Record every (key, offset) of one batch, in offset order, or none of them if

@@ -61,9 +61,9 @@ def rebuild_batch(
     if log_append_time:
         max_timestamp = header.max_timestamp
     else:
-        max_timestamp = base_timestamp + max(span.timestamp_delta for span in kept)
+        max_timestamp = base_timestamp + max(span[5] for span in kept)  # timestamp_delta
     if horizon is None or attributes & DELETE_HORIZON:
-        body = b"".join([records[span.start : span.end] for span in kept])
+        body = b"".join([records[span[0] : span[3]] for span in kept])  # start:end
     else:
         attributes |= DELETE_HORIZON
         body = _rebase_timestamps(records, kept, base_timestamp, horizon, log_append_time)
@@ -100,15 +100,15 @@ def _rebase_timestamps(
     """The kept records with their timestamp deltas taken against `new_base` (a
     LogAppendTime batch's records all read the batch's maxTimestamp: their deltas stay)."""
     out = bytearray()
-    for span in kept:
+    for start, attributes_at, timestamp_end, end, _, timestamp_delta, _, _ in kept:
         if log_append_time:
-            out += records[span.start : span.end]
+            out += records[start:end]
             continue
-        delta = old_base + span.timestamp_delta - new_base
+        delta = old_base + timestamp_delta - new_base
         body = (
-            records[span.attributes_at : span.attributes_at + 1]
+            records[attributes_at : attributes_at + 1]
             + encode_zigzag(delta)
-            + records[span.timestamp_end : span.end]
+            + records[timestamp_end:end]
         )
         out += zigzag(len(body))
         out += body

@@ -201,7 +201,7 @@ def _check_keys(spans, partition_name: str) -> None:
     message = (
         f"Compacted topic cannot accept message without key in topic partition {partition_name}."
     )
-    errors = [(i, message) for i, span in enumerate(spans) if span.key is None]
+    errors = [(i, message) for i, span in enumerate(spans) if span[6] is None]  # no key
     if errors:
         shown = ", ".join(f"record {i}: {text}" for i, text in errors[:3])
         raise RecordsError(
