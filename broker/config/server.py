@@ -305,7 +305,7 @@ SERVER_CONFIG = (
         "log.cleaner.min.cleanable.ratio",
         "double",
         0.5,
-        "A log is cleaned once its dirty part (written since the last cleaning) is this "
+        "A log is cleaned once its dirty part (written since the last cleaning) passes this "
         "share of it (topic override: min.cleanable.dirty.ratio).",
         validator=between(0, 1),
         group="log cleaner",

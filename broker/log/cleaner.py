@@ -486,12 +486,16 @@ class LogCleaner:
             except Exception:
                 if job is None:
                     log.exception("choosing a log to clean failed")
+                elif job.log.deleted or job.log.truncations != job.truncations:
+                    # A truncation cut what the job was reading: nothing is wrong.
+                    log.info("dropping the cleaning of %s-%d: the log changed", *_tp(job))
+                    self.abandon(job)
                 else:
-                    tp = (job.log.topic, job.log.partition)
                     log.exception(
-                        "cleaning %s-%d failed; it is not cleaned again until restart", *tp
+                        "cleaning %s-%d failed; it is not cleaned again until restart",
+                        *_tp(job),
                     )
-                    self._uncleanable[tp] = job.log
+                    self._uncleanable[_tp(job)] = job.log
                     self.abandon(job)
                 await asyncio.sleep(self.config.backoff_ms / 1000)
                 continue
@@ -511,6 +515,10 @@ class LogCleaner:
         if self._executor is not None:
             self._executor.shutdown(wait=True)
             self._executor = None
+
+
+def _tp(job: CleanJob) -> TopicPartition:
+    return job.log.topic, job.log.partition
 
 
 def _info(segment: LogSegment) -> SegmentInfo:
