@@ -69,22 +69,23 @@ def rebuild_batch(
         body = _rebase_timestamps(records, kept, base_timestamp, horizon, log_append_time)
         base_timestamp = horizon
     codec = attributes & CODEC_MASK
-    section = compress(codec, body) if codec != CODEC_NONE else body
+    return _batch(
+        header,
+        compress(codec, body) if codec != CODEC_NONE else body,
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        records_count=len(kept),
+    )
+
+
+def _batch(header: BatchHeader, section: bytes, **changes) -> bytes:
+    """`header` with `changes`, its length and CRC made right for `section`, then `section`."""
     size = HEADER_SIZE + len(section)
     out = bytearray(HEADER_SIZE)
     out += section
     write_header(
-        out,
-        0,
-        header._replace(
-            batch_length=size - LOG_OVERHEAD,
-            magic=MAGIC_V2,
-            crc=0,
-            attributes=attributes,
-            base_timestamp=base_timestamp,
-            max_timestamp=max_timestamp,
-            records_count=len(kept),
-        ),
+        out, 0, header._replace(batch_length=size - LOG_OVERHEAD, magic=MAGIC_V2, crc=0, **changes)
     )
     set_crc(out, 0, compute_crc(out, 0, size))
     return bytes(out)
@@ -119,19 +120,10 @@ def empty_batch(header: BatchHeader) -> bytes:
     """The header of `header`'s batch with no records left (Kafka's writeEmptyHeader):
     same offsets, leader epoch and producer fields; no codec, no delete horizon; both
     timestamps the batch's maxTimestamp."""
-    attributes = header.attributes & ~(CODEC_MASK | DELETE_HORIZON)
-    out = bytearray(HEADER_SIZE)
-    write_header(
-        out,
-        0,
-        header._replace(
-            batch_length=HEADER_SIZE - LOG_OVERHEAD,
-            magic=MAGIC_V2,
-            crc=0,
-            attributes=attributes,
-            base_timestamp=header.max_timestamp,
-            records_count=0,
-        ),
+    return _batch(
+        header,
+        b"",
+        attributes=header.attributes & ~(CODEC_MASK | DELETE_HORIZON),
+        base_timestamp=header.max_timestamp,
+        records_count=0,
     )
-    set_crc(out, 0, compute_crc(out, 0, HEADER_SIZE))
-    return bytes(out)

@@ -14,6 +14,7 @@ from kafka.errors import InvalidRecordError
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.log.checkpoint import CLEANER_OFFSET_FILE, read_checkpoint
+from tests.helpers.cluster import wait_for
 from tests.helpers.confluent import consume
 
 RETENTION_MS = 4_000
@@ -40,17 +41,6 @@ def latest_by_kafka_python(bootstrap: str, topic: str) -> tuple[dict, list[int]]
 def latest_by_librdkafka(bootstrap: str, topic: str) -> tuple[dict, list[int]]:
     messages = consume(bootstrap, topic, 1, 0)
     return {m.key(): m.value() for m in messages}, [m.offset() for m in messages]
-
-
-def wait_for(condition, timeout_s: float = 30.0, what: str = ""):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.3)
 
 
 def roll(bootstrap: str, topic: str) -> None:
@@ -96,7 +86,7 @@ def test_a_compacted_topic_serves_the_latest_value_per_key(broker_factory):
         latest.pop(b"marker", None)
         return len(offsets) <= 31 + 1 and latest == model and (latest, offsets)
 
-    latest, offsets = wait_for(cleaned, what="the cleaner to keep one record per key")
+    latest, offsets = wait_for(cleaned, "the cleaner to keep one record per key", 30)
     assert offsets == sorted(offsets) and offsets[-1] >= produced  # offsets kept, with gaps
     by_rdkafka, rd_offsets = latest_by_librdkafka(b.bootstrap, "profiles")
     by_rdkafka.pop(b"marker", None)
@@ -112,7 +102,7 @@ def test_a_compacted_topic_serves_the_latest_value_per_key(broker_factory):
         latest.pop(b"marker", None)
         return latest == alive
 
-    wait_for(tombstones_gone, timeout_s=RETENTION_MS / 1000 + 30, what="tombstones to go")
+    wait_for(tombstones_gone, "tombstones to go", RETENTION_MS / 1000 + 30)
     b.stop()
     b.start()
     again, _ = latest_by_librdkafka(b.bootstrap, "profiles")

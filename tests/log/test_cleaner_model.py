@@ -131,12 +131,18 @@ def test_cleaning_keeps_exactly_what_the_model_keeps(tmp_path, steps, budget):
     manager.close()
 
 
-def test_a_roomy_map_cleans_everything_below_the_active_segment(tmp_path):
-    clock = Clock()
+def updates(tmp_path, clock, count: int, keys: int):
+    """A compacted log of `count` single-record batches cycling over `keys` keys."""
     manager = open_manager(tmp_path, clock)
     log = manager.create("t", 0)
-    for i in range(200):
-        append(log, build_batch([(b"k%d" % (i % 7), b"v%d" % i, clock.now, [])]))
+    for i in range(count):
+        append(log, build_batch([(b"key-%03d" % (i % keys), b"v%d" % i, clock.now, [])]))
+    return manager, log
+
+
+def test_a_roomy_map_cleans_everything_below_the_active_segment(tmp_path):
+    clock = Clock()
+    manager, log = updates(tmp_path, clock, 200, 7)
     cleaner = LogCleaner(manager, now_ms=clock)
     result = cleaner.clean_once()
     assert result.map_end == log.active_segment.base_offset
@@ -149,10 +155,7 @@ def test_a_roomy_map_cleans_everything_below_the_active_segment(tmp_path):
 
 def test_a_small_map_cleans_a_prefix_and_the_rest_next_time(tmp_path):
     clock = Clock()
-    manager = open_manager(tmp_path, clock)
-    log = manager.create("t", 0)
-    for i in range(300):
-        append(log, build_batch([(b"key-%03d" % (i % 60), b"v%d" % i, clock.now, [])]))
+    manager, log = updates(tmp_path, clock, 300, 60)
     cleaner = LogCleaner(manager, CleanerConfig(dedupe_buffer_size=2_500), now_ms=clock)
     ends = []
     while (result := cleaner.clean_once()) is not None:
