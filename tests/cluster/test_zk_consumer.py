@@ -19,6 +19,8 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewPartitions
+from kazoo.client import KazooClient
 
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
@@ -301,3 +303,58 @@ def test_offset_checker_prints_offsets_log_sizes_lag_and_owners(cluster, capsys)
     assert "no consumer group 'nope'" in capsys.readouterr().err
     assert zk_offset_checker.main(["--zookeeper", cluster.zookeeper_connect]) == 2
     assert "--group" in capsys.readouterr().err
+
+
+def test_partitions_added_to_a_topic_are_taken_up(cluster):
+    topic, group = fresh("zkc-grow"), fresh("grp")
+    create_topic(cluster, topic, 2)
+    config = {"zookeeper.connect": cluster.zookeeper_connect, "group.id": group, **FAST}
+    member = Member(topic, {**config, "consumer.id": "m"})
+    try:
+        with kazoo_session(cluster.zookeeper_connect) as zk:
+            wait_for(lambda: owners(zk, group, topic) == expected_owners(group, ["m"], 2), "owns")
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            admin.create_partitions([NewPartitions(topic, 4)])[topic].result(30)
+            wait_for(
+                lambda: owners(zk, group, topic) == expected_owners(group, ["m"], 4),
+                "the new partitions owned",
+            )
+        with Producer(cluster.bootstrap) as producer:
+            sent = [producer.send(topic, b"x", partition=p) for p in (2, 3)]
+            written = {(m.partition, m.offset) for m in (f.result(30) for f in sent)}
+        wait_for(lambda: set(member.got) >= written, "records of the new partitions consumed")
+    finally:
+        member.close()
+
+
+def test_a_member_whose_session_expires_registers_again_and_carries_on(cluster):
+    topic, group = fresh("zkc-expire"), fresh("grp")
+    create_topic(cluster, topic, PARTITIONS)
+    config = {"zookeeper.connect": cluster.zookeeper_connect, "group.id": group, **FAST}
+    member = Member(topic, {**config, "consumer.id": "e"})
+    try:
+        with kazoo_session(cluster.zookeeper_connect) as zk:
+            with Writer(cluster, topic, 2000, 4) as writer:
+                wait_for(lambda: owners(zk, group, topic) == expected_owners(group, ["e"]), "owns")
+                wait_for(lambda: len(member.got) >= 100, "consuming")
+                session = member.consumer._zk.client_id
+                # Closing a second client on the same session ends it, as ZooKeeper does
+                # when a session times out: the member's ephemeral znodes go.
+                other = KazooClient(hosts=cluster.zookeeper_connect, client_id=session)
+                other.start(10)
+                other.stop()
+                other.close()
+                wait_for(
+                    lambda: (
+                        (member.consumer._zk.client_id or session)[0] != session[0]
+                        and owners(zk, group, topic) == expected_owners(group, ["e"])
+                        and zk.get_children(z.consumer_ids_path(group)) == [f"{group}_e"]
+                    ),
+                    "registered and owning again in a new session",
+                )
+                written = writer.written()
+            wait_for(lambda: set(member.got) >= written, "every record consumed")
+    finally:
+        member.close()
+    with kazoo_session(cluster.zookeeper_connect) as zk:
+        assert committed(zk, group, topic) == log_ends(cluster, topic)

@@ -344,7 +344,6 @@ class ZkConsumer:
             self._want_rebalance()
 
         self._zk.ensure_path(z.consumer_ids_path(self.group))
-        self._zk.ensure_path(z.BROKER_IDS)
         self._zk.ChildrenWatch(z.consumer_ids_path(self.group), children)
         self._zk.ChildrenWatch(z.BROKER_IDS, children)
         for topic in self.topics:
@@ -398,6 +397,8 @@ class ZkConsumer:
                     return
             except (KazooException, z.ZkDataError) as exc:
                 log.warning("%s: rebalance attempt %d: %s", self.consumer_id, attempt, exc)
+            except Exception:  # a bug must not end the thread that rebalances
+                log.exception("%s: rebalance attempt %d failed", self.consumer_id, attempt)
             if self._closing.wait(self._backoff_s):
                 return
         failure = RebalanceFailedError(
