@@ -358,3 +358,32 @@ def test_a_member_whose_session_expires_registers_again_and_carries_on(cluster):
         member.close()
     with kazoo_session(cluster.zookeeper_connect) as zk:
         assert committed(zk, group, topic) == log_ends(cluster, topic)
+
+
+def test_without_auto_commit_only_commit_writes_offsets(cluster):
+    topic, group = fresh("zkc-manual"), fresh("grp")
+    create_topic(cluster, topic, 2)
+    config = {
+        "zookeeper.connect": cluster.zookeeper_connect,
+        "group.id": group,
+        **FAST,
+        "auto.commit.enable": "false",
+    }
+    with Producer(cluster.bootstrap) as producer:
+        for p in (0, 1):
+            for i in range(4):
+                producer.send(topic, b"%d" % i, partition=p)
+    with kazoo_session(cluster.zookeeper_connect) as zk:
+        with ZkConsumer([topic], {**config, "consumer.id": "x"}) as consumer:
+            got = []
+            wait_for(lambda: got.extend(consumer.poll(100)) or len(got) >= 8, "8 records")
+            time.sleep(0.5)  # more than auto.commit.interval.ms: nothing is written
+            assert committed(zk, group, topic, 2) == {0: None, 1: None}
+            consumer.commit()
+            assert committed(zk, group, topic, 2) == {0: 4, 1: 4}
+            with Producer(cluster.bootstrap) as producer:
+                producer.send(topic, b"late", partition=0).result(30)
+            wait_for(lambda: consumer.poll(100), "the late record")
+        # close() without auto commit leaves the last commit as it was.
+        assert committed(zk, group, topic, 2) == {0: 4, 1: 4}
+        assert owners(zk, group, topic, 2) == {}

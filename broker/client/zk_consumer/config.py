@@ -56,7 +56,9 @@ ZK_CONSUMER_CONFIG = (
         "boolean",
         True,
         "Commit the offsets of records already processed (returned by an earlier poll) to "
-        "ZooKeeper every auto.commit.interval.ms; rebalances and close() commit anyway.",
+        "ZooKeeper every auto.commit.interval.ms, in every rebalance and in close(). false: "
+        "only commit() does (as Kafka 0.8), and a partition moving to another member is "
+        "read again from the last commit().",
     )
     .define(
         "auto.commit.interval.ms",

@@ -107,7 +107,6 @@ class ZkConsumer:
 
         self._zk = self._connect()
         try:
-            self._register()
             servers = zk_group.bootstrap_servers(self._zk)
             if not servers:
                 raise ConnectionError(
@@ -118,6 +117,12 @@ class ZkConsumer:
                 self.config["client.id"] or self.group,
                 self.config["socket.timeout.ms"] / 1000,
             )
+            try:
+                self._register()
+                self._watch()
+            except BaseException:
+                self._simple.close()
+                raise
         except BaseException:
             self._zk.stop()
             self._zk.close()
@@ -126,7 +131,6 @@ class ZkConsumer:
             target=self._run, name=f"zk-rebalancer-{self.consumer_id}", daemon=True
         )
         self._want_rebalance()
-        self._watch()
         self._thread.start()
 
     # -- the caller's API -----------------------------------------------------------------
@@ -152,6 +156,11 @@ class ZkConsumer:
                 generation = self._generation
                 positions = dict(self._positions)
             positions = self._reset_unknown(positions, generation)
+            if not positions:  # no offset could be had yet (no leader): wait a little
+                time.sleep(min(max(remaining, 0), self._backoff_s, 0.1))
+                if time.monotonic() >= deadline:
+                    return []
+                continue
             max_wait_ms = max(0, min(self.config["fetch.wait.max.ms"], int(remaining * 1000)))
             requests = [
                 FetchRequest(t, p, offset, self.config["fetch.message.max.bytes"])
@@ -174,7 +183,8 @@ class ZkConsumer:
 
     def commit(self) -> None:
         """Write the offsets of every record processed so far (all that poll() returned:
-        the caller commits after handling them) to ZooKeeper."""
+        the caller commits after handling them) to ZooKeeper. With auto.commit.enable
+        false, the only way offsets are committed (as in Kafka 0.8)."""
         self._check_open()
         with self._cv:
             self._ack()
@@ -186,7 +196,8 @@ class ZkConsumer:
             return [] if self._paused else sorted(self._positions)
 
     def close(self) -> None:
-        """Commit what was processed, release the partitions and leave the group."""
+        """Commit what was processed (with auto.commit.enable), release the partitions and
+        leave the group."""
         if self._closed:
             return
         self._closed = True
@@ -199,7 +210,8 @@ class ZkConsumer:
         try:
             if self._zk.connected:
                 with self._commit_lock:
-                    self._commit_locked()
+                    if self.config["auto.commit.enable"]:
+                        self._commit_locked()
                     self._release_all()
                 try:
                     self._zk.delete(z.consumer_id_path(self.group, self.consumer_id))
@@ -420,7 +432,8 @@ class ZkConsumer:
                 # Records being processed right now: give the caller a moment to finish,
                 # so their offsets are committed and the next owner does not repeat them.
                 self._cv.wait_for(lambda: not self._outstanding, self._backoff_s)
-            self._commit_locked()
+            if self.config["auto.commit.enable"]:
+                self._commit_locked()
             self._release_all()
             with self._cv:
                 self._positions.clear()
