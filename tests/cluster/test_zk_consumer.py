@@ -9,8 +9,11 @@ module's cluster; no broker is stopped."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -374,7 +377,14 @@ def test_without_auto_commit_only_commit_writes_offsets(cluster):
             for i in range(4):
                 producer.send(topic, b"%d" % i, partition=p)
     with kazoo_session(cluster.zookeeper_connect) as zk:
-        with ZkConsumer([topic], {**config, "consumer.id": "x"}) as consumer:
+        with ZkConsumer([topic], config) as consumer:
+            # The id Kafka makes, and its registration as Kafka 0.8 wrote it.
+            host = re.escape(socket.gethostname())
+            assert re.fullmatch(f"{group}_{host}-[0-9]{{13}}-[0-9a-f]{{8}}", consumer.consumer_id)
+            data, _ = zk.get(z.consumer_id_path(group, consumer.consumer_id))
+            registration = json.loads(data)
+            assert registration.pop("timestamp").isdigit()
+            assert registration == {"version": 1, "subscription": {topic: 1}, "pattern": "static"}
             got = []
             wait_for(lambda: got.extend(consumer.poll(100)) or len(got) >= 8, "8 records")
             time.sleep(0.5)  # more than auto.commit.interval.ms: nothing is written
