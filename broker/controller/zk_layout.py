@@ -339,10 +339,14 @@ def encode_controller_epoch(epoch: int) -> bytes:
 
 
 def decode_controller_epoch(data: bytes) -> int:
+    return _decode_decimal(data, "controller_epoch")
+
+
+def _decode_decimal(data: bytes, what: str) -> int:
     try:
-        return int(data.decode())
+        return int(data.decode().strip())
     except (UnicodeDecodeError, ValueError):
-        raise ZkDataError(f"controller_epoch: not a number: {data[:40]!r}") from None
+        raise ZkDataError(f"{what}: not a number: {data[:40]!r}") from None
 
 
 # -- notifications --------------------------------------------------------------------------
@@ -400,3 +404,78 @@ def decode_producer_id_block(data: bytes) -> tuple[int, int]:
         return int(value["block_start"]), int(value["block_end"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkDataError(f"producer id block: bad field ({exc})") from None
+
+
+# -- the ZooKeeper-based consumer (Kafka 0.8's layout, docs/contracts/consumer-groups.md) ---
+
+CONSUMERS = "/consumers"
+
+
+def consumer_ids_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def consumer_id_path(group: str, consumer_id: str) -> str:
+    return f"{CONSUMERS}/{group}/ids/{consumer_id}"
+
+
+def consumer_owners_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/owners"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def consumer_owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+
+
+def consumer_offsets_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/offsets"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """A member's `/consumers/<group>/ids/<id>`: topic -> number of streams (threads)."""
+
+    subscription: dict[str, int]
+    timestamp_ms: int = 0
+    pattern: str = "static"
+
+
+def encode_consumer_registration(registration: ConsumerRegistration) -> bytes:
+    return _dump(
+        {
+            "version": 1,
+            "subscription": dict(sorted(registration.subscription.items())),
+            "pattern": registration.pattern,
+            "timestamp": str(registration.timestamp_ms),
+        }
+    )
+
+
+def decode_consumer_registration(consumer_id: str, data: bytes) -> ConsumerRegistration:
+    value = _load(data, f"consumer {consumer_id} registration")
+    subscription = value.get("subscription")
+    if not isinstance(subscription, dict):
+        raise ZkDataError(f"consumer {consumer_id}: no subscription map")
+    try:
+        return ConsumerRegistration(
+            {str(t): int(n) for t, n in subscription.items()},
+            int(value.get("timestamp") or 0),
+            str(value.get("pattern") or "static"),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ZkDataError(f"consumer {consumer_id}: bad subscription ({exc})") from None
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """The next offset the group reads, as decimal text (Kafka 0.8 wrote it so)."""
+    return str(offset).encode()
+
+
+def decode_consumer_offset(data: bytes, what: str = "consumer offset") -> int:
+    return _decode_decimal(data, what)
