@@ -254,6 +254,11 @@ class TopicAdmin:
         """Create `name` with the broker's defaults, as Metadata does when allowed."""
         raise NotImplementedError
 
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        """The stored dynamic configs of a topic or a broker entity (what every broker
+        follows; this broker's own view may lag a change made elsewhere)."""
+        raise NotImplementedError
+
     async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
         """Store the whole set of dynamic configs of a topic or a broker entity (checked
         already, broker/server/dynamic_config.py), where every broker of the mode reads it."""

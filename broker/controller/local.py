@@ -183,6 +183,11 @@ class LocalController(TopicAdmin):
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.info("not auto-creating %r: %s", name, error.message)
 
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        if resource == ResourceType.TOPIC:
+            return self.topic_configs.overrides(entity)
+        return read_broker_overrides(self._broker_configs_path.parent).get(entity, {})
+
     async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
         """Store a topic's overrides or a broker entity's dynamic configs (the caller
         applies them)."""

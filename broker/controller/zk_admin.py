@@ -147,10 +147,15 @@ class ZkTopicAdmin(TopicAdmin):
         log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
         return None
 
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        entity_path = f"{_entity_type(resource)}/{entity}"
+        found = await self.zk.get(z.config_path(entity_path))
+        return z.decode_config(entity_path, found[0]) if found is not None else {}
+
     async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
         """Store a topic's overrides or a broker entity's dynamic configs, then tell every
         broker through a change notification (as Kafka's AdminZkClient)."""
-        kind = "topics" if resource == ResourceType.TOPIC else "brokers"
+        kind = _entity_type(resource)
         path = z.config_path(f"{kind}/{entity}")
         data = z.encode_topic_config(overrides)
         try:
@@ -183,3 +188,8 @@ class ZkTopicAdmin(TopicAdmin):
                 self._auto_creating.discard(name)
 
         self.spawn(create())
+
+
+def _entity_type(resource: ResourceType) -> str:
+    """The config entity type (ZooKeeper path segment) of a config resource."""
+    return "topics" if resource == ResourceType.TOPIC else "brokers"

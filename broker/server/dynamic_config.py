@@ -114,6 +114,16 @@ class DynamicConfigs:
             return self.topic_configs.overrides(name)
         return self.broker_overrides(name)
 
+    def inherited(self, resource: ResourceType, name: str) -> str | None:
+        """The value key `name` has where the resource does not override it (what
+        IncrementalAlterConfigs' APPEND and SUBTRACT start from)."""
+        if resource == ResourceType.TOPIC:
+            if name not in TOPIC_CONFIG.keys:
+                return None
+            return effective_value(name, self.topic_configs.default)
+        key = SERVER_CONFIG.keys.get(name)
+        return key.format(self.current.values[name]) if key is not None else None
+
     def _layers(self, dynamic: Mapping[str, Mapping[str, str]] | None = None):
         dynamic = self._dynamic if dynamic is None else dynamic
         return (

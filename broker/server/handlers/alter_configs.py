@@ -15,11 +15,11 @@ from broker.protocol.errors import ErrorCode
 from broker.server.dynamic_config import ConfigRefused, DynamicConfigs, ResourceType
 from broker.server.handlers.base import ApiHandler, run_async
 
-# (configs, resource, entity, that resource's `configs` of the request) -> its new overrides
-NewOverrides = Callable[[DynamicConfigs, ResourceType, str, list[dict]], dict[str, str]]
+# (configs, resource, its stored overrides, its `configs` of the request) -> new overrides
+NewOverrides = Callable[[DynamicConfigs, ResourceType, dict[str, str], list[dict]], dict[str, str]]
 
 
-def replaced(configs, kind, entity, entries: list[dict]) -> dict[str, str]:
+def replaced(configs, kind, current, entries: list[dict]) -> dict[str, str]:
     names = [c["name"] for c in entries]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
@@ -42,7 +42,10 @@ async def alter(broker, body: dict, new_overrides: NewOverrides) -> dict:
             kind, entity = configs.resolve(
                 resource["resource_type"], resource["resource_name"], broker.metadata.topics
             )
-            overrides = new_overrides(configs, kind, entity, resource["configs"])
+            # What is stored, not what this broker has applied so far: another broker may
+            # have changed it a moment ago (its notification still on the way).
+            current = await broker.admin.read_config(kind, entity)
+            overrides = new_overrides(configs, kind, current, resource["configs"])
             configs.check(kind, entity, overrides)
             if not body["validate_only"]:
                 await broker.admin.write_config(kind, entity, overrides)

@@ -12,17 +12,10 @@ from broker.server.handlers.base import ApiHandler, run_async
 from broker.server.topic_config import TOPIC_CONFIG
 
 
-def operated(configs, kind, entity, entries: list[dict]) -> dict[str, str]:
-    if kind == ResourceType.TOPIC:
-        definition = TOPIC_CONFIG
-        described = {e.key.name: e.value for e in configs.describe_topic(entity, None)}
-    else:
-        definition = SERVER_CONFIG
-        described = {
-            e.key.name: e.value for e in configs.describe_broker(str(configs.broker_id), None)
-        }
+def operated(configs, kind, current, entries: list[dict]) -> dict[str, str]:
+    definition = TOPIC_CONFIG if kind == ResourceType.TOPIC else SERVER_CONFIG
     operations = [(c["name"], c["config_operation"], c["value"]) for c in entries]
-    return incremental(configs.overrides(kind, entity), operations, definition, described.get)
+    return incremental(current, operations, definition, lambda name: configs.inherited(kind, name))
 
 
 def handle(broker, request, body: dict):
