@@ -10,7 +10,7 @@ from broker.config.definition import ConfigDef, at_least, between, one_of
 from broker.log.config import LogConfig, cleanup_policy_problem
 
 TOPIC_CONFIG = (
-    ConfigDef("Topic overrides (CreateTopics configs)")
+    ConfigDef("Topic overrides (CreateTopics configs; changed by AlterConfigs)")
     .define(
         "retention.ms",
         "long",
