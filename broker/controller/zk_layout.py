@@ -21,8 +21,11 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# The config entity of every broker's dynamic defaults: /config/brokers/<default>.
+DEFAULT_BROKER_ENTITY = "<default>"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Paths every cluster has, created (empty) by the first broker that finds them missing.
@@ -32,6 +35,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     CONFIG_TOPICS,
+    CONFIG_BROKERS,
     CONFIG_CHANGES,
 )
 
@@ -58,6 +62,17 @@ def delete_topic_path(topic: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`entity`: a broker id, or DEFAULT_BROKER_ENTITY."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_path(entity_path: str) -> str:
+    """The znode of a config entity named as change notifications name it
+    (`topics/<t>`, `brokers/<id>`, `brokers/<default>`)."""
+    return f"/config/{entity_path}"
 
 
 def _dump(value: dict) -> bytes:
@@ -313,10 +328,15 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
-    value = _load(data, f"topic {topic} config")
+    return decode_config(f"topic {topic}", data)
+
+
+def decode_config(entity: str, data: bytes) -> dict[str, str]:
+    """The `config` map of any config entity's znode (topics and brokers share the layout)."""
+    value = _load(data, f"{entity} config")
     config = value.get("config") or {}
     if not isinstance(config, dict):
-        raise ZkDataError(f"topic {topic}: config is not a map")
+        raise ZkDataError(f"{entity}: config is not a map")
     return {str(k): str(v) for k, v in config.items()}
 
 
@@ -378,6 +398,24 @@ def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
 
 def encode_config_change(entity_path: str) -> bytes:
     return _dump({"version": 2, "entity_path": entity_path})
+
+
+def decode_config_change(data: bytes) -> str:
+    """The entity path of a change notification (`topics/<t>`, `brokers/<id>`, ...); a
+    version 1 notification (Kafka before 0.10.1, topics only) names the topic alone."""
+    value = _load(data, "config change notification")
+    if value.get("version") == 1 and value.get("entity_type") == "topics":
+        return f"topics/{value.get('entity_name')}"
+    path = value.get("entity_path")
+    if not isinstance(path, str) or "/" not in path:
+        raise ZkDataError(f"config change notification: bad entity_path {path!r}")
+    return path
+
+
+def config_change_sequence(name: str) -> int | None:
+    """The sequence number of a child of /config/changes (None for another node)."""
+    digits = name[len(CONFIG_CHANGE_PREFIX) :]
+    return int(digits) if name.startswith(CONFIG_CHANGE_PREFIX) and digits.isdigit() else None
 
 
 def encode_cluster_id(cluster_id: str) -> bytes:

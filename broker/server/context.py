@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.server.dynamic_config import DynamicConfigs
 
 
 _running: set[asyncio.Task] = set()
@@ -51,6 +52,8 @@ class BrokerContext:
     produce_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Produce"))
     # The group coordinator (broker/coordinator/), for the offsets partitions led here.
     groups: GroupCoordinator | None = None
+    # Topic overrides and dynamic broker configs in force (DescribeConfigs, AlterConfigs).
+    configs: DynamicConfigs | None = None
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)
