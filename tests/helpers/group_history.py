@@ -40,7 +40,7 @@ def assigned_now(events: list[dict]) -> set[int]:
     owned: set[int] = set()
     for e in events:
         if e["ev"] == "assign":
-            owned = set(e["partitions"])
+            owned |= set(e["partitions"])
         elif e["ev"] == "revoke":
             owned -= set(e["partitions"])
         elif e["ev"] == "closed":
@@ -73,9 +73,9 @@ def ownerships(logs: dict[str, list[dict]], ended: dict[str, float]) -> list[Own
         open_: dict[int, Ownership] = {}
         for e in events:
             ev = e["ev"]
-            if ev == "assign":
-                assert not open_, f"{member}: assigned {e['partitions']} while owning {open_}"
+            if ev == "assign":  # partitions added (eager protocols revoke all first)
                 for p in e["partitions"]:
+                    assert p not in open_, f"{member}: assigned {p}, which it owns"
                     open_[p] = Ownership(member, p, e["t"])
             elif ev in ("revoke", "closed"):
                 for p in e.get("partitions", list(open_)):

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,14 +62,57 @@ class MemberSpec:
         return args
 
 
+class _Ledger:
+    """A member's event log and its offsets consumed but not committed yet."""
+
+    def __init__(self, out) -> None:
+        self.out = out
+        self.pending: dict[int, int] = {}  # partition -> next offset
+        self.owned: set[int] = set()
+
+    def note(self, event: str, **fields) -> None:
+        self.out.write(json.dumps({"t": time.monotonic(), "ev": event, **fields}) + "\n")
+
+    def consumed(self, partition: int, offset: int, value: bytes) -> None:
+        self.note("consumed", p=partition, o=offset, v=value.decode())
+        self.pending[partition] = offset + 1
+
+    def commit(self, why: str, send: Callable[[dict[int, int]], None]) -> None:
+        """Commit what is pending through `send` (synchronous; raises on failure)."""
+        if not self.pending:
+            return
+        offsets = dict(self.pending)
+        try:
+            send(offsets)
+        except Exception as exc:  # the client's own error types
+            self.note("commit_failed", offsets=offsets, error=repr(exc), why=why)
+            return
+        self.note("committed", offsets=offsets, why=why)
+        for p, o in offsets.items():
+            if self.pending.get(p) == o:
+                del self.pending[p]
+
+    def assigned(self, partitions: set[int], **fields) -> None:
+        self.owned |= partitions
+        self.note("assign", partitions=sorted(partitions), **fields)
+
+    def revoked(self, partitions: set[int]) -> None:
+        # Only what it owns: kafka-python, closing in the middle of a rebalance, revokes
+        # the partitions it gave up at the rebalance's start once more.
+        partitions &= self.owned
+        if not partitions:
+            return
+        self.owned -= partitions
+        for p in partitions:
+            self.pending.pop(p, None)  # not ours any more: a failed commit stays failed
+        self.note("revoke", partitions=sorted(partitions))
+
+
 def run_member(spec: MemberSpec, stop: Callable[[], bool]) -> None:
-    """Consume as `spec` says until `stop()` is true, then commit and close (leaving the
-    group, unless static)."""
+    """Consume with confluent-kafka as `spec` says until `stop()` is true, then commit and
+    close (leaving the group, unless static)."""
     with open(spec.events, "a", buffering=1) as out:
-
-        def note(event: str, **fields) -> None:
-            out.write(json.dumps({"t": time.monotonic(), "ev": event, **fields}) + "\n")
-
+        ledger = _Ledger(out)
         config = {
             "bootstrap.servers": spec.bootstrap,
             "group.id": spec.group,
@@ -83,37 +126,21 @@ def run_member(spec: MemberSpec, stop: Callable[[], bool]) -> None:
         if spec.instance_id is not None:
             config["group.instance.id"] = spec.instance_id
         consumer = Consumer(config)
-        pending: dict[int, int] = {}  # partition -> next offset, consumed but not committed
 
-        def commit(why: str) -> None:
-            if not pending:
-                return
-            offsets = dict(pending)
-            try:
-                consumer.commit(
-                    offsets=[TopicPartition(spec.topic, p, o) for p, o in offsets.items()],
-                    asynchronous=False,
-                )
-            except KafkaException as exc:
-                note("commit_failed", offsets=offsets, error=str(exc.args[0]), why=why)
-                return
-            note("committed", offsets=offsets, why=why)
-            for p, o in offsets.items():
-                if pending.get(p) == o:
-                    del pending[p]
+        def send(offsets: dict[int, int]) -> None:
+            consumer.commit(
+                offsets=[TopicPartition(spec.topic, p, o) for p, o in offsets.items()],
+                asynchronous=False,
+            )
 
         def assigned(c, partitions) -> None:
-            note("assign", partitions=sorted(tp.partition for tp in partitions),
-                 member_id=c.memberid())  # fmt: skip
+            ledger.assigned({tp.partition for tp in partitions}, member_id=c.memberid())
 
         def revoked(c, partitions) -> None:
-            commit("revoke")
-            gone = {tp.partition for tp in partitions}
-            for p in gone:
-                pending.pop(p, None)  # not ours any more: a failed commit stays failed
-            note("revoke", partitions=sorted(gone))
+            ledger.commit("revoke", send)
+            ledger.revoked({tp.partition for tp in partitions})
 
-        note("start", pid=os.getpid())
+        ledger.note("start", pid=os.getpid())
         consumer.subscribe([spec.topic], on_assign=assigned, on_revoke=revoked)
         last_commit = time.monotonic()
         while not stop():
@@ -121,26 +148,90 @@ def run_member(spec: MemberSpec, stop: Callable[[], bool]) -> None:
             # by records of the partitions it took away (librdkafka drops those).
             msg = consumer.poll(0.05)
             if msg is not None and msg.error():
-                note("error", error=str(msg.error()))
+                ledger.note("error", error=str(msg.error()))
             elif msg is not None:
-                note("consumed", p=msg.partition(), o=msg.offset(), v=msg.value().decode())
-                pending[msg.partition()] = msg.offset() + 1
+                ledger.consumed(msg.partition(), msg.offset(), msg.value())
             if time.monotonic() - last_commit >= spec.commit_every_s:
-                commit("interval")
+                ledger.commit("interval", send)
                 last_commit = time.monotonic()
-        commit("close")
+        ledger.commit("close", send)
         consumer.close()
-        note("closed")
+        ledger.note("closed")
+
+
+def run_kafka_python_member(spec: MemberSpec, stop: Callable[[], bool]) -> None:
+    """The same with kafka-python's KafkaConsumer; `spec.extra["assignor"]` names its
+    assignor (range, roundrobin, sticky, cooperative-sticky). It commits after each poll."""
+    from kafka import ConsumerRebalanceListener, KafkaConsumer
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.coordinator.assignors.cooperative_sticky import CooperativeStickyAssignor
+    from kafka.coordinator.assignors.range import RangePartitionAssignor
+    from kafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+    from kafka.coordinator.assignors.sticky.sticky_assignor import StickyPartitionAssignor
+    from kafka.structs import OffsetAndMetadata
+
+    assignors = {
+        a.name: a
+        for a in (
+            RangePartitionAssignor,
+            RoundRobinPartitionAssignor,
+            StickyPartitionAssignor,
+            CooperativeStickyAssignor,
+        )
+    }
+    with open(spec.events, "a", buffering=1) as out:
+        ledger = _Ledger(out)
+        consumer = KafkaConsumer(
+            bootstrap_servers=spec.bootstrap,
+            group_id=spec.group,
+            client_id=spec.name,
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            session_timeout_ms=spec.session_timeout_ms,
+            heartbeat_interval_ms=spec.heartbeat_interval_ms,
+            partition_assignment_strategy=[assignors[spec.extra.get("assignor", "range")]],
+        )
+
+        def send(offsets: dict[int, int]) -> None:
+            consumer.commit(
+                {
+                    KTopicPartition(spec.topic, p): OffsetAndMetadata(o, "", -1)
+                    for p, o in offsets.items()
+                }  # fmt: skip
+            )
+
+        class Listener(ConsumerRebalanceListener):
+            # Cooperative assignors add and take away partitions a few at a time; eager
+            # ones revoke everything first: both are told as what changed.
+            def on_partitions_revoked(self, revoked):
+                ledger.commit("revoke", send)
+                ledger.revoked({tp.partition for tp in revoked})
+
+            def on_partitions_assigned(self, assigned):
+                group = consumer.group_metadata()
+                ledger.assigned({tp.partition for tp in assigned}, member_id=group.member_id,
+                                generation=group.generation_id)  # fmt: skip
+
+        ledger.note("start", pid=os.getpid())
+        consumer.subscribe([spec.topic], listener=Listener())
+        while not stop():
+            for records in consumer.poll(timeout_ms=50).values():
+                for r in records:
+                    ledger.consumed(r.partition, r.offset, r.value)
+            ledger.commit("interval", send)
+        ledger.commit("close", send)
+        consumer.close()
+        ledger.note("closed")
 
 
 class MemberThread:
     """A member in a thread of the test's process."""
 
-    def __init__(self, spec: MemberSpec) -> None:
+    def __init__(self, spec: MemberSpec, run: Callable = run_member) -> None:
         self.spec = spec
         self._stop = threading.Event()
         self._thread = threading.Thread(
-            target=run_member, args=(spec, self._stop.is_set), name=spec.name, daemon=True
+            target=run, args=(spec, self._stop.is_set), name=spec.name, daemon=True
         )
 
     def start(self) -> MemberThread:
