@@ -23,3 +23,9 @@ def group_broker(tmp_path_factory):
     the test's own (`tests.helpers.cluster.fresh`); do not stop or kill it."""
     with BrokerProcess(tmp_path_factory.mktemp("groups") / "logs", GROUP_SETTINGS) as b:
         yield b
+
+
+@pytest.fixture
+def group_settings() -> dict[str, str]:
+    """GROUP_SETTINGS, for tests that start brokers of their own."""
+    return dict(GROUP_SETTINGS)

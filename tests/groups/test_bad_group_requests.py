@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.client.connection import BrokerConnection
 from broker.protocol.apis import (
-    FIND_COORDINATOR,
     HEARTBEAT,
     JOIN_GROUP,
     LEAVE_GROUP,
@@ -20,7 +18,13 @@ from broker.protocol.errors import ErrorCode as E
 from tests.helpers.cluster import Traffic, create_topic, fresh, wait_for
 from tests.helpers.group_history import check_history, read_events
 from tests.helpers.group_member import MemberSpec, MemberThread
-from tests.helpers.group_state import committed_offsets, end_offsets, group_records
+from tests.helpers.group_state import (
+    committed_offsets,
+    connect,
+    coordinator_of,
+    end_offsets,
+    group_records,
+)
 from tests.helpers.groups import (
     commit_body,
     heartbeat_body,
@@ -36,11 +40,6 @@ pytestmark = pytest.mark.clients
 PARTITIONS = 4
 
 
-def connect(bootstrap: str) -> BrokerConnection:
-    host, port = bootstrap.rsplit(":", 1)
-    return BrokerConnection(host, int(port), client_id="bad-requests")
-
-
 def test_bad_requests_get_kafkas_errors_and_leave_a_consuming_group_alone(group_broker, tmp_path):
     bootstrap = group_broker.bootstrap
     topic, group = fresh("bad"), fresh("bad-group")
@@ -51,7 +50,7 @@ def test_bad_requests_get_kafkas_errors_and_leave_a_consuming_group_alone(group_
     ]
     for m in members:
         m.start()
-    conn = connect(bootstrap)
+    conn = connect(bootstrap, client_id="bad-requests")
     try:
         with Traffic(bootstrap, topic, partitions=PARTITIONS, rate=200) as traffic:
 
@@ -64,8 +63,7 @@ def test_bad_requests_get_kafkas_errors_and_leave_a_consuming_group_alone(group_
             generation = record["generation"]
             real = record["members"][0]["member_id"]
             traffic.wait_acked(200)
-            coordinator = conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0}, 2)
-            assert coordinator["error_code"] == 0 and coordinator["node_id"] == 0
+            assert coordinator_of(bootstrap, group) == 0
 
             def join(**kw) -> int:
                 return conn.request(JOIN_GROUP, join_body(group, **kw), 5)["error_code"]

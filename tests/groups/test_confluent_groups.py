@@ -9,48 +9,21 @@ import time
 import pytest
 
 from tests.helpers.cluster import Traffic, create_topic, fresh, wait_for
-from tests.helpers.group_history import assigned_now, check_history, member_ids, read_events
+from tests.helpers.group_history import (
+    assigned_now,
+    check_history,
+    consumed_to,
+    member_ids,
+    read_events,
+    wait_assigned,
+    wait_consumed_past,
+)
 from tests.helpers.group_member import MemberProcess, MemberSpec
 from tests.helpers.group_state import committed_offsets, end_offsets, group_records
 
 pytestmark = pytest.mark.clients
 
 PARTITIONS = 6
-
-
-def owners(members) -> dict[str, set[int]]:
-    return {m.spec.name: assigned_now(read_events(m.spec.events)) for m in members}
-
-
-def wait_assigned(members, what: str) -> dict[str, set[int]]:
-    """Until `members` between them own every partition, each some, none twice."""
-
-    def split():
-        found = owners(members)
-        owned = [p for parts in found.values() for p in parts]
-        return found if sorted(owned) == list(range(PARTITIONS)) and all(found.values()) else None
-
-    return wait_for(split, what)
-
-
-def consumed_to(members) -> dict[int, int]:
-    """partition -> the highest offset any of `members` consumed."""
-    seen: dict[int, int] = {}
-    for m in members:
-        for e in read_events(m.spec.events):
-            if e["ev"] == "consumed":
-                seen[e["p"]] = max(seen.get(e["p"], -1), e["o"])
-    return seen
-
-
-def wait_consumed_past(members, positions: dict[int, int], what: str) -> None:
-    """Until `members` have consumed past `positions` (partition -> offset)."""
-
-    def done():
-        seen = consumed_to(members)
-        return all(seen.get(p, -1) > o for p, o in positions.items())
-
-    wait_for(done, what)
 
 
 def test_members_killed_closing_and_joining_consume_everything_once(group_broker, tmp_path):
@@ -71,7 +44,7 @@ def test_members_killed_closing_and_joining_consume_everything_once(group_broker
     started = [a, b, c]
     try:
         with Traffic(bootstrap, topic, partitions=PARTITIONS, rate=300) as traffic:
-            first = wait_assigned([a, b, c], "three members sharing the partitions")
+            first = wait_assigned([a, b, c], PARTITIONS, "three members sharing the partitions")
             assert all(len(parts) == 2 for parts in first.values()), first
             traffic.wait_acked(600)
             wait_consumed_past([a], dict.fromkeys(first["a"], 20), "a consuming")
@@ -81,15 +54,15 @@ def test_members_killed_closing_and_joining_consume_everything_once(group_broker
             # for them now is where the next owner must start.
             time.sleep(0.5)  # a commit a sent just before the kill may still land
             at_kill = committed_offsets(bootstrap, group)
-            after_kill = wait_assigned([b, c], "b and c taking over a's partitions")
+            after_kill = wait_assigned([b, c], PARTITIONS, "b and c taking over a's partitions")
             wait_consumed_past([b, c], consumed_to([a]), "a's partitions read past a's reads")
 
             b.close()
-            wait_assigned([c], "c alone after b left")
+            wait_assigned([c], PARTITIONS, "c alone after b left")
 
             d = member("d", 120_000)
             started.append(d)
-            wait_assigned([c, d], "c and d sharing after d joined")
+            wait_assigned([c, d], PARTITIONS, "c and d sharing after d joined")
             traffic.wait_acked(len(traffic.acked) + 600)
         ends = end_offsets(bootstrap, topic, PARTITIONS)
         wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
@@ -142,7 +115,9 @@ def test_a_static_member_restarted_within_its_session_rejoins_without_a_rebalanc
     started = [one, two]
     try:
         with Traffic(bootstrap, topic, partitions=PARTITIONS, rate=200) as traffic:
-            before = wait_assigned([one, two], "two static members sharing the partitions")
+            before = wait_assigned(
+                [one, two], PARTITIONS, "two static members sharing the partitions"
+            )
             record = wait_for(latest_record, "the group's record")
             traffic.wait_acked(400)
 

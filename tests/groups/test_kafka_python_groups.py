@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.cluster import Traffic, create_topic, fresh, wait_for
-from tests.helpers.group_history import assigned_now, check_history, read_events
+from tests.helpers.group_history import check_history, owners, read_events
 from tests.helpers.group_member import MemberSpec, MemberThread, run_kafka_python_member
 from tests.helpers.group_state import committed_offsets, end_offsets
 
@@ -41,7 +41,7 @@ def test_a_group_with_each_assignor(group_broker, tmp_path, assignor):
     try:
 
         def balanced():
-            owned = {m.spec.name: assigned_now(read_events(m.spec.events)) for m in members}
+            owned = owners(members)
             every = sorted(p for parts in owned.values() for p in parts)
             sizes = sorted(len(parts) for parts in owned.values())
             return owned if every == list(range(PARTITIONS)) and sizes == [2, 2, 3] else None

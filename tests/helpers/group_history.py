@@ -19,6 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.helpers.cluster import wait_for
+
 
 def read_events(path: Path) -> list[dict]:
     """A member's events so far; a last line cut short (a kill mid-write) is left out."""
@@ -140,3 +142,43 @@ def check_history(
     foreign = set(consumed) - produced
     assert not foreign, f"consumed records nobody produced: {sorted(foreign)[:5]}"
     return {key: who for key, who in consumed.items() if len(who) > 1}
+
+
+# -- waiting on running members (anything with `.spec.events` and `.spec.name`) ---------------
+
+
+def owners(members) -> dict[str, set[int]]:
+    """member name -> the partitions it owns now."""
+    return {m.spec.name: assigned_now(read_events(m.spec.events)) for m in members}
+
+
+def wait_assigned(members, partitions: int, what: str) -> dict[str, set[int]]:
+    """Until `members` between them own every one of `partitions`, each some, none twice;
+    returns `owners`."""
+
+    def split():
+        found = owners(members)
+        owned = [p for parts in found.values() for p in parts]
+        return found if sorted(owned) == list(range(partitions)) and all(found.values()) else None
+
+    return wait_for(split, what)
+
+
+def consumed_to(members) -> dict[int, int]:
+    """partition -> the highest offset any of `members` consumed."""
+    seen: dict[int, int] = {}
+    for m in members:
+        for e in read_events(m.spec.events):
+            if e["ev"] == "consumed":
+                seen[e["p"]] = max(seen.get(e["p"], -1), e["o"])
+    return seen
+
+
+def wait_consumed_past(members, positions: dict[int, int], what: str) -> None:
+    """Until `members` have consumed past `positions` (partition -> offset)."""
+
+    def done():
+        seen = consumed_to(members)
+        return all(seen.get(p, -1) > o for p, o in positions.items())
+
+    wait_for(done, what)

@@ -1,6 +1,6 @@
 """A group's state as seen from outside, through real clients, for the tests against real
-brokers: its committed offsets (confluent-kafka's admin client), its partitions' log end
-offsets, and its metadata records in `__consumer_offsets` (each rebalance, and each static
+brokers: its coordinator (FindCoordinator), its committed offsets (confluent-kafka's admin
+client), its partitions' log end offsets, and its metadata records in `__consumer_offsets` (each rebalance, and each static
 member's return, writes one: the generation, the leader, every member and its assignment).
 """
 
@@ -11,6 +11,7 @@ import time
 from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from broker.client.connection import BrokerConnection
 from broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     GroupKey,
@@ -18,6 +19,21 @@ from broker.coordinator.offsets_topic import (
     decode_key,
     partition_for,
 )
+from broker.protocol.apis import FIND_COORDINATOR
+
+
+def connect(address: str, client_id: str = "group-tests") -> BrokerConnection:
+    """A raw connection to the broker at `address` (host:port)."""
+    host, port = address.rsplit(":", 1)
+    return BrokerConnection(host, int(port), client_id=client_id)
+
+
+def coordinator_of(address: str, group: str) -> int | None:
+    """The broker id the broker at `address` names as `group`'s coordinator; None while it
+    has none (COORDINATOR_NOT_AVAILABLE, ...)."""
+    with connect(address) as conn:
+        answer = conn.request(FIND_COORDINATOR, {"key": group, "key_type": 0}, 2)
+    return answer["node_id"] if answer["error_code"] == 0 else None
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
