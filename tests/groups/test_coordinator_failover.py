@@ -9,7 +9,15 @@ from confluent_kafka.admin import AdminClient
 
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.processes import BrokerProcess
-from tests.helpers.cluster import FAST_FAILOVER, Traffic, create_topic, fresh, leaders, wait_for
+from tests.helpers.cluster import (
+    FAST_FAILOVER,
+    Traffic,
+    create_topic,
+    fresh,
+    leaders,
+    partition_state,
+    wait_for,
+)
 from tests.helpers.group_history import (
     check_history,
     consumed_to,
@@ -101,6 +109,13 @@ def test_the_group_moves_with_its_offsets_partition_when_the_coordinator_dies(
     def coordinator(asking) -> int | None:
         return coordinator_of(cluster.broker(asking).bootstrap, group)
 
+    def partition_leaders(asking) -> dict[int, tuple]:
+        """What each broker in `asking` has as the offsets partition's state."""
+        return {
+            i: partition_state(cluster.broker(i).bootstrap, OFFSETS_TOPIC, offsets_partition)
+            for i in asking
+        }
+
     try:
         with Traffic(bootstrap, topic, partitions=PARTITIONS, rate=200) as traffic:
             wait_assigned(members, PARTITIONS, "two members sharing the partitions")
@@ -113,11 +128,18 @@ def test_the_group_moves_with_its_offsets_partition_when_the_coordinator_dies(
             cluster.kill(dead)
             alive = [i for i in cluster.ids if i != dead]
 
-            def moved():
-                found = coordinator(alive[0])
-                return found if found not in (None, dead) else None
+            seen: list = []  # what the live brokers answered, for a failure's message
 
-            successor = wait_for(moved, "a new coordinator")
+            def moved():
+                found = {coordinator(i) for i in alive}
+                seen[:] = [found, partition_leaders(alive)]
+                (one,) = found if len(found) == 1 else (None,)
+                return [one] if one not in (None, dead) else None  # broker 0 is falsy
+
+            try:
+                (successor,) = wait_for(moved, "a new coordinator")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; coordinators named, leaders seen: {seen}") from None
             leader = wait_for(lambda: leaders(admin, OFFSETS_TOPIC), "offsets partitions led")
             assert successor == leader[offsets_partition][0]
             assert coordinator(alive[1]) == successor

@@ -50,6 +50,12 @@ def assigned_now(events: list[dict]) -> set[int]:
     return owned
 
 
+def membership_changes(events: list[dict]) -> list[str]:
+    """The member's assignments, revocations and close, in order ("assign", "revoke",
+    "closed"): after the group settled, ["revoke", "closed"] means no rebalance."""
+    return [e["ev"] for e in events if e["ev"] in ("assign", "revoke", "closed")]
+
+
 def member_ids(events: list[dict]) -> list[str]:
     """The member ids a member had, in order (one per assignment it got)."""
     return [e["member_id"] for e in events if e["ev"] == "assign"]
