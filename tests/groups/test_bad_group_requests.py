@@ -26,11 +26,10 @@ from tests.helpers.group_history import (
 )
 from tests.helpers.group_member import MemberSpec, MemberThread
 from tests.helpers.group_state import (
-    committed_offsets,
     connect,
     coordinator_of,
-    end_offsets,
     group_records,
+    wait_committed_to_end,
 )
 from tests.helpers.groups import (
     commit_body,
@@ -129,8 +128,7 @@ def test_bad_requests_get_kafkas_errors_and_leave_a_consuming_group_alone(group_
             assert commit(gen, me, solo) == {E.UNKNOWN_MEMBER_ID}
 
             traffic.wait_acked(len(traffic.acked) + 200)
-        ends = end_offsets(bootstrap, topic, PARTITIONS)
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
+        wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
         assert stable_record()["generation"] == generation
         closing = time.monotonic()  # the first to close makes the other rebalance
     finally:

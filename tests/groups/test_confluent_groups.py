@@ -20,7 +20,11 @@ from tests.helpers.group_history import (
     wait_consumed_past,
 )
 from tests.helpers.group_member import MemberProcess, MemberSpec
-from tests.helpers.group_state import committed_offsets, end_offsets, group_records
+from tests.helpers.group_state import (
+    committed_offsets,
+    group_records,
+    wait_committed_to_end,
+)
 
 pytestmark = pytest.mark.clients
 
@@ -65,8 +69,7 @@ def test_members_killed_closing_and_joining_consume_everything_once(group_broker
             started.append(d)
             wait_assigned([c, d], PARTITIONS, "c and d sharing after d joined")
             traffic.wait_acked(len(traffic.acked) + 600)
-        ends = end_offsets(bootstrap, topic, PARTITIONS)
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
+        wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
         c.close()
         d.close()
     finally:
@@ -129,8 +132,7 @@ def test_a_static_member_restarted_within_its_session_rejoins_without_a_rebalanc
             started.append(again)
             wait_for(lambda: assigned_now(read_events(again.spec.events)), "one back")
             traffic.wait_acked(len(traffic.acked) + 400)
-        ends = end_offsets(bootstrap, topic, PARTITIONS)
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
+        wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
         after = latest_record()
         again.close()
         two.close()

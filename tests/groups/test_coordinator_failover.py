@@ -26,7 +26,11 @@ from tests.helpers.group_history import (
     wait_consumed_past,
 )
 from tests.helpers.group_member import MemberProcess, MemberSpec, MemberThread
-from tests.helpers.group_state import committed_offsets, coordinator_of, end_offsets
+from tests.helpers.group_state import (
+    committed_offsets,
+    coordinator_of,
+    wait_committed_to_end,
+)
 
 pytestmark = [pytest.mark.clients, pytest.mark.slow]
 
@@ -45,8 +49,7 @@ def test_committed_offsets_survive_a_broker_restart(group_settings, tmp_path):
             member = MemberThread(
                 MemberSpec(name, bootstrap, group, topic, tmp_path / f"{name}.events")
             ).start()
-            ends = end_offsets(bootstrap, topic, PARTITIONS)
-            wait_for(lambda: committed_offsets(bootstrap, group) == ends, f"{name} committed")
+            ends = wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
             member.close()
             return ends
 
@@ -153,8 +156,7 @@ def test_the_group_moves_with_its_offsets_partition_when_the_coordinator_dies(
             reached = consumed_to(members)
             traffic.wait_acked(len(traffic.acked) + 400)
             wait_consumed_past(members, reached, "consuming after the failover")
-        ends = end_offsets(bootstrap, topic, PARTITIONS)
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
+        wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
         for m in members:
             m.close()
     finally:

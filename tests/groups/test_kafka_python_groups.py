@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.cluster import Traffic, create_topic, fresh, wait_for
 from tests.helpers.group_history import check_history, owners, read_events
 from tests.helpers.group_member import MemberSpec, MemberThread, run_kafka_python_member
-from tests.helpers.group_state import committed_offsets, end_offsets
+from tests.helpers.group_state import wait_committed_to_end
 
 pytestmark = pytest.mark.clients
 
@@ -49,8 +49,7 @@ def test_a_group_with_each_assignor(group_broker, tmp_path, assignor):
         wait_for(balanced, f"three members balanced by {assignor}")
         with Traffic(bootstrap, topic, partitions=PARTITIONS, rate=500) as traffic:
             traffic.wait_acked(700)
-        ends = end_offsets(bootstrap, topic, PARTITIONS)
-        wait_for(lambda: committed_offsets(bootstrap, group) == ends, "commits up to the end")
+        ends = wait_committed_to_end(bootstrap, group, topic, PARTITIONS)
         # Still balanced: no member left or was dropped meanwhile.
         assert balanced()
     finally:

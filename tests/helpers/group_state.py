@@ -20,6 +20,7 @@ from broker.coordinator.offsets_topic import (
     partition_for,
 )
 from broker.protocol.apis import FIND_COORDINATOR
+from tests.helpers.cluster import wait_for
 
 
 def connect(address: str, client_id: str = "group-tests") -> BrokerConnection:
@@ -53,6 +54,16 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[tuple[str, 
         }
     finally:
         consumer.close()
+
+
+def wait_committed_to_end(
+    bootstrap: str, group: str, topic: str, partitions: int
+) -> dict[tuple[str, int], int]:
+    """Until the group's committed offsets are the partitions' ends (as they are now:
+    call it once writing has stopped); returns those ends."""
+    ends = end_offsets(bootstrap, topic, partitions)
+    wait_for(lambda: committed_offsets(bootstrap, group) == ends, f"{group} committed to the end")
+    return ends
 
 
 def group_records(bootstrap: str, group: str) -> list[dict | None]:
