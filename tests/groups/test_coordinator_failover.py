@@ -93,19 +93,13 @@ def test_the_group_moves_with_its_offsets_partition_when_the_coordinator_dies(
     bootstrap = cluster.bootstrap
     topic, group = fresh("failover"), fresh("failover-group")
     create_topic(cluster, topic, PARTITIONS, factor=3)
-    members = [
-        MemberProcess(
-            MemberSpec(
-                name,
-                bootstrap,
-                group,
-                topic,
-                tmp_path / f"{name}.events",
-                session_timeout_ms=10_000,
-            )  # fmt: skip
-        ).start()
-        for name in ("m1", "m2")
-    ]
+
+    def member(name: str) -> MemberProcess:
+        events = tmp_path / f"{name}.events"
+        spec = MemberSpec(name, bootstrap, group, topic, events, session_timeout_ms=10_000)
+        return MemberProcess(spec).start()
+
+    members = [member("m1"), member("m2")]
     admin = AdminClient({"bootstrap.servers": bootstrap})
     offsets_partition = partition_for(group, OFFSETS_PARTITIONS)
 

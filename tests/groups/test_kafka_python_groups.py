@@ -24,20 +24,13 @@ def test_a_group_with_each_assignor(group_broker, tmp_path, assignor):
     bootstrap = group_broker.bootstrap
     topic, group = fresh(f"kp-{assignor}"), fresh(f"kp-{assignor}")
     create_topic(group_broker, topic, PARTITIONS, factor=1)
-    members = [
-        MemberThread(
-            MemberSpec(
-                f"kp-{i}",
-                bootstrap,
-                group,
-                topic,
-                tmp_path / f"kp-{i}.events",
-                extra={"assignor": assignor},
-            ),  # fmt: skip
-            run=run_kafka_python_member,
-        ).start()
-        for i in range(3)
-    ]
+
+    def member(name: str) -> MemberThread:
+        events, extra = tmp_path / f"{name}.events", {"assignor": assignor}
+        spec = MemberSpec(name, bootstrap, group, topic, events, extra=extra)
+        return MemberThread(spec, run=run_kafka_python_member).start()
+
+    members = [member(f"kp-{i}") for i in range(3)]
     try:
 
         def balanced():

@@ -30,22 +30,12 @@ class KcatMember:
     (where it reports each rebalance) are collected as they come."""
 
     def __init__(self, bootstrap: str, group: str, topic: str) -> None:
+        command = [
+            "kcat", "-b", bootstrap, "-G", group, "-u", "-f", r"%p %o %s\n",
+            "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000", topic,
+        ]  # fmt: skip
         self.proc = subprocess.Popen(
-            [
-                "kcat",
-                "-b",
-                bootstrap,
-                "-G",
-                group,
-                "-u",
-                "-f",
-                r"%p %o %s\n",
-                "-X",
-                "auto.offset.reset=earliest",
-                "-X",
-                "session.timeout.ms=6000",
-                topic,
-            ],  # fmt: skip
+            command,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
