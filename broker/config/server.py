@@ -421,6 +421,7 @@ SERVER_CONFIG = (
         "Elect a replica outside the ISR when no in-sync replica is alive (availability "
         "over durability: acknowledged writes can be lost); topic override of the same name.",
         group="cluster",
+        dynamic=True,
     )
     .define(
         "replica.lag.time.max.ms",

@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+UNCLEAN_KEY = "unclean.leader.election.enable"
 # Kafka's security protocol ids, as UpdateMetadata carries them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -85,7 +86,8 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    unclean: dict[str, bool] = field(default_factory=dict)
+    # A topic's unclean.leader.election.enable override (None: the broker default).
+    unclean: dict[str, bool | None] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
     # Replicas (topic, broker) of topics being deleted that have confirmed the deletion.
     deleted_replicas: set[tuple[str, int]] = field(default_factory=set)
@@ -112,7 +114,7 @@ class Controller:
         zk: ZkClient,
         *,
         listener: str,
-        unclean_default: bool,
+        unclean_default: bool | Callable[[], bool],
         request_timeout_s: float,
         on_change: Callable[[int | None], None] = lambda controller_id: None,
         auto_rebalance: AutoRebalance | None = None,
@@ -332,15 +334,30 @@ class Controller:
         self.ctx.reassigning.update({(topic, p): r for p, r in moving.items()})
         config = await self.zk.get(z.topic_config_path(topic))
         overrides = z.decode_topic_config(topic, config[0]) if config else {}
-        self.ctx.unclean[topic] = (
-            overrides.get("unclean.leader.election.enable", str(self.unclean_default)).lower()
-            == "true"
-        )
+        self._take_unclean(topic, overrides)
         for partition in assignment:
             state = await self._read_state((topic, partition))
             if state is not None:
                 self.ctx.states[(topic, partition)] = state
         return assignment
+
+    def _take_unclean(self, topic: str, overrides: dict[str, str]) -> None:
+        value = overrides.get(UNCLEAN_KEY)
+        self.ctx.unclean[topic] = None if value is None else value.strip().lower() == "true"
+
+    async def _refresh_unclean(self, topics: Iterable[str]) -> None:
+        """Read again whether these topics allow unclean elections: their configs change at
+        run time (AlterConfigs), and an election about to happen must follow the change."""
+        for topic in sorted(set(topics)):
+            config = await self.zk.get(z.topic_config_path(topic))
+            self._take_unclean(topic, z.decode_topic_config(topic, config[0]) if config else {})
+
+    def _allows_unclean(self, topic: str) -> bool:
+        override = self.ctx.unclean.get(topic)
+        if override is not None:
+            return override
+        default = self.unclean_default
+        return default() if callable(default) else default
 
     async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         found = await self.zk.get(z.partition_state_path(*tp))
@@ -432,6 +449,7 @@ class Controller:
             return None
 
         affected = [tp for tp in ctx.states if tp[0] not in ctx.deleting]
+        await self._refresh_unclean(tp[0] for tp in affected if ctx.states[tp].leader in dead)
         changed = await self._apply(affected, decide)
         touched = set(changed) | {tp for b in dead for tp in ctx.partitions_on(b)}
         self._send_update_metadata(sorted(touched))
@@ -440,7 +458,7 @@ class Controller:
         ctx = self.ctx
         try:
             new, unclean = election.offline_partition(
-                ctx.replicas(tp), state, ctx.live, ctx.epoch, ctx.unclean.get(tp[0], False)
+                ctx.replicas(tp), state, ctx.live, ctx.epoch, self._allows_unclean(tp[0])
             )
             if unclean:
                 log.warning("%s-%d: unclean leader election of %d", *tp, new.leader)
@@ -473,6 +491,9 @@ class Controller:
             new = self._elect_one(tp, state)
             return None if new == state else new
 
+        await self._refresh_unclean(
+            tp[0] for tp in existing if not ctx.is_live(ctx.states[tp].leader)
+        )
         changed = await self._apply(existing, decide, created)
         if changed or created:
             self._send_update_metadata(sorted({*changed, *created}))

@@ -174,7 +174,8 @@ class ClusterMembership:
             self.broker_id,
             self.zk,
             listener=self.config.inter_broker_listener,
-            unclean_default=self.config["unclean.leader.election.enable"],
+            # The broker default as it is now (a dynamic broker config may change it).
+            unclean_default=lambda: self.ctx.replicas.topic_configs.default.unclean_leader_election,
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
             auto_rebalance=AutoRebalance(
                 self.config["leader.imbalance.per.broker.percentage"],

@@ -244,7 +244,15 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
             await h.create_topic(
                 "dirty", {0: [1, 2]}, config={"unclean.leader.election.enable": "true"}
             )
-            for topic in ("clean", "dirty"):
+            # Allowed after the topic was read (AlterConfigs at run time): the election
+            # follows the config as it is then.
+            await h.create_topic("later", {0: [1, 2]})
+            await eventually(lambda: h.state("later", 0))
+            await h.zk.set(
+                z.topic_config_path("later"),
+                z.encode_topic_config({"unclean.leader.election.enable": "true"}),
+            )
+            for topic in ("clean", "dirty", "later"):
                 state = await eventually(lambda t=topic: h.state(t, 0))
                 # The follower fell out of the ISR (as a leader would write it).
                 await h.zk.set(
@@ -257,6 +265,8 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
             dirty = await eventually(_leader_changed(h, "dirty", 0, 1))
             assert (clean.leader, clean.isr) == (-1, (1,))
             assert (dirty.leader, dirty.isr) == (2, (2,))
+            later = await eventually(_leader_changed(h, "later", 0, 1))
+            assert (later.leader, later.isr) == (2, (2,))
 
     run(scenario())
 
