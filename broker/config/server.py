@@ -550,6 +550,27 @@ SERVER_CONFIG = (
         group="cluster",
     )
     .define(
+        "leader.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes per second this broker, as a leader, sends to followers of throttled replicas "
+        "(topic leader.replication.throttled.replicas) that are out of the ISR; set by "
+        "reassignments with a throttle.",
+        validator=at_least(0),
+        group="cluster",
+        dynamic=True,
+    )
+    .define(
+        "follower.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes per second this broker, as a follower out of the ISR, fetches for throttled "
+        "replicas (topic follower.replication.throttled.replicas).",
+        validator=at_least(0),
+        group="cluster",
+        dynamic=True,
+    )
+    .define(
         "leader.imbalance.check.interval.seconds",
         "long",
         300,

@@ -33,6 +33,7 @@ from broker.server.meta import new_cluster_id
 from broker.server.partition import Partition
 from broker.server.producer_ids import ZkProducerIdBlocks
 from broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.server.replication_quota import FOLLOWER_RATE, ReplicationQuota
 from broker.util.clock import now_ms
 
 log = logging.getLogger(__name__)
@@ -155,6 +156,7 @@ class ClusterMembership:
                 num_fetchers=cfg["num.replica.fetchers"],
             ),
             ctx.now_ms,
+            quota=ReplicationQuota(lambda: ctx.configs.current[FOLLOWER_RATE]),
         )
 
     def spawn(self, coro) -> asyncio.Task:

@@ -22,6 +22,7 @@ from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
 
@@ -77,6 +78,7 @@ def open_broker_state(
         cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
     )
     ctx.configs = configs
+    ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
     if not cfg.cluster_mode:
         ctx.admin = LocalController(

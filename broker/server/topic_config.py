@@ -8,6 +8,11 @@ from typing import Any
 
 from broker.config.definition import ConfigDef, at_least, between, one_of
 from broker.log.config import LogConfig, cleanup_policy_problem
+from broker.server.replication_quota import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    throttled_replicas_problem,
+)
 
 TOPIC_CONFIG = (
     ConfigDef("Topic overrides (CreateTopics configs; changed by AlterConfigs)")
@@ -137,6 +142,23 @@ TOPIC_CONFIG = (
         validator=at_least(0),
         synonyms=("log.cleaner.min.compaction.lag.ms",),
     )
+    # -- replication throttles (broker/server/replication_quota.py) --
+    .define(
+        LEADER_REPLICAS,
+        "list",
+        [],
+        "Replicas (`PARTITION:BROKER,...` or `*`) whose leader throttles their catching-up "
+        "followers to leader.replication.throttled.rate (set by reassignments).",
+        validator=throttled_replicas_problem,
+    )
+    .define(
+        FOLLOWER_REPLICAS,
+        "list",
+        [],
+        "Replicas (`PARTITION:BROKER,...` or `*`) that, while out of the ISR, fetch at most "
+        "follower.replication.throttled.rate (set by reassignments).",
+        validator=throttled_replicas_problem,
+    )
 )
 
 _LOG_FIELDS = {
@@ -159,6 +181,8 @@ def effective_value(name: str, config: LogConfig) -> str | None:
     """Topic key `name` as it applies in `config` (a topic's LogConfig), in the key's
     string form (what DescribeConfigs shows)."""
     key = TOPIC_CONFIG.keys[name]
+    if name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        return ""  # no broker-wide value: a topic's own or none
     if name == "cleanup.policy":
         return key.format(config.cleanup_policy)
     if name == "message.timestamp.type":
@@ -206,6 +230,11 @@ class TopicConfigs:
 
     def all_overrides(self) -> dict[str, dict[str, str]]:
         return {t: dict(v) for t, v in self._overrides.items()}
+
+    def throttled_replicas(self, topic: str, name: str) -> list[str]:
+        """`topic`'s leader or follower throttled replicas (`name`), parsed."""
+        raw = self._overrides.get(topic, {}).get(name)
+        return TOPIC_CONFIG.keys[name].parse(raw) if raw is not None else []
 
     def log_config(self, topic: str) -> LogConfig:
         return apply_overrides(self.default, self._overrides.get(topic, {}))

@@ -5,6 +5,7 @@ show. Tests that kill or move brokers own their cluster."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from confluent_kafka import TopicPartition as ConfluentPartition
 from confluent_kafka.admin import AdminClient
 from kafka import KafkaProducer
 from kafka import TopicPartition as KafkaPythonPartition
-from kafka.admin import KafkaAdminClient
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient
 from kafka.admin import NewTopic as KafkaPythonNewTopic
 from kafka.errors import InvalidPartitionsError, InvalidReplicationAssignmentError
 
@@ -188,3 +189,63 @@ def test_preferred_leaders_given_back_after_a_broker_returns(cluster_factory):
         ),
         "every partition led by its preferred replica",
     )
+
+
+@pytest.mark.slow
+def test_a_throttled_reassignment_copies_slowly_until_the_throttle_is_lifted(cluster_factory):
+    """A new replica throttled at 100 kB/s has, a few seconds in, nowhere near the 3 MB it
+    copies in a moment unthrottled; once the throttle goes, the move completes."""
+    cluster = cluster_factory(3, overrides={**FAST_FAILOVER, "replica.fetch.max.bytes": "65536"})
+    topic = fresh("throttled")
+    admin = _kafka_python_admin(cluster)
+    confluent = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    try:
+        admin.create_topics(
+            [
+                KafkaPythonNewTopic(
+                    topic, num_partitions=-1, replication_factor=-1, replica_assignments={0: [0, 1]}
+                )
+            ]
+        )
+        wait_for(lambda: in_sync(confluent, topic, 2), f"{topic} in sync")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(3000):
+            producer.produce(topic, value=b"%04d" % i + b"x" * 996, partition=0)
+            producer.poll(0)
+        assert producer.flush(60) == 0
+        admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.BROKER,
+                    "2",
+                    {"follower.replication.throttled.rate": "100000"},
+                ),
+                ConfigResource(
+                    ConfigResourceType.TOPIC,
+                    topic,
+                    {"follower.replication.throttled.replicas": "0:2"},
+                ),
+            ]
+        )
+        tp = KafkaPythonPartition(topic, 0)
+        assert admin.alter_partition_reassignments({tp: [0, 1, 2]}) == {tp: None}
+        replica = Path(cluster.broker(2).log_dir) / f"{topic}-0"
+        wait_for(replica.exists, "the new replica created")
+        time.sleep(3)
+        copied = sum(f.stat().st_size for f in replica.glob("*.log"))
+        assert copied < 1_500_000, f"{copied} bytes copied in 3 s at 100 kB/s"
+        assert KafkaPythonPartition(topic, 0) in admin.list_partition_reassignments()
+        admin.alter_configs(
+            [
+                ConfigResource(
+                    ConfigResourceType.TOPIC, topic, {"follower.replication.throttled.replicas": ""}
+                )
+            ]
+        )
+        wait_for(
+            lambda: (found := in_sync(confluent, topic, 3)) and found[0][1] == [0, 1, 2],
+            "the move done once the throttle is lifted",
+        )
+        assert admin.list_partition_reassignments() == {}
+    finally:
+        admin.close()
