@@ -632,4 +632,3 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
