@@ -44,18 +44,20 @@ from broker.protocol.types import DecodeError
 
 _BACKOFF_S = 0.1
 CONSUMER_PROTOCOL_TYPE = "consumer"
-# OffsetCommit answers that concern the group, not a partition: an admin commit (generation
-# -1, no member id) is refused with these while the group has members.
-_GROUP_COMMIT_ERRORS = frozenset(
+# OffsetCommit answers that concern the group, not a partition. An admin commit (generation
+# -1, no member id) is refused with the first four while the group has members.
+_ACTIVE_GROUP_ERRORS = frozenset(
     {
         ErrorCode.UNKNOWN_MEMBER_ID,
         ErrorCode.ILLEGAL_GENERATION,
         ErrorCode.REBALANCE_IN_PROGRESS,
         ErrorCode.FENCED_INSTANCE_ID,
-        ErrorCode.INVALID_GROUP_ID,
-        ErrorCode.GROUP_AUTHORIZATION_FAILED,
     }
 )
+_GROUP_COMMIT_ERRORS = _ACTIVE_GROUP_ERRORS | {
+    ErrorCode.INVALID_GROUP_ID,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+}
 
 
 @dataclass
@@ -345,7 +347,7 @@ class AdminClient:
         for code in codes.values():
             if code in _GROUP_COMMIT_ERRORS:
                 detail = f"altering the offsets of group {group_id!r}"
-                if code != ErrorCode.INVALID_GROUP_ID:
+                if code in _ACTIVE_GROUP_ERRORS:
                     detail += ": the group has active members; offsets can only be altered while it is empty"
                 raise error_for(code, detail)
         outcome = {tp: (code, None) for tp, code in codes.items()}
