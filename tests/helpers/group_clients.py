@@ -1,6 +1,7 @@
 """Consumer groups made by real clients, for the tests of the group tools and the admin
 client's group API: confluent-kafka members that subscribe, consume and commit, and a
-kafka-python member that shows where a group starts reading."""
+kafka-python member that shows where a group starts reading. (The `group_broker` fixture
+in tests/conftest.py is a broker on which they form at once.)"""
 
 from __future__ import annotations
 

@@ -14,10 +14,14 @@ import pytest
 
 from broker.client.admin import AdminClient
 from broker.client.producer import Producer
-from broker.processes import BrokerProcess
 from broker.tools.consumer_groups import main
 from broker.util.clock import HOUR_MS, now_ms
-from tests.helpers.group_clients import ConfluentGroup, first_offsets, fresh, topic_with_records
+from tests.helpers.group_clients import (
+    ConfluentGroup,
+    first_offsets,
+    fresh,
+    topic_with_records,
+)
 
 pytestmark = pytest.mark.clients
 
@@ -29,11 +33,8 @@ def ends(topic: str) -> dict[tuple[str, int], int]:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
-    # No initial rebalance delay: each test's group forms at once.
-    overrides = {"group.initial.rebalance.delay.ms": "0"}
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", overrides) as b:
-        yield b
+def broker(group_broker):
+    return group_broker
 
 
 @pytest.fixture
