@@ -16,6 +16,7 @@ arguments (argparse's usage error).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from broker.protocol.errors import KafkaError
@@ -32,12 +33,13 @@ from broker.tools.groups import (
 from broker.tools.output import Output
 
 PROG = "python -m broker.tools consumer-groups"
+SCRIPT = "kafka-consumer-groups"  # the console script (pyproject.toml), Kafka's name
 ACTIONS = ("list", "describe", "delete", "reset_offsets", "delete_offsets")
 RESET_SCENARIOS = ("to_earliest", "to_latest", "to_offset", "shift_by", "to_datetime")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    parser = _parser(SCRIPT if os.path.basename(sys.argv[0]) == SCRIPT else PROG)
     args = parser.parse_args(argv)
     problem = _usage_problem(args)
     if problem:
@@ -72,9 +74,9 @@ def _run(tool: GroupTool, args) -> None:
 # -- arguments -----------------------------------------------------------------------------
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG,
+        prog=prog,
         description="List, describe, reset the offsets of and delete consumer groups.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -6,9 +6,12 @@ and its offsets (refused while the group is active), bad arguments."""
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import tomllib
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
@@ -24,6 +27,8 @@ from tests.helpers.group_clients import (
 )
 
 pytestmark = pytest.mark.clients
+
+ROOT = Path(__file__).resolve().parents[2]
 
 COUNTS = [5, 7, 3]  # records per partition of each test's topic
 
@@ -436,3 +441,22 @@ def test_as_a_command(broker, stable_group):
     )
     done = subprocess.run([sys.executable, "-m", "broker.tools"], capture_output=True, text=True)
     assert done.returncode == 2 and "consumer-groups" in done.stderr
+
+
+def test_the_console_script(broker, empty_group):
+    """pyproject.toml declares `kafka-consumer-groups`, Kafka's name; installed (uv sync),
+    it is the same command and names itself so in its usage."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+    module, _, name = scripts["kafka-consumer-groups"].partition(":")
+    assert getattr(importlib.import_module(module), name) is main
+    script = Path(sys.executable).parent / "kafka-consumer-groups"
+    assert script.exists(), "the project is not installed with its scripts: uv sync"
+    done = subprocess.run(
+        [script, "--bootstrap-server", broker.bootstrap, "--list", "--state", "Empty"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and empty_group[0] in done.stdout.split()
+    done = subprocess.run([script, "--list"], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("usage: kafka-consumer-groups ")
