@@ -276,6 +276,7 @@ def test_reset_to_datetime(tool, admin, broker):
     assert code == 0, err
     assert plan(out) == {(topic, 0): 3, (topic, 1): 2}
     assert committed(admin, group) == {(topic, 0): 3, (topic, 1): 2}
+    assert first_offsets(broker.bootstrap, group, topic, 2) == {0: 3, 1: 2}
     # A time with a zone: just before record 4, written two hours ahead of UTC.
     text = at(stamps[4] - 1 + 2 * HOUR_MS) + "+02:00"
     code, out, _ = tool("--reset-offsets", "--group", group, "--all-topics", "--to-datetime", text)
