@@ -110,7 +110,7 @@ class ConfluentGroup:
 
 
 def first_offsets(
-    bootstrap: str, group: str, topic: str, partitions: int, timeout_s: float = 30.0
+    bootstrap: str, group: str, topic: str, partitions: int, timeout_s: float = 60.0
 ) -> dict[int, int]:
     """partition -> the offset a kafka-python member of `group` subscribed to `topic`
     reads first: where the group's committed offsets send it (no reset policy, so a
@@ -127,7 +127,10 @@ def first_offsets(
     deadline = time.monotonic() + timeout_s
     try:
         while time.monotonic() < deadline:
-            for tp, records in consumer.poll(timeout_ms=200).items():
+            # Long polls: kafka-python 3.0.12 loses the assignment of a SyncGroup answer
+            # that arrives after a poll() gave up waiting for it (the member stays in the
+            # group with nothing assigned); a poll that outlasts the join avoids that.
+            for tp, records in consumer.poll(timeout_ms=2000).items():
                 first.setdefault(tp.partition, records[0].offset)
             assigned = consumer.assignment()
             if len(assigned) < partitions:
