@@ -119,29 +119,36 @@ class ZkTopicAdmin(TopicAdmin):
     async def _add_partitions(
         self, topic, count, assignment, brokers, validate_only
     ) -> TopicError | None:
-        found = await self.zk.get(z.topic_path(topic))
         if await self.zk.exists(z.delete_topic_path(topic)) is not None:
             return TopicError(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{topic}' is queued for deletion."
             )
-        current = z.decode_assignment(topic, found[0]) if found is not None else None
-        try:
-            added = self.plan_partitions(topic, current, count, assignment, brokers)
-        except TopicError as exc:
-            return exc
-        if validate_only:
+        for _ in range(3):  # another writer between our read and write: read again
+            found = await self.zk.get(z.topic_path(topic))
+            current = z.decode_assignment(topic, found[0]) if found is not None else None
+            if found is not None and z.decode_reassignments(topic, found[0]):
+                return TopicError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                    f"A partition reassignment of '{topic}' is in progress.",
+                )
+            try:
+                added = self.plan_partitions(topic, current, count, assignment, brokers)
+            except TopicError as exc:
+                return exc
+            if validate_only:
+                return None
+            try:
+                await self.zk.set(
+                    z.topic_path(topic), z.encode_assignment({**current, **added}), found[1].version
+                )
+            except (BadVersionError, NoNodeError):
+                continue
+            log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
             return None
-        try:
-            await self.zk.set(
-                z.topic_path(topic), z.encode_assignment({**current, **added}), found[1].version
-            )
-        except (BadVersionError, NoNodeError):
-            return TopicError(
-                ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                f"The assignment of '{topic}' changed meanwhile; try again.",
-            )
-        log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
-        return None
+        return TopicError(
+            ErrorCode.REASSIGNMENT_IN_PROGRESS,
+            f"The assignment of '{topic}' kept changing meanwhile; try again.",
+        )
 
     def auto_create(self, name: str) -> None:
         if name in self._auto_creating:

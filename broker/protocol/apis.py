@@ -58,6 +58,9 @@ class ApiKey(enum.IntEnum):
     ELECT_LEADERS = 43
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_LOG_DIRS = 35
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -87,6 +90,9 @@ DELETE_GROUPS = ApiKey.DELETE_GROUPS
 ELECT_LEADERS = ApiKey.ELECT_LEADERS
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
 DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
+DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
+ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
 
 
 @dataclass(frozen=True, eq=False)
@@ -797,14 +803,18 @@ ELECT_LEADERS_API = Api(
 )
 
 DESCRIBE_CLUSTER_API = Api(
-    DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 0,
+    DESCRIBE_CLUSTER, "DescribeCluster", 0, 2, 0,
     request=Struct(
         F("include_cluster_authorized_operations", BOOL),
+        # 1: brokers (2, controllers, is KRaft's: no such endpoints here).
+        F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+", default=False),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+", default=None),
+        F("endpoint_type", INT8, "1+", default=1),
         F("cluster_id", STRING),
         F("controller_id", INT32, default=-1),
         F("brokers", Array(Struct(
@@ -812,8 +822,93 @@ DESCRIBE_CLUSTER_API = Api(
             F("host", STRING),
             F("port", INT32),
             F("rack", STRING, nullable="0+", default=None),
+            F("is_fenced", BOOL, "2+", default=False),
         ))),
         F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_API = Api(
+    DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4, 2,
+    request=Struct(
+        # null: every partition of every log dir.
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "3+"),
+        F("results", Array(Struct(
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partitions", Array(Struct(
+                    F("partition_index", INT32),
+                    F("partition_size", INT64),
+                    F("offset_lag", INT64),
+                    F("is_future_key", BOOL),
+                ))),
+            ))),
+            F("total_bytes", INT64, "4+", default=-1),
+            F("usable_bytes", INT64, "4+", default=-1),
+        ))),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_API = Api(
+    ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                # null: cancel the reassignment under way.
+                F("replicas", Array(INT32), nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_API = Api(
+    LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        # null: every reassignment under way.
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("replicas", Array(INT32)),
+                F("adding_replicas", Array(INT32)),
+                F("removing_replicas", Array(INT32)),
+            ))),
+        ))),
     ),
 )
 
@@ -851,6 +946,9 @@ API_BY_KEY: dict[int, Api] = dict(
                 CREATE_PARTITIONS_API,
                 ELECT_LEADERS_API,
                 DESCRIBE_CLUSTER_API,
+                DESCRIBE_LOG_DIRS_API,
+                ALTER_PARTITION_REASSIGNMENTS_API,
+                LIST_PARTITION_REASSIGNMENTS_API,
             )
         }.items()
     )

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import sys
 
-from broker.tools import consumer_groups
+from broker.tools import consumer_groups, zk_offset_checker
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
     "consumer-groups": consumer_groups.main,
+    "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
 }
 
 
