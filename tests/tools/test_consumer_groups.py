@@ -442,6 +442,14 @@ def test_as_a_command(broker, stable_group):
     )
     done = subprocess.run([sys.executable, "-m", "broker.tools"], capture_output=True, text=True)
     assert done.returncode == 2 and "consumer-groups" in done.stderr
+    # The other tools are there by their Kafka names too (the offset checker of ZooKeeper
+    # groups is tested in tests/cluster/test_zk_consumer.py); bad arguments: exit code 2.
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.tools", "consumer-offset-checker"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2 and "--zookeeper" in done.stderr
 
 
 def test_the_console_script(broker, empty_group):
