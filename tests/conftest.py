@@ -37,6 +37,15 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    """A broker shared by a test module of consumer groups: no initial rebalance delay, so
+    each test's group forms at once."""
+    overrides = {"group.initial.rebalance.delay.ms": "0"}
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", overrides) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
 def registry(broker, tmp_path_factory):
     """A registry on the module's broker (schemas kept in its _schemas topic)."""
     with RegistryProcess(tmp_path_factory.mktemp("registry"), bootstrap=broker.bootstrap) as r:
