@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import sys
 
-from broker.tools import consumer_groups, dump_log, zk_offset_checker
+from broker.tools import (
+    console_consumer,
+    console_producer,
+    consumer_groups,
+    consumer_perf,
+    dump_log,
+    producer_perf,
+    zk_offset_checker,
+)
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
     "consumer-groups": consumer_groups.main,
     "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
     "dump-log": dump_log.main,
+    "console-producer": console_producer.main,
+    "console-consumer": console_consumer.main,
+    "producer-perf-test": producer_perf.main,
+    "consumer-perf-test": consumer_perf.main,
 }
 
 

@@ -66,3 +66,11 @@ def datetime_ms(value: str) -> int:
         offset = timedelta(hours=int(digits[:2]), minutes=int(digits[2:] or 0))
         moment = moment.replace(tzinfo=timezone(offset if zone[0] == "+" else -offset))
     return int(moment.timestamp()) * SECOND_MS + int((millis or "0").ljust(3, "0"))
+
+
+def key_value(value: str) -> tuple[str, str]:
+    """`key=value`, as Kafka's tools take `--property` and `--producer-property`."""
+    key, sep, rest = value.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{value!r}: expected key=value")
+    return key.strip(), rest
