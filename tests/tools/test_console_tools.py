@@ -21,7 +21,7 @@ from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
 from broker.records.batch import iter_batches
 from broker.records.compression import CODEC_NAMES
-from broker.tools import console_consumer, console_producer
+from broker.tools import console_consumer
 from tests.helpers.group_clients import fresh
 
 pytestmark = pytest.mark.clients
@@ -551,4 +551,5 @@ def test_console_scripts_are_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["kafka-console-producer"] == "broker.tools.console_producer:main"
     assert scripts["kafka-console-consumer"] == "broker.tools.console_consumer:main"
-    assert console_producer.main and console_consumer.main
+    assert scripts["kafka-producer-perf-test"] == "broker.tools.producer_perf:main"
+    assert scripts["kafka-consumer-perf-test"] == "broker.tools.consumer_perf:main"
