@@ -74,3 +74,11 @@ def key_value(value: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"{value!r}: expected key=value")
     return key.strip(), rest
+
+
+def add_properties_option(parser: argparse.ArgumentParser, flag: str, help: str) -> None:
+    """A repeatable `FLAG key=value` option (Kafka's `--property` and friends), collected
+    as a list of (key, value) in order, so a later one wins when made a dict."""
+    parser.add_argument(
+        flag, type=key_value, action="append", default=[], metavar="KEY=VALUE", help=help
+    )

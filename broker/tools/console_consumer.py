@@ -22,11 +22,12 @@ import sys
 import time
 from typing import BinaryIO
 
+from broker.client.group.config import consumer_config
 from broker.config.definition import ConfigError
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
-from broker.tools.arguments import key_value
-from broker.tools.consuming import EARLIEST, LATEST, PartitionReader
+from broker.tools.arguments import add_properties_option
+from broker.tools.consuming import EARLIEST, LATEST, GroupReader, PartitionReader
 from broker.tools.output import Output
 from broker.tools.record_format import RecordFormatter
 
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None, stdout: BinaryIO | None = None) -> int:
             properties[key] = getattr(args, option)
     try:
         formatter = RecordFormatter(properties)
+        if args.consumer_property:
+            consumer_config(dict(args.consumer_property))  # refused here, named, exit 2
     except ConfigError as exc:
         parser.error(str(exc))
     out = Output()
@@ -92,9 +95,7 @@ def _reader(args):
     )
 
 
-def _group_reader(args, start: str):
-    from broker.tools.consuming import GroupReader
-
+def _group_reader(args, start: str) -> GroupReader:
     return GroupReader(
         args.bootstrap_server,
         args.group,
@@ -166,6 +167,8 @@ def _usage_problem(args) -> str | None:
         return "Options from-beginning and offset cannot be specified together."
     if args.group is not None and args.partition is not None:
         return "Options group and partition cannot be specified together."
+    if args.consumer_property and args.group is None:
+        return "--consumer-property needs --group (without one no consumer of a group runs)."
     if args.max_messages is not None and args.max_messages < 1:
         return "--max-messages must be at least 1"
     if args.timeout_ms is not None and args.timeout_ms < 0:
@@ -201,24 +204,14 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout-ms", type=int, metavar="MS", help="exit after MS without a record"
     )
     parser.add_argument("--skip-message-on-error", action="store_true")
-    parser.add_argument(
+    add_properties_option(
+        parser,
         "--property",
-        type=key_value,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="formatter properties: print.key, print.timestamp, print.partition, print.offset, "
+        "formatter properties: print.key, print.timestamp, print.partition, print.offset, "
         "print.headers, print.value, key.separator, line.separator, headers.separator, "
         "headers.key.separator, null.literal, key/value/headers.deserializer",
     )
-    parser.add_argument(
-        "--consumer-property",
-        type=key_value,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="group consumer settings (with --group)",
-    )
+    add_properties_option(parser, "--consumer-property", "group consumer settings (with --group)")
     parser.add_argument("--key-deserializer", metavar="CLASS")
     parser.add_argument("--value-deserializer", metavar="CLASS")
     return parser

@@ -26,7 +26,7 @@ from broker.client.producer_config import producer_kwargs
 from broker.config.definition import ConfigError, load_properties
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
-from broker.tools.arguments import key_value
+from broker.tools.arguments import add_properties_option
 from broker.tools.output import Output
 
 PROG = "kafka-console-producer"
@@ -225,17 +225,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT[,...]")
     parser.add_argument("--topic", required=True)
-    parser.add_argument(
+    add_properties_option(
+        parser,
         "--property",
-        type=key_value,
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="line reader properties: parse.key, key.separator, parse.headers, "
-        "headers.delimiter, headers.separator, headers.key.separator, ignore.error, null.marker",
+        "line reader properties: parse.key, key.separator, parse.headers, headers.delimiter, "
+        "headers.separator, headers.key.separator, ignore.error, null.marker",
     )
-    parser.add_argument(
-        "--producer-property", type=key_value, action="append", default=[], metavar="KEY=VALUE"
+    add_properties_option(
+        parser, "--producer-property", "producer settings (Kafka's names, PRODUCER_CONFIG)"
     )
     parser.add_argument("--producer.config", dest="producer_config", metavar="FILE")
     parser.add_argument("--request-required-acks", metavar="ACKS", help="all, -1, 0 or 1")

@@ -24,7 +24,7 @@ from datetime import datetime
 
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
-from broker.tools.consuming import EARLIEST, LATEST, PartitionReader
+from broker.tools.consuming import EARLIEST, LATEST, GroupReader, PartitionReader
 from broker.tools.output import Output
 from broker.util.clock import SECOND_MS, now_ms
 
@@ -78,8 +78,6 @@ def _reader(args):
     reset = LATEST if args.from_latest else EARLIEST
     if args.group is None:
         return PartitionReader(args.bootstrap_server, topics=[args.topic], start=reset), 0
-    from broker.tools.consuming import GroupReader
-
     began = now_ms()
     reader = GroupReader(args.bootstrap_server, args.group, topics=[args.topic], reset=reset)
     reader.wait_for_assignment(args.timeout / SECOND_MS)

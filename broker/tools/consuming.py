@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import time
 
+from broker.client.group import GroupConsumer, RebalanceListener
 from broker.client.simple_consumer import FetchRequest, SimpleConsumer
 from broker.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from broker.records.batch import Record
@@ -105,3 +106,80 @@ class PartitionReader:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+class GroupReader(RebalanceListener):
+    """A member of `group` subscribed to `topics` (or to `pattern`), starting where the
+    group committed, else at `reset` (earliest or latest). It commits the offsets of the
+    records the tool has finished with (`done`), not its positions: what was fetched but
+    not handed on is read again by whoever comes next. Commits go asynchronously after
+    each poll, synchronously before partitions are revoked and on close. `settings` are
+    more consumer keys (Kafka's names), checked by the group consumer's ConfigDef."""
+
+    def __init__(
+        self,
+        bootstrap: str,
+        group: str,
+        topics: list[str] | None = None,
+        pattern: str | None = None,
+        reset: str = LATEST,
+        settings: dict[str, str] | None = None,
+    ) -> None:
+        config = {"client.id": "console-consumer", **(settings or {})}
+        config.update(
+            {"group.id": group, "auto.offset.reset": reset, "enable.auto.commit": "false"}
+        )
+        self.consumer = GroupConsumer(bootstrap, **config)
+        self.finished: dict[tuple[str, int], int] = {}  # next offset to commit, not yet sent
+        self._held: list[tuple[str, int, Record]] = []
+        try:
+            self.consumer.subscribe(topics=topics, pattern=pattern, listener=self)
+        except BaseException:
+            self.consumer.close(autocommit=False)
+            raise
+
+    def wait_for_assignment(self, timeout_s: float) -> None:
+        """Poll until the group gave this member its partitions (records that came
+        meanwhile are kept for the next poll)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.consumer.assignment() and not self._held and time.monotonic() < deadline:
+            self._held = self._records(self.consumer.poll(0.1))
+
+    def poll(self, timeout_s: float) -> list[tuple[str, int, Record]]:
+        if self.finished:
+            self.consumer.commit_async(self.finished)
+            self.finished = {}
+        if self._held:
+            held, self._held = self._held, []
+            return held
+        return self._records(self.consumer.poll(timeout_s))
+
+    @staticmethod
+    def _records(records) -> list[tuple[str, int, Record]]:
+        return [
+            (r.topic, r.partition, Record(r.offset, r.timestamp, r.key, r.value, r.headers))
+            for r in records
+        ]
+
+    def done(self, topic: str, partition: int, offset: int) -> None:
+        self.finished[(topic, partition)] = offset + 1
+
+    def on_partitions_revoked(self, partitions) -> None:
+        revoked = {tp: o for tp, o in self.finished.items() if tp in partitions}
+        if revoked:
+            self.consumer.commit(revoked)
+        for tp in revoked:
+            del self.finished[tp]
+
+    def on_partitions_lost(self, partitions) -> None:
+        """Another member may own them already: what was finished is read again there."""
+        for tp in partitions:
+            self.finished.pop(tp, None)
+
+    def close(self) -> None:
+        try:
+            if self.finished:
+                finished, self.finished = self.finished, {}
+                self.consumer.commit(finished)
+        finally:
+            self.consumer.close(autocommit=False)

@@ -9,7 +9,7 @@ import time
 import uuid
 
 from confluent_kafka import Consumer
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
@@ -142,3 +142,14 @@ def first_offsets(
     finally:
         consumer.close(autocommit=False)
     raise AssertionError(f"kafka-python in {group}: read {first} of {partitions} partitions")
+
+
+def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the group's committed offset, as kafka-python's admin client
+    reads them."""
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        offsets = admin.list_group_offsets(group)[group]
+    finally:
+        admin.close()
+    return {(tp.topic, tp.partition): meta.offset for tp, meta in offsets.items()}

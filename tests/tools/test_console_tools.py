@@ -3,7 +3,8 @@ stdout round trips through `python -m broker.tools` subprocesses, keys, headers 
 reader's and formatter's properties, cross-checked with kafka-python (what the console
 producer wrote is what kafka-python reads, and the other way), the producer settings
 reaching the batches, failed records and unreadable lines (exit 1), deserializer
-errors with and without --skip-message-on-error, and bad arguments (exit 2)."""
+errors with and without --skip-message-on-error, and --group's commits as kafka-python's
+admin client sees them. Bad arguments: test_tool_arguments.py."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from broker.client.simple_consumer import SimpleConsumer
 from broker.records.batch import iter_batches
 from broker.records.compression import CODEC_NAMES
 from broker.tools import console_consumer
-from tests.helpers.group_clients import fresh
+from tests.helpers.group_clients import committed_offsets, fresh
 
 pytestmark = pytest.mark.clients
 
@@ -233,6 +234,57 @@ def test_latest_by_default_reads_only_new_records(broker, capsys):
     assert b"Processed a total of 1 messages" in err
 
 
+# -- --group ------------------------------------------------------------------------------
+
+
+def printed(out: bytes) -> list[tuple[int, int, bytes]]:
+    """(partition, offset, value) of lines printed with print.partition and print.offset."""
+    rows = []
+    for line in out.splitlines():
+        partition, offset, value = line.split(b"\t", 2)
+        rows.append((int(partition.split(b":")[1]), int(offset.split(b":")[1]), value))
+    return rows
+
+
+def test_group_member_commits_what_it_printed(broker):
+    topic = new_topic(broker.bootstrap, partitions=2)
+    lines = b"".join(b"k%d:v%d\n" % (i, i) for i in range(10))
+    assert (
+        produce(
+            broker.bootstrap,
+            topic,
+            lines,
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+        ).returncode
+        == 0
+    )
+    group = fresh("console-group")
+    member = [
+        *("console-consumer", "--bootstrap-server", broker.bootstrap, "--topic", topic),
+        *("--group", group, "--from-beginning"),
+        *("--property", "print.partition=true", "--property", "print.offset=true"),
+    ]
+    first = tool(*member, "--max-messages", "4")
+    assert first.returncode == 0, first.stderr
+    rows = printed(first.stdout)
+    assert len(rows) == 4
+    expected = {}
+    for partition, offset, _ in rows:
+        expected[(topic, partition)] = max(expected.get((topic, partition), 0), offset + 1)
+    # Committed: exactly past what was printed, not past what was fetched.
+    assert committed_offsets(broker.bootstrap, group) == expected
+    # The next member starts there, and from the start where nothing was committed (as
+    # Kafka's: --from-beginning is the reset policy, committed offsets come first).
+    second = tool(*member, "--max-messages", "6", "--timeout-ms", "20000")
+    assert second.returncode == 0, second.stderr
+    values = sorted(v for _, _, v in rows + printed(second.stdout))
+    assert values == sorted(b"v%d" % i for i in range(10))
+    assert sum(committed_offsets(broker.bootstrap, group).values()) == 10
+
+
 # -- producer settings and failures ----------------------------------------------------
 
 
@@ -371,185 +423,3 @@ def test_deserializer_errors_skip_or_stop(broker, capsys):
     assert (code, out) == (1, b"42\n")
     assert "Error: Error processing message, terminating consumer process" in err
     assert "Processed a total of 2 messages" in err
-
-
-# -- bad arguments -----------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    "args, problem",
-    [
-        (
-            ["console-consumer", "--bootstrap-server", "x:1"],
-            "Exactly one of --include/--topic is required.",
-        ),
-        (
-            ["console-consumer", "--bootstrap-server", "x:1", "--topic", "t", "--offset", "5"],
-            "The partition is required when offset is specified.",
-        ),
-        (
-            [
-                "console-consumer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--partition",
-                "0",
-                "--offset",
-                "1",
-                "--from-beginning",
-            ],
-            "Options from-beginning and offset cannot be specified together.",
-        ),
-        (
-            [
-                "console-consumer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--group",
-                "g",
-                "--partition",
-                "0",
-            ],
-            "Options group and partition cannot be specified together.",
-        ),
-        (
-            [
-                "console-consumer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--partition",
-                "0",
-                "--offset",
-                "soon",
-            ],
-            "expected earliest, latest or an offset",
-        ),
-        (
-            ["console-consumer", "--bootstrap-server", "x:1", "--include", "(["],
-            "is not a regular expression",
-        ),
-        (
-            [
-                "console-consumer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--property",
-                "print.keys=true",
-            ],
-            "Unknown property 'print.keys'",
-        ),
-        (
-            [
-                "console-consumer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--value-deserializer",
-                "Nope",
-            ],
-            "Invalid value 'Nope' for value.deserializer",
-        ),
-        (
-            ["console-producer", "--bootstrap-server", "x:1", "--topic", "bad topic"],
-            "--topic 'bad topic'",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--property",
-                "parse.key=maybe",
-            ],
-            "Invalid value 'maybe' for property parse.key",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--producer-property",
-                "acks=2",
-            ],
-            "Invalid value '2' for configuration acks",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--producer-property",
-                "lingr.ms=5",
-            ],
-            "Unknown configuration 'lingr.ms'",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--compression-codec",
-                "brotli",
-            ],
-            "Invalid value 'brotli' for configuration compression.type",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--property",
-                "headers.separator=:",
-            ],
-            "headers.separator and headers.key.separator may not be equal",
-        ),
-        (
-            [
-                "console-producer",
-                "--bootstrap-server",
-                "x:1",
-                "--topic",
-                "t",
-                "--property",
-                "novalue",
-            ],
-            "'novalue': expected key=value",
-        ),
-    ],
-)
-def test_bad_arguments_exit_2(args, problem, capsys):
-    from broker.tools.__main__ import main
-
-    with pytest.raises(SystemExit) as exit_:
-        main(args)
-    assert exit_.value.code == 2
-    assert problem in capsys.readouterr().err
-
-
-def test_console_scripts_are_declared():
-    import tomllib
-
-    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-    assert scripts["kafka-console-producer"] == "broker.tools.console_producer:main"
-    assert scripts["kafka-console-consumer"] == "broker.tools.console_consumer:main"
-    assert scripts["kafka-producer-perf-test"] == "broker.tools.producer_perf:main"
-    assert scripts["kafka-consumer-perf-test"] == "broker.tools.consumer_perf:main"

@@ -1,6 +1,7 @@
 """kafka-producer-perf-test and kafka-consumer-perf-test against a broker process: the
 lines Kafka's tools print, with counts and sizes that match what is in the log (no
-timing is asserted), payload files, failures, and bad arguments (exit 2)."""
+timing is asserted), payload files, failures, --group. Bad arguments:
+test_tool_arguments.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
 from broker.tools import consumer_perf
 from broker.tools.__main__ import main as tools_main
-from tests.helpers.group_clients import fresh, topic_with_records
+from tests.helpers.group_clients import committed_offsets, fresh, topic_with_records
 
 pytestmark = pytest.mark.clients
 
@@ -145,102 +146,14 @@ def test_consumer_perf_counts_what_the_topic_holds(broker, capsys):
     assert CONSUMER_LINE.match(lines[1])[5] == "100"
 
 
-@pytest.mark.parametrize(
-    "args, problem",
-    [
-        (
-            [
-                "producer-perf-test",
-                "--topic",
-                "t",
-                "--num-records",
-                "5",
-                "--throughput",
-                "-1",
-                "--producer-props",
-                "bootstrap.servers=x:1",
-            ],
-            "Either --record-size or --payload-file must be specified but not both.",
-        ),
-        (
-            [
-                "producer-perf-test",
-                "--topic",
-                "t",
-                "--num-records",
-                "5",
-                "--throughput",
-                "-1",
-                "--record-size",
-                "10",
-            ],
-            "Either --producer-props or --producer.config must be specified.",
-        ),
-        (
-            [
-                "producer-perf-test",
-                "--topic",
-                "t",
-                "--num-records",
-                "5",
-                "--throughput",
-                "-1",
-                "--record-size",
-                "10",
-                "--producer-props",
-                "acks=all",
-            ],
-            "Missing required configuration bootstrap.servers",
-        ),
-        (
-            [
-                "producer-perf-test",
-                "--topic",
-                "t",
-                "--num-records",
-                "5",
-                "--throughput",
-                "-1",
-                "--record-size",
-                "10",
-                "--producer-props",
-                "bootstrap.servers=x:1",
-                "batch.size=big",
-            ],
-            "Invalid value 'big' for configuration batch.size",
-        ),
-        (
-            [
-                "producer-perf-test",
-                "--topic",
-                "t",
-                "--num-records",
-                "5",
-                "--throughput",
-                "-1",
-                "--payload-file",
-                "/nonexistent/payloads",
-                "--producer-props",
-                "bootstrap.servers=x:1",
-            ],
-            "/nonexistent/payloads",
-        ),
-        (
-            ["producer-perf-test", "--topic", "t", "--num-records", "many", "--throughput", "-1"],
-            "invalid int value: 'many'",
-        ),
-        (
-            ["consumer-perf-test", "--bootstrap-server", "x:1", "--topic", "t"],
-            "the following arguments are required: --messages",
-        ),
-        (
-            ["consumer-perf-test", "--bootstrap-server", "x:1", "--topic", "t", "--messages", "0"],
-            "--messages must be at least 1",
-        ),
-    ],
-)
-def test_bad_arguments_exit_2(args, problem, capsys):
-    with pytest.raises(SystemExit) as exit_:
-        tools_main(args)
-    assert exit_.value.code == 2
-    assert problem in capsys.readouterr().err
+def test_consumer_perf_as_a_group_member(broker, capsys):
+    topic = topic_with_records(broker.bootstrap, [30, 20], prefix="perf")
+    group = fresh("perf-group")
+    code, out, err = run(
+        capsys,
+        *("consumer-perf-test", "--bootstrap-server", broker.bootstrap, "--topic", topic),
+        *("--messages", "50", "--group", group, "--timeout", "20000"),
+    )
+    assert code == 0, err
+    assert CONSUMER_LINE.match(out.splitlines()[1])[5] == "50"
+    assert committed_offsets(broker.bootstrap, group) == {(topic, 0): 30, (topic, 1): 20}
