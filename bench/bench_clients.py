@@ -17,16 +17,18 @@ PAYLOAD = b"x" * 100
 TOPIC = "bench"
 
 
-def produce(conf: dict, n: int) -> tuple[float, str, Producer]:
-    """The producer is returned so a mock cluster (owned by it) outlives the consume phase."""
+def produce(conf: dict, n: int, topic: str = TOPIC) -> tuple[float, str, Producer]:
+    """n messages of PAYLOAD to partition 0 of `topic`, acks=1 and linger 5 ms unless `conf`
+    says otherwise; the rate, the address of a broker (the mock cluster's) and the producer,
+    returned so a mock cluster (owned by it) outlives the consume phase."""
     producer = Producer(
         {
-            **conf,
             "linger.ms": 5,
             "acks": 1,
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 1_000_000,
             "enable.idempotence": False,
+            **conf,
         }
     )
     md = producer.list_topics(timeout=10)
@@ -36,7 +38,7 @@ def produce(conf: dict, n: int) -> tuple[float, str, Producer]:
     for _ in range(n):
         while True:
             try:
-                producer.produce(TOPIC, PAYLOAD, partition=0)
+                producer.produce(topic, PAYLOAD, partition=0)
                 break
             except BufferError:
                 producer.poll(0.001)
@@ -46,7 +48,7 @@ def produce(conf: dict, n: int) -> tuple[float, str, Producer]:
     return n / elapsed, bootstrap, producer
 
 
-def consume(bootstrap: str, n: int) -> tuple[float, int]:
+def consume(bootstrap: str, n: int, topic: str = TOPIC) -> tuple[float, int]:
     """Read the partition from its log start to its high watermark, again and again until
     n messages have been delivered. The mock cluster keeps only a bounded tail of each
     partition (about 5 MB), so it is read in several passes; ours in one. Each consume()
@@ -61,13 +63,13 @@ def consume(bootstrap: str, n: int) -> tuple[float, int]:
             "max.partition.fetch.bytes": 10485760,
         }
     )
-    low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
-    consumer.assign([TopicPartition(TOPIC, 0, low)])
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    consumer.assign([TopicPartition(topic, 0, low)])
     got, passes = 0, 0
     start = time.perf_counter()
     while got < n:
         if passes:
-            consumer.seek(TopicPartition(TOPIC, 0, low))
+            consumer.seek(TopicPartition(topic, 0, low))
         passes += 1
         position = low
         while position < high and got < n:

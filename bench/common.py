@@ -9,7 +9,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
-from broker.processes import BrokerProcess, RegistryProcess
+from broker.processes import BrokerProcess, Cluster, RegistryProcess, ZooKeeperProcess
 
 
 @contextmanager
@@ -20,6 +20,23 @@ def running_broker(**overrides: str):
         logs = Path(work) / "logs"
         with BrokerProcess(logs, overrides, log_path=Path(work) / "broker.log") as broker:
             yield broker.bootstrap, logs
+
+
+@contextmanager
+def running_cluster(
+    brokers: int = 3, work: Path | None = None, zookeeper_tick_ms: int = 2000, **overrides: str
+):
+    """ZooKeeper (ticking every `zookeeper_tick_ms`: sessions expire on tick boundaries) and
+    `brokers` brokers as users run them (`broker.processes.Cluster`), in `work` (kept, with
+    the servers' logs under logs/) or a temporary directory, `overrides` given to every
+    broker. Yields the started Cluster."""
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as temporary:
+        work = work or Path(temporary)
+        zookeeper = ZooKeeperProcess(
+            work / "zookeeper", tick_ms=zookeeper_tick_ms, log_path=work / "logs" / "zookeeper.log"
+        )
+        with Cluster(work, brokers, zookeeper=zookeeper, overrides=overrides) as cluster:
+            yield cluster
 
 
 @contextmanager

@@ -398,12 +398,14 @@ class Cluster:
     otherwise (`chroot=""`: none).
 
     `start()` starts ZooKeeper, then every broker side by side, and returns once all answer
-    (and, with `wait_for_registration`, are registered in ZooKeeper). `stop()` sends SIGTERM
+    (and, with `wait_for_registration`, are registered in ZooKeeper and know the cluster:
+    each one's Metadata names the controller and every running broker). `stop()` sends SIGTERM
     to the brokers one by one, the controller last, then stops ZooKeeper.
     """
 
-    # start() and restart() wait for /brokers/ids/<id> as well as the open port, so a
-    # started cluster is one the controller knows.
+    # start() and restart() wait for /brokers/ids/<id> and for the controller's metadata to
+    # reach the brokers as well as the open port, so a started cluster is one the
+    # controller knows and whose brokers know it.
     wait_for_registration = True
     registration_timeout_s = 30.0
 

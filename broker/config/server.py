@@ -430,6 +430,110 @@ SERVER_CONFIG = (
         group="cluster",
         default_doc="the first listener",
     )
+    .define(
+        "offsets.topic.num.partitions",
+        "int",
+        50,
+        "Partitions of __consumer_offsets, created when a client first looks for a group "
+        "coordinator; the coordinator of a group is the leader of its partition, so this "
+        "spreads groups over the brokers. Fixed once the topic exists.",
+        validator=between(1, 10000),
+        group="groups",
+    )
+    .define(
+        "offsets.topic.replication.factor",
+        "int",
+        3,
+        "Replication factor of __consumer_offsets; fewer when fewer brokers are alive at "
+        "its creation (with a warning).",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "offsets.topic.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __consumer_offsets (smaller segments compact sooner and load faster).",
+        validator=at_least(1024),
+        group="groups",
+    )
+    .define(
+        "offsets.retention.minutes",
+        "int",
+        10080,
+        "Committed offsets of a group with no members are removed this long after it became "
+        "empty (offsets of a group that never had members: after their last commit).",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "offsets.retention.check.interval.ms",
+        "long",
+        600000,
+        "How often expired offsets are looked for.",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "offsets.commit.timeout.ms",
+        "int",
+        5000,
+        "How long an offset commit or group write waits for the replicas of its "
+        "__consumer_offsets partition before failing with a retriable error.",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "offset.metadata.max.bytes",
+        "int",
+        4096,
+        "Longest metadata string an offset commit may carry (else OFFSET_METADATA_TOO_LARGE).",
+        validator=at_least(0),
+        group="groups",
+    )
+    .define(
+        "offsets.load.buffer.size",
+        "int",
+        5242880,
+        "Bytes read at a time when a coordinator loads an offsets partition (the broker "
+        "serves other requests between reads).",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "group.min.session.timeout.ms",
+        "int",
+        6000,
+        "Shortest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT).",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "group.max.session.timeout.ms",
+        "int",
+        1800000,
+        "Longest session timeout a member may ask for (else INVALID_SESSION_TIMEOUT).",
+        validator=at_least(1),
+        group="groups",
+    )
+    .define(
+        "group.initial.rebalance.delay.ms",
+        "int",
+        3000,
+        "How long the first rebalance of an empty group waits for more members (extended "
+        "by each joiner, at most the rebalance timeout), so a starting group does not "
+        "rebalance once per member.",
+        validator=at_least(0),
+        group="groups",
+    )
+    .define(
+        "group.max.size",
+        "int",
+        2147483647,
+        "Most members a group may have (further joins: GROUP_MAX_SIZE_REACHED).",
+        validator=at_least(1),
+        group="groups",
+    )
 )
 
 

@@ -53,6 +53,8 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DELETE_GROUPS = 42
+    OFFSET_DELETE = 47
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -77,6 +79,8 @@ CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
+DELETE_GROUPS = ApiKey.DELETE_GROUPS
+OFFSET_DELETE = ApiKey.OFFSET_DELETE
 
 
 @dataclass(frozen=True, eq=False)
@@ -253,7 +257,7 @@ METADATA_API = Api(
 )
 
 OFFSET_COMMIT_API = Api(
-    OFFSET_COMMIT, "OffsetCommit", 2, 7, 8,
+    OFFSET_COMMIT, "OffsetCommit", 2, 8, 8,
     request=Struct(
         F("group_id", STRING),
         F("generation_id_or_member_epoch", INT32, "1+", default=-1),
@@ -283,7 +287,7 @@ OFFSET_COMMIT_API = Api(
 )
 
 OFFSET_FETCH_API = Api(
-    OFFSET_FETCH, "OffsetFetch", 1, 5, 6,
+    OFFSET_FETCH, "OffsetFetch", 1, 7, 6,
     request=Struct(
         F("group_id", STRING, "0-7"),
         # null (v2+) asks for every partition the group has committed.
@@ -291,6 +295,7 @@ OFFSET_FETCH_API = Api(
             F("name", STRING, "0-7"),
             F("partition_indexes", Array(INT32), "0-7"),
         )), "0-7", nullable="2-7"),
+        F("require_stable", BOOL, "7+", default=False),
     ),
     response=Struct(
         F("throttle_time_ms", INT32, "3+"),
@@ -309,10 +314,12 @@ OFFSET_FETCH_API = Api(
 )
 
 FIND_COORDINATOR_API = Api(
-    FIND_COORDINATOR, "FindCoordinator", 0, 2, 3,
+    FIND_COORDINATOR, "FindCoordinator", 0, 4, 3,
     request=Struct(
         F("key", STRING, "0-3"),
         F("key_type", INT8, "1+", default=0),
+        # v4+ (KIP-699): several keys of one type in one request.
+        F("coordinator_keys", Array(STRING), "4+"),
     ),
     response=Struct(
         THROTTLE_1,
@@ -321,14 +328,23 @@ FIND_COORDINATOR_API = Api(
         F("node_id", INT32, "0-3"),
         F("host", STRING, "0-3"),
         F("port", INT32, "0-3"),
+        F("coordinators", Array(Struct(
+            F("key", STRING),
+            F("node_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="4+", default=None),
+        )), "4+"),
     ),
 )
 
 JOIN_GROUP_API = Api(
-    JOIN_GROUP, "JoinGroup", 0, 5, 6,
+    JOIN_GROUP, "JoinGroup", 0, 7, 6,
     request=Struct(
         F("group_id", STRING),
         F("session_timeout_ms", INT32),
+        # v0 has none: the session timeout is the rebalance timeout.
         F("rebalance_timeout_ms", INT32, "1+", default=-1),
         F("member_id", STRING),
         F("group_instance_id", STRING, "5+", nullable="5+", default=None),
@@ -342,7 +358,8 @@ JOIN_GROUP_API = Api(
         F("throttle_time_ms", INT32, "2+"),
         F("error_code", INT16),
         F("generation_id", INT32, default=-1),
-        F("protocol_name", STRING),
+        F("protocol_type", STRING, "7+", nullable="7+", default=None),
+        F("protocol_name", STRING, nullable="7+"),
         F("leader", STRING),
         F("member_id", STRING),
         F("members", Array(Struct(
@@ -354,7 +371,7 @@ JOIN_GROUP_API = Api(
 )
 
 HEARTBEAT_API = Api(
-    HEARTBEAT, "Heartbeat", 0, 3, 4,
+    HEARTBEAT, "Heartbeat", 0, 4, 4,
     request=Struct(
         F("group_id", STRING),
         F("generation_id", INT32),
@@ -368,24 +385,37 @@ HEARTBEAT_API = Api(
 )
 
 LEAVE_GROUP_API = Api(
-    LEAVE_GROUP, "LeaveGroup", 0, 2, 4,
+    LEAVE_GROUP, "LeaveGroup", 0, 5, 4,
     request=Struct(
         F("group_id", STRING),
         F("member_id", STRING, "0-2"),
+        # v3+ (KIP-345): a batch of members, static ones named by their instance id.
+        F("members", Array(Struct(
+            F("member_id", STRING),
+            F("group_instance_id", STRING, nullable="3+", default=None),
+            F("reason", STRING, "5+", nullable="5+", default=None),
+        )), "3+"),
     ),
     response=Struct(
         THROTTLE_1,
         F("error_code", INT16),
+        F("members", Array(Struct(
+            F("member_id", STRING),
+            F("group_instance_id", STRING, nullable="3+", default=None),
+            F("error_code", INT16),
+        )), "3+"),
     ),
 )
 
 SYNC_GROUP_API = Api(
-    SYNC_GROUP, "SyncGroup", 0, 3, 4,
+    SYNC_GROUP, "SyncGroup", 0, 5, 4,
     request=Struct(
         F("group_id", STRING),
         F("generation_id", INT32),
         F("member_id", STRING),
         F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignments", Array(Struct(
             F("member_id", STRING),
             F("assignment", BYTES),
@@ -394,14 +424,17 @@ SYNC_GROUP_API = Api(
     response=Struct(
         THROTTLE_1,
         F("error_code", INT16),
+        F("protocol_type", STRING, "5+", nullable="5+", default=None),
+        F("protocol_name", STRING, "5+", nullable="5+", default=None),
         F("assignment", BYTES),
     ),
 )
 
 DESCRIBE_GROUPS_API = Api(
-    DESCRIBE_GROUPS, "DescribeGroups", 0, 2, 5,
+    DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 5,
     request=Struct(
         F("groups", Array(STRING)),
+        F("include_authorized_operations", BOOL, "3+", default=False),
     ),
     response=Struct(
         THROTTLE_1,
@@ -413,24 +446,68 @@ DESCRIBE_GROUPS_API = Api(
             F("protocol_data", STRING),
             F("members", Array(Struct(
                 F("member_id", STRING),
+                F("group_instance_id", STRING, "4+", nullable="4+", default=None),
                 F("client_id", STRING),
                 F("client_host", STRING),
                 F("member_metadata", BYTES),
                 F("member_assignment", BYTES),
             ))),
+            # Kafka's "not asked" value; ACLs are another issue's.
+            F("authorized_operations", INT32, "3+", default=-(2**31)),
         ))),
     ),
 )
 
 LIST_GROUPS_API = Api(
-    LIST_GROUPS, "ListGroups", 0, 2, 3,
-    request=Struct(),
+    LIST_GROUPS, "ListGroups", 0, 4, 3,
+    request=Struct(
+        F("states_filter", Array(STRING), "4+"),
+    ),
     response=Struct(
         THROTTLE_1,
         F("error_code", INT16),
         F("groups", Array(Struct(
             F("group_id", STRING),
             F("protocol_type", STRING),
+            F("group_state", STRING, "4+"),
+        ))),
+    ),
+)
+
+DELETE_GROUPS_API = Api(
+    DELETE_GROUPS, "DeleteGroups", 0, 2, 2,
+    request=Struct(
+        F("groups_names", Array(STRING)),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("group_id", STRING),
+            F("error_code", INT16),
+        ))),
+    ),
+)
+
+OFFSET_DELETE_API = Api(
+    OFFSET_DELETE, "OffsetDelete", 0, 0, None,
+    request=Struct(
+        F("group_id", STRING),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("throttle_time_ms", INT32),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            ))),
         ))),
     ),
 )
@@ -690,5 +767,7 @@ API_BY_KEY: dict[int, Api] = {
         UPDATE_METADATA_API,
         CONTROLLED_SHUTDOWN_API,
         OFFSET_FOR_LEADER_EPOCH_API,
+        DELETE_GROUPS_API,
+        OFFSET_DELETE_API,
     )
 }

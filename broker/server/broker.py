@@ -11,6 +11,7 @@ from broker.config.server import BrokerConfig
 from broker.controller.local import LocalController, read_topic_overrides
 from broker.controller.membership import ClusterMembership
 from broker.controller.zk_layout import Endpoint
+from broker.coordinator import start_group_coordinator
 from broker.log.manager import LogManager
 from broker.server.context import BrokerContext
 from broker.server.meta import ensure_meta, stored_cluster_id
@@ -63,6 +64,7 @@ def open_broker_state(
     ctx = BrokerContext(
         cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
     )
+    ctx.groups = start_group_coordinator(ctx)
     if not cfg.cluster_mode:
         ctx.admin = LocalController(
             cfg.broker_id,
@@ -148,12 +150,13 @@ class Broker:
         )
 
     async def _duties(self) -> None:
-        """Flush by time, retention, delayed deletes, high-watermark checkpoints."""
+        """Flush by time, retention, delayed deletes, high-watermark checkpoints, expired
+        committed offsets."""
         cfg = self.config
         interval = min(
             cfg["log.flush.scheduler.interval.ms"], cfg["log.retention.check.interval.ms"], 1000
         )
-        last_checkpoint = now_ms()
+        last_checkpoint = last_offsets_expiry = now_ms()
         expiration = cfg["transactional.id.expiration.ms"]
         while True:
             await asyncio.sleep(interval / 1000)
@@ -165,6 +168,9 @@ class Broker:
                 if t - last_checkpoint >= cfg["replica.high.watermark.checkpoint.interval.ms"]:
                     self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
                     last_checkpoint = t
+                if t - last_offsets_expiry >= cfg["offsets.retention.check.interval.ms"]:
+                    self.ctx.groups.expire_offsets()
+                    last_offsets_expiry = t
             except Exception:
                 log.exception("background duty failed; retrying next tick")
 

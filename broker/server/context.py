@@ -16,6 +16,7 @@ from broker.server.replica_manager import ReplicaManager
 if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
+    from broker.coordinator.coordinator import GroupCoordinator
 
 
 _running: set[asyncio.Task] = set()
@@ -48,6 +49,8 @@ class BrokerContext:
     # both keyed by (topic, partition).
     fetch_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Fetch"))
     produce_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Produce"))
+    # The group coordinator (broker/coordinator/), for the offsets partitions led here.
+    groups: GroupCoordinator | None = None
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)
@@ -60,4 +63,5 @@ class BrokerContext:
 
     def purgatories(self) -> list[Purgatory]:
         """Every purgatory, for the timer that expires their operations."""
-        return [self.fetch_purgatory, self.produce_purgatory]
+        own = [self.fetch_purgatory, self.produce_purgatory]
+        return own + (self.groups.purgatories() if self.groups is not None else [])

@@ -3,13 +3,15 @@
 Metadata flows one way: the controller decides and every broker's cache is told, by an
 UpdateMetadata request in a cluster, by the local controller of a single broker; both go
 through `update()`. Handlers only read it. A partition's own leadership (what this broker
-does with its replica) is the replica manager's business, learnt from LeaderAndIsr.
+does with its replica) is the replica manager's business, learnt from LeaderAndIsr; the
+new leader and epoch it names also move the cache ahead (`take_leaderships`), so a broker
+that has just stopped leading never names itself as leader to a client it refuses.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 # Kafka's marker, in an UpdateMetadata partition state, for a partition of a topic being
 # deleted: the cache forgets it.
@@ -93,6 +95,23 @@ class MetadataCache:
             for listener in self.listeners:
                 listener(touched)
         return touched
+
+    def take_leaderships(self, states: Iterable[PartitionState]) -> set[str]:
+        """Partition states from a LeaderAndIsr, for the partitions the cache holds at an
+        older leader epoch (offline replicas kept as cached). The controller sends the
+        UpdateMetadata only after the LeaderAndIsr (to a broker shutting down, after a
+        StopReplica too), while a broker that stops leading refuses produce requests at
+        once (NOT_LEADER_OR_FOLLOWER): a client asking it for metadata in between would
+        be told the old leader again, and librdkafka then waits for its next one-second
+        scan before asking again. Returns the topics touched."""
+        newer = []
+        for state in states:
+            cached = self.partition(state.topic, state.partition)
+            if cached is not None and state.leader_epoch > cached.leader_epoch:
+                newer.append(replace(state, offline_replicas=cached.offline_replicas))
+        if not newer:
+            return set()
+        return self.update(self.controller_id, self.controller_epoch, None, newer)
 
     def partition(self, topic: str, partition: int) -> PartitionState | None:
         return self.topics.get(topic, {}).get(partition)

@@ -324,6 +324,23 @@ class Partition:
                 ends.append(follower.log_end_offset if follower else -1)
         return self._set_high_watermark(min(ends))
 
+    def replication_outcome(self, next_offset: int) -> tuple[ErrorCode, str | None] | None:
+        """Where an acks=all append ending before `next_offset` stands: None while some
+        in-sync replica lacks it; NONE once the high watermark passed it; an error when
+        leadership moved meanwhile, or the ISR shrank below min.insync.replicas."""
+        if not self.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while waiting"
+        if self.high_watermark < next_offset:
+            return None
+        min_isr = self.log.config.min_insync_replicas
+        if len(self.isr) < min_isr:
+            return (
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                f"the ISR {list(self.isr)} shrank below min.insync.replicas {min_isr} "
+                "after the append",
+            )
+        return ErrorCode.NONE, None
+
     def follower_high_watermark(self, leader_high_watermark: int) -> bool:
         """Follower: the leader's high watermark, capped by what we have."""
         return self._set_high_watermark(min(leader_high_watermark, self.log.log_end_offset))

@@ -90,7 +90,7 @@ TOPIC_CONFIG = (
         "string",
         "delete",
         "Only `delete` (retention) is implemented; compaction is not.",
-        validator=one_of("delete"),
+        validator=one_of("delete", "compact"),  # TEMP until compaction merges
     )
 )
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from broker.client.cluster import ClusterMetadata
+from broker.client.connection import BrokerConnection
 from broker.controller.zk_layout import (
     BROKER_IDS,
     CONTROLLER,
@@ -31,6 +32,7 @@ from broker.controller.zk_layout import (
     encode_controller,
 )
 from broker.processes import ROOT, Cluster, kazoo_session, port_answers
+from broker.protocol.apis import METADATA
 
 
 def meta_properties(log_dir: Path) -> dict[str, str]:
@@ -95,6 +97,24 @@ def test_kill_and_restart_keep_the_id_log_dir_log_and_port(cluster_factory):
     assert moved.port != port and port_answers(moved.port) and not port_answers(port)
     assert moved.log_dir == broker.log_dir and moved.log_path == broker.log_path
     assert c.broker(1) is moved and moved.bootstrap in c.bootstrap
+
+
+def _metadata(broker) -> tuple[int, list[int]]:
+    with BrokerConnection(broker.host.address, broker.port) as conn:
+        md = conn.request(METADATA, {"topics": [], "allow_auto_topic_creation": False})
+    return md["controller_id"], sorted(b["node_id"] for b in md["brokers"])
+
+
+@pytest.mark.slow
+def test_started_and_restarted_brokers_know_the_cluster(cluster_factory):
+    """Before the controller's first UpdateMetadata, a broker answers Metadata with no
+    brokers and no controller (which librdkafka's admin client never asks again after):
+    start() and restart() return only once every broker knows the cluster."""
+    c = cluster_factory(3)
+    controller = c.controller()
+    assert [_metadata(b) for b in c.brokers] == [(controller, [0, 1, 2])] * 3
+    c.restart(2)  # SIGTERM and start again
+    assert _metadata(c.broker(2)) == (c.controller(), [0, 1, 2])
 
 
 @pytest.mark.slow

@@ -58,9 +58,11 @@ def fetch(broker, topic: str, offset: int, version: int = 11, **kw) -> dict:
     return p
 
 
-def list_offsets(broker, topic: str, timestamp: int, version: int = 7, epoch: int = -1) -> dict:
+def list_offsets(
+    broker, topic: str, timestamp: int, version: int = 7, epoch: int = -1, replica_id: int = -1
+) -> dict:
     body = {
-        "replica_id": -1, "isolation_level": 0,
+        "replica_id": replica_id, "isolation_level": 0,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": timestamp}
         ]}],

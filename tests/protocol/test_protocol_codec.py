@@ -46,18 +46,22 @@ def _join(parts: list) -> bytes:
 
 def test_every_api_of_the_design_table_is_declared():
     expected = {
-        0: (0, 8), 1: (4, 11), 2: (1, 7), 3: (0, 9), 8: (2, 7), 9: (1, 5), 10: (0, 2),
-        11: (0, 5), 12: (0, 3), 13: (0, 2), 14: (0, 3), 15: (0, 2), 16: (0, 2),
-        18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 1),
+        0: (0, 8), 1: (4, 11), 2: (1, 7), 3: (0, 9), 8: (2, 8), 9: (1, 7), 10: (0, 4),
+        11: (0, 7), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4),
+        18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 1), 42: (0, 2), 47: (0, 0),
         4: (3, 3), 5: (1, 1), 6: (5, 5), 7: (2, 2), 23: (0, 3),
     }  # fmt: skip
     assert {k: (a.min_version, a.max_version) for k, a in API_BY_KEY.items()} == expected
     assert set(API_BY_KEY) == set(ApiKey)
-    # Within our ranges only ApiVersions v3, ListOffsets v6-v7 (v7 carries the
-    # max-timestamp lookup, KIP-734) and Metadata v9 (with which librdkafka trusts leader
-    # epochs) are flexible.
+    # Within our ranges the flexible versions are ApiVersions v3, ListOffsets v6-v7 (v7
+    # carries the max-timestamp lookup, KIP-734), Metadata v9 (with which librdkafka
+    # trusts leader epochs) and the later versions of the group APIs.
     flexible = [(k, v) for k, v in ALL if API_BY_KEY[k].is_flexible(v)]
-    assert flexible == [(2, 6), (2, 7), (3, 9), (18, 3)]
+    assert flexible == [
+        (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
+        (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 5), (16, 3), (16, 4), (18, 3),
+        (42, 2),
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("api_key", "version"), ALL, ids=IDS)

@@ -21,6 +21,14 @@ def _produce_timed(broker):
     produce(broker, "t", build_batch([(None, b"d", 3000, []), (None, b"e", 999_999_999_999, [])]))
 
 
+def test_list_offsets_asks_the_leader(broker):
+    _produce_timed(broker)
+    broker.state.replicas.stop_replicas([("t", 0)], delete=False)  # a follower now
+    assert list_offsets(broker, "t", -1)["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    # Debugging tools (replica id -2) may read a follower, as in Kafka.
+    assert list_offsets(broker, "t", -2, replica_id=-2)["error_code"] == 0
+
+
 @pytest.mark.parametrize(
     ("timestamp", "offset", "found_ts"),
     [

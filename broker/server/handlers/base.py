@@ -68,6 +68,40 @@ def run_async(broker, coro) -> Delayed:
     return Delayed(TaskOperation(broker.spawn(coro)))
 
 
+class Then(DelayedOperation):
+    """The response built by `build` from another operation's result, once that one
+    completes (a group coordinator's decision, a replicated write); in no purgatory."""
+
+    def __init__(self, operation: DelayedOperation, build: Callable[[Any], dict]) -> None:
+        super().__init__(deadline_ms=2**63 - 1, keys=())
+        self.build = build
+        operation.add_done_callback(self._done)
+
+    def _done(self, result) -> None:
+        if isinstance(result, OperationFailed):
+            self.complete(result)
+            return
+        try:
+            self.complete(self.build(result))
+        except Exception as exc:
+            self.complete(OperationFailed(exc))
+
+    def try_complete(self, now_ms: int) -> bool:
+        return self.completed
+
+    def on_expiration(self, now_ms: int):
+        raise RuntimeError("answered when the operation it follows completes")
+
+
+def respond(result: Any, build: Callable[[Any], dict]) -> dict | Delayed:
+    """`build(result)` now, or once `result` (a DelayedOperation) completes."""
+    if isinstance(result, DelayedOperation):
+        if result.completed and not isinstance(result.result, OperationFailed):
+            return build(result.result)
+        return Delayed(Then(result, build))
+    return build(result)
+
+
 class _NoResponse:
     def __repr__(self) -> str:
         return "NO_RESPONSE"

@@ -4,6 +4,8 @@ Refused whole (STALE_CONTROLLER_EPOCH) when it comes from a controller older tha
 newest this broker has seen, and (STALE_BROKER_EPOCH) when it was meant for an earlier
 registration of this broker; nothing changes then. A partition new to this broker may
 need its topic's config from ZooKeeper first: then the answer comes once it is read.
+The new leaders and epochs also update the metadata cache at once
+(`MetadataCache.take_leaderships`), ahead of the UpdateMetadata that follows.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from broker.protocol.apis import LEADER_AND_ISR_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.metadata import PartitionState
 from broker.server.partition import Leadership
 from broker.server.replica_manager import PartitionDecision
 
@@ -40,6 +43,12 @@ def handle(broker, request, body: dict):
         leader["broker_id"]: (leader["host_name"], leader["port"])
         for leader in body["live_leaders"]
     }
+    broker.metadata.take_leaderships(
+        PartitionState(d.topic, d.partition, d.state.leader, d.state.leader_epoch,
+                       d.state.replicas, d.state.isr, (), d.state.controller_epoch,
+                       d.state.zk_version)
+        for d in decisions
+    )  # fmt: skip
     unknown = {d.topic for d in decisions if broker.replicas.get(d.topic, d.partition) is None}
     if unknown and broker.cluster is not None:
         return run_async(broker, _apply_after_configs(broker, unknown, decisions, leaders))

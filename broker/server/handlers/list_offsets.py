@@ -2,7 +2,8 @@
 with the largest timestamp (KIP-734, v7+), T >= 0 the first record whose timestamp is at
 least T. Lookups by time answer per record and only below the high watermark; none found
 is offset -1. The leader epoch answered is the partition's for -1, the first epoch for -2
-and the epoch that appended the record found otherwise (as Kafka)."""
+and the epoch that appended the record found otherwise (as Kafka). Only the leader
+answers (NOT_LEADER_OR_FOLLOWER elsewhere), except to debugging tools (replica id -2)."""
 
 from __future__ import annotations
 
@@ -23,11 +24,18 @@ def _answer(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, 
     }
 
 
-def _partition(broker, topic: str, req: dict) -> dict:
+# Kafka's replica id for debugging tools: may read a follower.
+DEBUGGING_REPLICA_ID = -2
+
+
+def _partition(broker, topic: str, req: dict, replica_id: int) -> dict:
     index = req["partition_index"]
     partition = broker.replicas.get(topic, index)
     if partition is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if not partition.is_leader and replica_id != DEBUGGING_REPLICA_ID:
+        # A follower's high watermark and log lag the leader's: clients ask the leader.
+        return _answer(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     code = current_leader_epoch_error(req.get("current_leader_epoch", -1), partition.leader_epoch)
     if code != ErrorCode.NONE:
         return _answer(index, code)
@@ -60,7 +68,9 @@ def handle(broker, request, body: dict) -> dict:
         "topics": [
             {
                 "name": t["name"],
-                "partitions": [_partition(broker, t["name"], p) for p in t["partitions"]],
+                "partitions": [
+                    _partition(broker, t["name"], p, body["replica_id"]) for p in t["partitions"]
+                ],
             }
             for t in body["topics"]
         ],

@@ -14,6 +14,7 @@ from __future__ import annotations
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
 from broker.records.validate import RecordsError, validate_produce_records
+from broker.server.appends import replication_outcome
 from broker.server.handlers.base import NO_RESPONSE, ApiHandler, Delayed
 from broker.server.purgatory import DelayedOperation
 
@@ -79,20 +80,12 @@ class DelayedProduce(DelayedOperation):
 
     def try_complete(self, now_ms: int) -> bool:
         for tp, (answer, next_offset) in list(self.waiting.items()):
-            partition = self.broker.replicas.get(*tp)
-            if partition is None or not partition.is_leader:
-                _fail(answer, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while waiting")
-            elif partition.high_watermark >= next_offset:
-                min_isr = partition.log.config.min_insync_replicas
-                if len(partition.isr) < min_isr:
-                    _fail(
-                        answer,
-                        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-                        f"the ISR {list(partition.isr)} shrank below min.insync.replicas "
-                        f"{min_isr} after the append",
-                    )
-            else:
+            outcome = replication_outcome(self.broker, tp, next_offset)
+            if outcome is None:
                 continue
+            code, message = outcome
+            if code != ErrorCode.NONE:
+                _fail(answer, code, message)
             del self.waiting[tp]
         return not self.waiting and self.complete(self.response)
 

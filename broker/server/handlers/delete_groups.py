@@ -1,0 +1,31 @@
+"""DeleteGroups: remove empty groups and their committed offsets (NON_EMPTY_GROUP while a
+group has members); answered once the tombstones are replicated."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import DELETE_GROUPS_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, respond
+from broker.server.handlers.groups import coordinator_or_error
+
+
+def handle(broker, request, body: dict):
+    groups = coordinator_or_error(broker)
+    if isinstance(groups, ErrorCode):
+        return error_response(body, groups)
+    result = groups.delete_groups(list(body["groups_names"]))
+    return respond(result, lambda errors: _body(body, errors))
+
+
+def _body(body: dict, errors: dict[str, ErrorCode]) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": g, "error_code": errors[g]} for g in body["groups_names"]],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return _body(body, {g: code for g in body["groups_names"]})
+
+
+HANDLER = ApiHandler(DELETE_GROUPS_API, handle, error_response)

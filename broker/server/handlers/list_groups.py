@@ -1,0 +1,35 @@
+"""ListGroups: the groups this broker coordinates (v4+: only those in the given states);
+clients ask every broker and merge the answers."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import LIST_GROUPS_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.groups import coordinator_or_error
+
+
+def handle(broker, request, body: dict) -> dict:
+    groups = coordinator_or_error(broker)
+    if isinstance(groups, ErrorCode):
+        return error_response(body, groups)
+    code, listed = groups.list_groups(set(body["states_filter"] or ()))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "groups": [
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type or "",
+                "group_state": g.state.value,
+            }
+            for g in listed
+        ],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {"throttle_time_ms": 0, "error_code": code, "groups": []}
+
+
+HANDLER = ApiHandler(LIST_GROUPS_API, handle, error_response)

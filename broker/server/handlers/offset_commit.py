@@ -1,0 +1,69 @@
+"""OffsetCommit: store a group's consumed positions in __consumer_offsets.
+
+Answered once the records are replicated (or at once for partitions refused: unknown
+topic, metadata too long, a member or generation the group does not have).
+"""
+
+from __future__ import annotations
+
+from broker.coordinator.offsets_topic import CommittedOffset
+from broker.protocol.apis import OFFSET_COMMIT_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, respond
+from broker.server.handlers.groups import coordinator_or_error
+
+
+def handle(broker, request, body: dict):
+    groups = coordinator_or_error(broker)
+    if isinstance(groups, ErrorCode):
+        return error_response(body, groups)
+    now = broker.now_ms()
+    retention = body["retention_time_ms"]
+    offsets: dict[tuple[str, int], CommittedOffset] = {}
+    for topic in body["topics"]:
+        for p in topic["partitions"]:
+            offsets[(topic["name"], p["partition_index"])] = CommittedOffset(
+                offset=p["committed_offset"],
+                leader_epoch=p["committed_leader_epoch"],
+                metadata=p["committed_metadata"] or "",
+                commit_timestamp_ms=now,
+                # v2-v4 may ask for a retention of their own (-1: the broker's).
+                expire_timestamp_ms=now + retention if retention >= 0 else None,
+            )
+    result = groups.commit_offsets(
+        body["group_id"],
+        body["generation_id_or_member_epoch"],
+        body["member_id"],
+        body["group_instance_id"],
+        offsets,
+    )
+    return respond(result, lambda errors: _body(body, errors))
+
+
+def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": topic["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(topic["name"], p["partition_index"])],
+                    }
+                    for p in topic["partitions"]
+                ],
+            }
+            for topic in body["topics"]
+        ],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    every = {
+        (t["name"], p["partition_index"]): code for t in body["topics"] for p in t["partitions"]
+    }
+    return _body(body, every)
+
+
+HANDLER = ApiHandler(OFFSET_COMMIT_API, handle, error_response)

@@ -1,0 +1,47 @@
+"""OffsetDelete: forget a group's committed offsets of some partitions, except of topics
+its members consume now (GROUP_SUBSCRIBED_TO_TOPIC)."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import OFFSET_DELETE_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, respond
+from broker.server.handlers.groups import coordinator_or_error
+
+
+def handle(broker, request, body: dict):
+    groups = coordinator_or_error(broker)
+    if isinstance(groups, ErrorCode):
+        return error_response(body, groups)
+    asked = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+    result = groups.delete_offsets(body["group_id"], asked)
+    return respond(result, lambda outcome: _body(body, *outcome))
+
+
+def _body(body: dict, code: ErrorCode, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    if code != ErrorCode.NONE:
+        return error_response(body, code)
+    return {
+        "error_code": ErrorCode.NONE,
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t["name"],
+                "partitions": [
+                    {
+                        "partition_index": p["partition_index"],
+                        "error_code": errors[(t["name"], p["partition_index"])],
+                    }
+                    for p in t["partitions"]
+                ],
+            }
+            for t in body["topics"]
+        ],
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {"error_code": code, "throttle_time_ms": 0, "topics": []}
+
+
+HANDLER = ApiHandler(OFFSET_DELETE_API, handle, error_response)

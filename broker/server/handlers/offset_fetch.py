@@ -1,0 +1,65 @@
+"""OffsetFetch: a group's committed offsets (-1 where nothing is committed); null topics
+(v2+) ask for every partition the group has committed."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from broker.protocol.apis import OFFSET_FETCH_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.groups import coordinator_or_error
+
+
+def handle(broker, request, body: dict) -> dict:
+    groups = coordinator_or_error(broker)
+    if isinstance(groups, ErrorCode):
+        return error_response(body, groups, request.api_version)
+    asked = (
+        None
+        if body["topics"] is None
+        else [(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+    )
+    code, offsets = groups.fetch_offsets(body["group_id"], asked)
+    if code != ErrorCode.NONE:
+        return error_response(body, code, request.api_version)
+    by_topic: dict[str, list[dict]] = defaultdict(list)
+    for (topic, partition), committed in offsets.items():
+        by_topic[topic].append(
+            {
+                "partition_index": partition,
+                "committed_offset": -1 if committed is None else committed.offset,
+                "committed_leader_epoch": -1 if committed is None else committed.leader_epoch,
+                "metadata": "" if committed is None else committed.metadata,
+                "error_code": ErrorCode.NONE,
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+
+
+def error_response(body: dict, code: ErrorCode, version: int = 2) -> dict:
+    # v2+ carry the error at the top; v1 only per partition.
+    topics = [
+        {
+            "name": t["name"],
+            "partitions": [
+                {
+                    "partition_index": p,
+                    "committed_offset": -1,
+                    "committed_leader_epoch": -1,
+                    "metadata": "",
+                    "error_code": code,
+                }
+                for p in t["partition_indexes"]
+            ],
+        }
+        for t in body["topics"] or []
+    ]
+    return {"throttle_time_ms": 0, "error_code": code, "topics": topics if version < 2 else []}
+
+
+HANDLER = ApiHandler(OFFSET_FETCH_API, handle, error_response)

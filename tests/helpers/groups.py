@@ -1,0 +1,243 @@
+"""Group API requests for the in-process coordinator tests: a member's requests as a
+client sends them (bodies keyed as the API declarations), answers decoded, and waiting
+answers (JoinGroup, SyncGroup) checked after the test moves the clock or another member
+acts."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import (
+    DELETE_GROUPS,
+    DESCRIBE_GROUPS,
+    FIND_COORDINATOR,
+    HEARTBEAT,
+    JOIN_GROUP,
+    LEAVE_GROUP,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SYNC_GROUP,
+)
+from broker.protocol.consumer_protocol import encode_subscription
+from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
+
+
+def subscription(*topics: str) -> bytes:
+    """A consumer subscription (v0) to `topics`."""
+    return encode_subscription({"topics": list(topics)})
+
+
+class Answer:
+    """A request's answer: at once, or once the coordinator decides."""
+
+    def __init__(self, broker: InProcessBroker, api: int, version: int, outcome) -> None:
+        self.broker, self.api, self.version, self.outcome = broker, api, version, outcome
+
+    def get(self) -> dict | None:
+        outcome = self.outcome
+        if isinstance(outcome, Wait):
+            outcome = self.broker.answer_of(outcome)
+            if outcome is None:
+                return None
+        assert isinstance(outcome, Respond), outcome
+        return self.broker.decode(self.api, self.version, outcome)
+
+    @property
+    def done(self) -> bool:
+        return self.get() is not None
+
+    def result(self) -> dict:
+        body = self.get()
+        assert body is not None, "still waiting"
+        return body
+
+
+def ready(broker: InProcessBroker, group: str = "g") -> dict:
+    """FindCoordinator until the offsets topic exists and its partitions are loaded (the
+    creation and the loads run on the broker's loop)."""
+    for _ in range(20):
+        found = find_coordinator(broker, group)
+        if found["error_code"] == 0:
+            run_loop(broker)
+            return found
+        run_loop(broker)
+    raise AssertionError(f"no coordinator: {found}")
+
+
+def run_loop(broker: InProcessBroker) -> None:
+    import asyncio
+
+    for _ in range(5):
+        broker.loop.run_until_complete(asyncio.sleep(0))
+
+
+def find_coordinator(broker, key: str, version: int = 2, key_type: int = 0) -> dict:
+    body = {"key": key, "key_type": key_type, "coordinator_keys": [key]}
+    return broker.call(FIND_COORDINATOR, version, body)
+
+
+def join(
+    broker,
+    group: str = "g",
+    member_id: str = "",
+    *,
+    instance: str | None = None,
+    protocols: list[tuple[str, bytes]] | None = None,
+    protocol_type: str = "consumer",
+    session_ms: int = 10_000,
+    rebalance_ms: int = 30_000,
+    version: int = 5,
+) -> Answer:
+    body = {
+        "group_id": group,
+        "session_timeout_ms": session_ms,
+        "rebalance_timeout_ms": rebalance_ms,
+        "member_id": member_id,
+        "group_instance_id": instance,
+        "protocol_type": protocol_type,
+        "protocols": [
+            {"name": n, "metadata": m}
+            for n, m in (protocols if protocols is not None else [("range", subscription("t"))])
+        ],
+    }
+    return Answer(broker, JOIN_GROUP, version, broker.send(JOIN_GROUP, version, body))
+
+
+def join_new(broker, group: str = "g", **kw) -> Answer:
+    """A dynamic member's first join: MEMBER_ID_REQUIRED, then the join with that id."""
+    first = join(broker, group, **kw).result()
+    assert first["error_code"] == 79, first  # MEMBER_ID_REQUIRED
+    return join(broker, group, first["member_id"], **kw)
+
+
+def sync(
+    broker,
+    group: str,
+    generation: int,
+    member_id: str,
+    assignments: dict[str, bytes] | None = None,
+    *,
+    instance: str | None = None,
+    version: int = 3,
+    protocol_type: str | None = None,
+    protocol_name: str | None = None,
+) -> Answer:
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member_id,
+        "group_instance_id": instance,
+        "protocol_type": protocol_type,
+        "protocol_name": protocol_name,
+        "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
+    }
+    return Answer(broker, SYNC_GROUP, version, broker.send(SYNC_GROUP, version, body))
+
+
+def heartbeat(broker, group: str, generation: int, member_id: str, instance=None) -> int:
+    body = {
+        "group_id": group,
+        "generation_id": generation,
+        "member_id": member_id,
+        "group_instance_id": instance,
+    }
+    return broker.call(HEARTBEAT, 3, body)["error_code"]
+
+
+def leave(broker, group: str, member_id: str) -> int:
+    return broker.call(LEAVE_GROUP, 1, {"group_id": group, "member_id": member_id})["error_code"]
+
+
+def leave_batch(broker, group: str, members: list[tuple[str, str | None]]) -> dict:
+    body = {
+        "group_id": group,
+        "members": [{"member_id": m, "group_instance_id": i, "reason": None} for m, i in members],
+    }
+    return broker.call(LEAVE_GROUP, 3, body)
+
+
+def commit(
+    broker,
+    group: str,
+    offsets: dict[tuple[str, int], int],
+    generation: int = -1,
+    member_id: str = "",
+    metadata: str = "",
+    version: int = 7,
+    instance: str | None = None,
+) -> Answer:
+    topics: dict[str, list] = {}
+    for (t, p), offset in offsets.items():
+        topics.setdefault(t, []).append(
+            {
+                "partition_index": p,
+                "committed_offset": offset,
+                "committed_leader_epoch": 3,
+                "committed_metadata": metadata,
+            }
+        )
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member_id,
+        "group_instance_id": instance,
+        "retention_time_ms": -1,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+    }
+    return Answer(broker, OFFSET_COMMIT, version, broker.send(OFFSET_COMMIT, version, body))
+
+
+def commit_errors(answer: Answer) -> dict[tuple[str, int], int]:
+    return {
+        (t["name"], p["partition_index"]): p["error_code"]
+        for t in answer.result()["topics"]
+        for p in t["partitions"]
+    }
+
+
+def fetch_offsets(broker, group: str, partitions=None, version: int = 7) -> dict:
+    topics = None
+    if partitions is not None:
+        by_topic: dict[str, list[int]] = {}
+        for t, p in partitions:
+            by_topic.setdefault(t, []).append(p)
+        topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
+    body = {"group_id": group, "topics": topics, "require_stable": False}
+    return broker.call(OFFSET_FETCH, version, body)
+
+
+def committed(broker, group: str, partitions=None) -> dict[tuple[str, int], int]:
+    answer = fetch_offsets(broker, group, partitions)
+    assert answer["error_code"] == 0, answer
+    return {
+        (t["name"], p["partition_index"]): p["committed_offset"]
+        for t in answer["topics"]
+        for p in t["partitions"]
+    }
+
+
+def describe(broker, group: str, version: int = 4) -> dict:
+    (described,) = broker.call(
+        DESCRIBE_GROUPS, version, {"groups": [group], "include_authorized_operations": False}
+    )["groups"]
+    return described
+
+
+def list_groups(broker, states: list[str] | None = None, version: int = 4) -> dict:
+    return broker.call(LIST_GROUPS, version, {"states_filter": states or []})
+
+
+def delete_groups(broker, *groups: str) -> Answer:
+    body = {"groups_names": list(groups)}
+    return Answer(broker, DELETE_GROUPS, 2, broker.send(DELETE_GROUPS, 2, body))
+
+
+def delete_offsets(broker, group: str, partitions: list[tuple[str, int]]) -> Answer:
+    by_topic: dict[str, list] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append({"partition_index": p})
+    body = {
+        "group_id": group,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+    return Answer(broker, OFFSET_DELETE, 0, broker.send(OFFSET_DELETE, 0, body))
