@@ -1,6 +1,7 @@
-"""The consumer protocol's bytes (Subscription and Assignment v0-v3, the sticky assignors'
-user data): our encodings round-trip byte for byte, and bytes written by kafka-python's
-encoders (built from apache/kafka's message JSON) decode to what was written."""
+"""The group consumer's typed view of the consumer protocol (the bytes themselves are
+checked in tests/protocol/test_consumer_protocol.py) and the sticky assignor's user data:
+what kafka-python's encoders write decodes to what was written and encodes back byte for
+byte."""
 
 from __future__ import annotations
 
@@ -26,7 +27,6 @@ from broker.client.group.consumer_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from broker.protocol.types import DecodeError
 
 TP = TopicPartition
 
@@ -97,27 +97,6 @@ def test_empty_assignment_bytes_are_an_empty_assignment():
     empty_v0 = encode_assignment(Assignment([], None, 0))
     assert empty_v0 == bytes.fromhex("0000 00000000 ffffffff")
     assert KpAssignment.decode(empty_v0).partitions() == []
-
-
-def test_a_newer_version_is_read_as_the_newest_known():
-    data = encode_subscription(Subscription(["t"], b"u", [TP("t", 0)], 3, "r", version=3))
-    v9 = b"\x00\x09" + data[2:] + b"fields of version 9"
-    sub = decode_subscription(v9)
-    assert (sub.version, sub.topics, sub.rack_id) == (9, ["t"], "r")
-    assignment = encode_assignment(Assignment([TP("t", 0)], None, 3))
-    assert decode_assignment(b"\x00\x07" + assignment[2:] + b"more").partitions == [TP("t", 0)]
-
-
-@pytest.mark.parametrize(
-    "data",
-    [b"\xff\xff" + b"\x00" * 8, b"\x00", b"\x00\x00\x00\x00\x00\x05\x00"],
-    ids=["negative version", "truncated version", "array longer than the bytes"],
-)
-def test_malformed_bytes_raise_decode_error(data):
-    with pytest.raises(DecodeError):
-        decode_subscription(data)
-    with pytest.raises(DecodeError):
-        decode_assignment(data)
 
 
 def test_sticky_user_data_is_kafkas_layout_and_kafka_pythons_prefixed_one_is_read_too():

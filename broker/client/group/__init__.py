@@ -1,7 +1,7 @@
 """The group consumer of our client library: Kafka's classic group protocol as a client
 (README.md of broker/client, "Group consumer")."""
 
-from broker.client.group.consumer import GroupConsumer
+from broker.client.group.consumer import GroupConsumer, GroupMetadata
 from broker.client.group.consumer_protocol import TopicPartition
 from broker.client.group.errors import CommitFailedError, NoOffsetForPartitionError
 from broker.client.group.fetcher import ConsumerRecord
@@ -12,6 +12,7 @@ __all__ = [
     "CommitFailedError",
     "ConsumerRecord",
     "GroupConsumer",
+    "GroupMetadata",
     "NoOffsetForPartitionError",
     "OffsetAndMetadata",
     "RebalanceListener",

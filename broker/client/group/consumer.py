@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from concurrent.futures import Future
+from typing import NamedTuple
 
 from broker.client.group.assignors import make_assignors, rebalance_protocol
 from broker.client.group.config import consumer_config
@@ -38,6 +39,16 @@ from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, error_for
 
 log = logging.getLogger(__name__)
+
+
+class GroupMetadata(NamedTuple):
+    """The member's standing in its group, as Java's ConsumerGroupMetadata: generation -1
+    and member id "" while it is not in the group."""
+
+    group_id: str | None
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 class GroupConsumer:
@@ -119,6 +130,17 @@ class GroupConsumer:
 
     def subscription(self) -> set[str]:
         return set(self._subscription.topics) if self._subscription.subscribed else set()
+
+    def group_metadata(self) -> GroupMetadata:
+        if self._membership is None:
+            return GroupMetadata(None, -1, "", None)
+        generation, _ = self._membership.member_standing()
+        return GroupMetadata(
+            self._membership.group_id,
+            generation.generation_id,
+            generation.member_id,
+            self._membership.instance_id,
+        )
 
     # --- poll -------------------------------------------------------------------------
 

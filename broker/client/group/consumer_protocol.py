@@ -1,15 +1,6 @@
-"""The consumer protocol's bytes: what a member subscribes to and what it is assigned.
-
-A JoinGroup of protocol type "consumer" carries, per assignor, a Subscription; the leader's
-SyncGroup carries an Assignment per member. The broker relays both without reading them;
-clients (and tools that describe a group) decode them. Facts from apache/kafka's
-`ConsumerProtocolSubscription.json` and `ConsumerProtocolAssignment.json`:
-
-- both start with an int16 version, then the struct at that version; neither is flexible;
-- Subscription v0: topics, user_data (nullable); v1 adds owned_partitions; v2 generation_id
-  (default -1); v3 rack_id (nullable);
-- Assignment v0-v3: assigned_partitions, user_data (the same fields in every version);
-- a newer version than known is read as the newest known: versions only append fields.
+"""The consumer protocol as the group consumer uses it: typed subscriptions and
+assignments over the byte formats declared once in `broker.protocol.consumer_protocol`
+(which the coordinator and the group tools read too).
 
 Members the leader leaves out of its SyncGroup get zero bytes from Kafka: read as an
 empty assignment, as librdkafka does.
@@ -20,23 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.protocol.codec import compile_struct
-from broker.protocol.types import (
-    BYTES,
-    INT32,
-    STRING,
-    Array,
-    DecodeError,
-    Reader,
-    Struct,
-    Writer,
-)
-from broker.protocol.types import Field as F
+from broker.protocol import consumer_protocol as wire
 
 PROTOCOL_TYPE = "consumer"
-
-SUBSCRIPTION_VERSION = 3  # the newest version this module knows, and the one we write
-ASSIGNMENT_VERSION = 3
+NEWEST_VERSION = wire.MAX_VERSION  # the version we write
 
 
 class TopicPartition(NamedTuple):
@@ -44,28 +22,9 @@ class TopicPartition(NamedTuple):
     partition: int
 
 
-# Lists of partitions travel grouped by topic: [{topic, partitions: [int32]}].
-TOPIC_PARTITIONS = Array(Struct(F("topic", STRING), F("partitions", Array(INT32))))
-
-# fmt: off
-SUBSCRIPTION = Struct(
-    F("topics", Array(STRING)),
-    F("user_data", BYTES, nullable="0+", default=None),
-    F("owned_partitions", TOPIC_PARTITIONS, "1+"),
-    F("generation_id", INT32, "2+", default=-1),
-    F("rack_id", STRING, "3+", nullable="3+", default=None),
-)
-
-ASSIGNMENT = Struct(
-    F("assigned_partitions", TOPIC_PARTITIONS),
-    F("user_data", BYTES, nullable="0+", default=None),
-)
-# fmt: on
-
-
 @dataclass
 class Subscription:
-    """One member's subscription. `member_id` and `group_instance_id` are not in these
+    """One member's subscription. `member_id` and `group_instance_id` are not in its
     bytes: JoinGroup's member list carries them, and assignors order members by them."""
 
     topics: list[str]
@@ -73,7 +32,7 @@ class Subscription:
     owned_partitions: list[TopicPartition] = field(default_factory=list)
     generation_id: int = -1
     rack_id: str | None = None
-    version: int = SUBSCRIPTION_VERSION
+    version: int = NEWEST_VERSION
     member_id: str = ""
     group_instance_id: str | None = None
 
@@ -82,7 +41,7 @@ class Subscription:
 class Assignment:
     partitions: list[TopicPartition]
     user_data: bytes | None = None
-    version: int = ASSIGNMENT_VERSION
+    version: int = NEWEST_VERSION
 
 
 def group_by_topic(partitions) -> list[dict]:
@@ -98,26 +57,7 @@ def flatten(grouped: list[dict]) -> list[TopicPartition]:
     return [TopicPartition(t["topic"], p) for t in grouped for p in t["partitions"]]
 
 
-def _encode(struct: Struct, version: int, body: dict) -> bytes:
-    w = Writer()
-    w.int16(version)
-    compile_struct(struct, version, False).encode(w, body)
-    return w.getvalue()
-
-
-def _decode(struct: Struct, newest: int, data: bytes | memoryview, what: str) -> tuple[int, dict]:
-    """(version as written, body) of version-prefixed bytes; raises DecodeError."""
-    r = Reader(data)
-    version = r.int16()
-    if version < 0:
-        raise DecodeError(f"{what} version {version} is negative")
-    # Trailing bytes of a newer version are fields we do not know: skipped.
-    return version, compile_struct(struct, min(version, newest), False).decode(r)
-
-
 def encode_subscription(sub: Subscription) -> bytes:
-    if not 0 <= sub.version <= SUBSCRIPTION_VERSION:
-        raise ValueError(f"subscription version {sub.version} is not 0-{SUBSCRIPTION_VERSION}")
     body = {
         "topics": list(sub.topics),
         "user_data": sub.user_data,
@@ -125,11 +65,12 @@ def encode_subscription(sub: Subscription) -> bytes:
         "generation_id": sub.generation_id,
         "rack_id": sub.rack_id,
     }
-    return _encode(SUBSCRIPTION, sub.version, body)
+    return wire.encode_subscription(body, sub.version)
 
 
 def decode_subscription(data: bytes | memoryview) -> Subscription:
-    version, body = _decode(SUBSCRIPTION, SUBSCRIPTION_VERSION, data, "subscription")
+    """DecodeError for bytes that are not a subscription."""
+    version, body = wire.decode_subscription(data)
     return Subscription(
         topics=body["topics"],
         user_data=body["user_data"],
@@ -141,17 +82,15 @@ def decode_subscription(data: bytes | memoryview) -> Subscription:
 
 
 def encode_assignment(assignment: Assignment) -> bytes:
-    if not 0 <= assignment.version <= ASSIGNMENT_VERSION:
-        raise ValueError(f"assignment version {assignment.version} is not 0-{ASSIGNMENT_VERSION}")
     body = {
         "assigned_partitions": group_by_topic(assignment.partitions),
         "user_data": assignment.user_data,
     }
-    return _encode(ASSIGNMENT, assignment.version, body)
+    return wire.encode_assignment(body, assignment.version)
 
 
 def decode_assignment(data: bytes | memoryview | None) -> Assignment:
     if not data:
         return Assignment([], None, 0)
-    version, body = _decode(ASSIGNMENT, ASSIGNMENT_VERSION, data, "assignment")
+    version, body = wire.decode_assignment(data)
     return Assignment(flatten(body["assigned_partitions"]), body["user_data"], version)

@@ -117,7 +117,12 @@ class HeartbeatThread(threading.Thread):
         )
         if m.instance_id is None and generation.member_id:
             try:
-                send_leave_group(self._connection(coordinator), m.group_id, generation.member_id)
+                send_leave_group(
+                    self._connection(coordinator),
+                    m.group_id,
+                    generation.member_id,
+                    "consumer poll timeout has expired",
+                )
             except KafkaError as exc:
                 log.info("group %s: LeaveGroup failed: %s", m.group_id, exc)
                 self._close()

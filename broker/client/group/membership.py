@@ -36,6 +36,7 @@ from typing import NamedTuple, Protocol
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
+from broker.client.group.consumer_protocol import PROTOCOL_TYPE
 from broker.protocol.apis import (
     API_BY_KEY,
     FIND_COORDINATOR,
@@ -119,8 +120,12 @@ class _Retry(Exception):
 
 
 def find_coordinator(conn: BrokerConnection, group_id: str) -> Coordinator:
-    """FindCoordinator for a group (key type 0); raises the answer's error."""
-    response = conn.request(FIND_COORDINATOR, {"key": group_id, "key_type": 0})
+    """FindCoordinator for a group (key type 0); raises the answer's error. v4+ asks
+    for a list of keys (KIP-699) and answers per key: one key here."""
+    body = {"key": group_id, "key_type": 0, "coordinator_keys": [group_id]}
+    response = conn.request(FIND_COORDINATOR, body)
+    if response["coordinators"]:
+        response = response["coordinators"][0]
     code = as_error_code(response["error_code"])
     if code != ErrorCode.NONE:
         raise error_for(code, response.get("error_message") or f"coordinator of {group_id!r}")
@@ -324,7 +329,7 @@ class GroupMembership:
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
             "member_id": member_id,
             "group_instance_id": self.instance_id,
-            "protocol_type": "consumer",
+            "protocol_type": PROTOCOL_TYPE,
             "protocols": self.hooks.join_protocols(),
         }
         # The coordinator holds a JoinGroup until the group has joined (up to the
@@ -397,6 +402,8 @@ class GroupMembership:
             "generation_id": generation.generation_id,
             "member_id": generation.member_id,
             "group_instance_id": self.instance_id,
+            "protocol_type": PROTOCOL_TYPE,  # v5+: the coordinator checks them
+            "protocol_name": generation.protocol,
             "assignments": [{"member_id": m, "assignment": a} for m, a in assignments.items()],
         }
         # Followers' SyncGroup waits for the leader's: held like a JoinGroup.
@@ -455,7 +462,7 @@ class GroupMembership:
             try:
                 conn = self._connect(coordinator)
                 if conn is not None:
-                    send_leave_group(conn, self.group_id, generation.member_id)
+                    send_leave_group(conn, self.group_id, generation.member_id, reason)
             except KafkaError as exc:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, exc)
         self.reset_generation(keep_member_id=False, reason=f"left the group: {reason}")
@@ -468,9 +475,16 @@ class GroupMembership:
         self.close_connection()
 
 
-def send_leave_group(conn: BrokerConnection, group_id: str, member_id: str) -> None:
-    """LeaveGroup (v0-v2: one member id); errors are logged: the member is leaving anyway."""
-    response = conn.request(LEAVE_GROUP, {"group_id": group_id, "member_id": member_id})
-    code = as_error_code(response["error_code"])
-    if code != ErrorCode.NONE:
-        log.info("group %s: LeaveGroup answered %s", group_id, code.name)
+def send_leave_group(conn: BrokerConnection, group_id: str, member_id: str, reason: str) -> None:
+    """LeaveGroup for one dynamic member (v0-v2 name it; v3+ list it, KIP-345; v5 with a
+    reason); errors are logged: the member is leaving anyway."""
+    body = {
+        "group_id": group_id,
+        "member_id": member_id,
+        "members": [{"member_id": member_id, "group_instance_id": None, "reason": reason}],
+    }
+    response = conn.request(LEAVE_GROUP, body)
+    codes = [response["error_code"]] + [m["error_code"] for m in response["members"]]
+    for code in map(as_error_code, codes):
+        if code != ErrorCode.NONE:
+            log.info("group %s: LeaveGroup answered %s", group_id, code.name)

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from broker.client.cluster import ClusterMetadata
 from broker.client.group.assignors import Assignor, RebalanceProtocol
 from broker.client.group.consumer_protocol import (
-    ASSIGNMENT_VERSION,
+    NEWEST_VERSION,
     Assignment,
     Subscription,
     TopicPartition,
@@ -142,7 +142,7 @@ class ConsumerRebalance:
         counts = self._partition_counts(topics)
         result = assignor.assign({t: n for t, n in counts.items() if n}, subscriptions)
         self.group_snapshot = counts
-        version = min([ASSIGNMENT_VERSION] + [s.version for s in subscriptions.values()])
+        version = min([NEWEST_VERSION] + [s.version for s in subscriptions.values()])
         log.info("leader assigned with %s: %s", protocol, result)
         return {
             member: encode_assignment(Assignment(sorted(result.get(member, [])), None, version))

@@ -40,7 +40,6 @@ from broker.client.group.assignors.base import (
     subscribed_partitions,
 )
 from broker.client.group.consumer_protocol import (
-    TOPIC_PARTITIONS,
     Assignment,
     Subscription,
     TopicPartition,
@@ -48,14 +47,14 @@ from broker.client.group.consumer_protocol import (
     group_by_topic,
 )
 from broker.protocol.codec import compile_struct
-from broker.protocol.types import INT32, DecodeError, Reader, Struct, Writer
+from broker.protocol.types import INT32, STRING, Array, DecodeError, Reader, Struct, Writer
 from broker.protocol.types import Field as F
 
 DEFAULT_GENERATION = -1
 
 # The eager sticky assignor's user data (no version prefix; version 1 is always written).
 STICKY_USER_DATA = Struct(
-    F("previous_assignment", TOPIC_PARTITIONS),
+    F("previous_assignment", Array(Struct(F("topic", STRING), F("partitions", Array(INT32))))),
     F("generation", INT32, "1+", default=DEFAULT_GENERATION),
 )
 _GENERATION = struct.Struct(">i")
