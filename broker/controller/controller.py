@@ -17,7 +17,13 @@ broker/controller/zk.py on the loop):
 - a topic appears: its partitions are initialised (first live replica leads);
 - a topic is marked for deletion: it leaves the metadata, its replicas are stopped and
   deleted, then its znodes;
-- a leader changed an ISR: the new state goes to every broker's metadata.
+- a leader changed an ISR: the new state goes to every broker's metadata;
+- leaders are asked for (ElectLeaders, `/admin/preferred_replica_election`, or the
+  automatic rebalance of `auto.leader.rebalance.enable`): the preferred replica, when in
+  sync, takes its leadership back;
+- partitions are reassigned (AlterPartitionReassignments, `/admin/reassign_partitions`):
+  new replicas are added, and once they are in sync leadership moves into the target and
+  the leaving replicas are stopped and deleted (broker/controller/reassignment.py).
 
 Requests to brokers go through one ordered, retried channel per broker
 (broker/server/inter_broker/). The layout of what it reads and writes is
@@ -31,10 +37,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from broker.controller import election
+from broker.controller import election, reassignment
 from broker.controller import zk_layout as z
 from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr
+from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr, Reassignment
 from broker.protocol.apis import (
     LEADER_AND_ISR_API,
     STOP_REPLICA_API,
@@ -57,6 +63,20 @@ class Fenced(Exception):
     """Another controller has taken over: this one must stop acting."""
 
 
+@dataclass(frozen=True)
+class AutoRebalance:
+    """auto.leader.rebalance.enable and its settings: every `interval_s`, a broker leading
+    fewer than (100 - `imbalance_percent`)% of the partitions it is the preferred leader
+    of gets them back (where it is in sync)."""
+
+    imbalance_percent: int = 10
+    interval_s: float = 300.0
+
+
+class NotController(Exception):
+    """This broker is not (or no longer) the controller."""
+
+
 @dataclass
 class ControllerContext:
     epoch: int
@@ -69,6 +89,8 @@ class ControllerContext:
     deleting: set[str] = field(default_factory=set)
     # Replicas (topic, broker) of topics being deleted that have confirmed the deletion.
     deleted_replicas: set[tuple[str, int]] = field(default_factory=set)
+    # Partitions being reassigned (their `assignments` entry is then every replica).
+    reassigning: dict[TopicPartition, Reassignment] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -93,6 +115,7 @@ class Controller:
         unclean_default: bool,
         request_timeout_s: float,
         on_change: Callable[[int | None], None] = lambda controller_id: None,
+        auto_rebalance: AutoRebalance | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -106,6 +129,8 @@ class Controller:
         self._runner: asyncio.Task | None = None
         self._channels: dict[int, RequestChannel] = {}
         self._stopped = False
+        self.auto_rebalance = auto_rebalance
+        self._rebalance_timer: asyncio.Task | None = None
 
     @property
     def is_active(self) -> bool:
@@ -207,6 +232,9 @@ class Controller:
             return
         log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.close()
@@ -240,6 +268,13 @@ class Controller:
         await self._elect_offline(self.ctx.partitions())
         await self._deletions_changed()
         await self._isr_changes()
+        await self._preferred_election_requested()
+        await self._reassign_requested()
+        await self._finish_moves(sorted(self.ctx.reassigning))  # caught up meanwhile
+        if self.auto_rebalance is not None:
+            self._rebalance_timer = asyncio.get_running_loop().create_task(
+                self._rebalance_periodically(self.auto_rebalance), name="leader-rebalance"
+            )
 
     async def _increment_epoch(self) -> tuple[int, int]:
         while True:
@@ -288,10 +323,13 @@ class Controller:
             return None
         try:
             assignment = z.decode_assignment(topic, found[0])
+            moving = z.decode_reassignments(topic, found[0])
         except z.ZkDataError as exc:
             log.error("ignoring topic %s: %s", topic, exc)
             return None
         self.ctx.assignments[topic] = assignment
+        self.ctx.reassigning = {tp: r for tp, r in self.ctx.reassigning.items() if tp[0] != topic}
+        self.ctx.reassigning.update({(topic, p): r for p, r in moving.items()})
         config = await self.zk.get(z.topic_config_path(topic))
         overrides = z.decode_topic_config(topic, config[0]) if config else {}
         self.ctx.unclean[topic] = (
@@ -332,6 +370,12 @@ class Controller:
 
     def _isr_watch(self, event) -> None:
         self.enqueue(self._isr_changes)
+
+    def _preferred_election_watch(self, event) -> None:
+        self.enqueue(self._preferred_election_requested)
+
+    def _reassign_watch(self, event) -> None:
+        self.enqueue(self._reassign_requested)
 
     # -- brokers coming and going -----------------------------------------------------
     async def _brokers_changed(self) -> None:
@@ -506,6 +550,307 @@ class Controller:
         )
         return ErrorCode.NONE, remaining
 
+    # -- leader elections asked for ----------------------------------------------------
+    async def elect_leaders(
+        self, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """ElectLeaders: the preferred replica (or, `unclean`, any live replica of a
+        partition without a leader) becomes leader; run as an event, in order with every
+        other decision. None asks for every partition. Raises NotController."""
+        return await self._call(lambda: self._elect_leaders(partitions, unclean))
+
+    async def _call(self, decision: Callable[[], Awaitable]):
+        """Run `decision` as an event (in order with every other one) and return its result
+        to a request handler."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                done.set_result(await decision())
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(exc)
+                if not isinstance(exc, NotController):
+                    raise
+
+        self.enqueue(event)
+        return await done
+
+    async def _elect_leaders(
+        self, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        eligible: list[TopicPartition] = []
+        for tp in partitions if partitions is not None else sorted(ctx.states):
+            state = ctx.states.get(tp)
+            replicas = ctx.replicas(tp)
+            if state is None or not replicas or tp[0] in ctx.deleting:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif unclean and ctx.is_live(state.leader):
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            elif not unclean and state.leader == replicas[0]:
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            else:
+                eligible.append(tp)
+
+        def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+            if unclean:
+                try:
+                    return election.offline_partition(
+                        ctx.replicas(tp), state, ctx.live, ctx.epoch, unclean=True
+                    )[0]
+                except election.NoEligibleLeader:
+                    return None
+            return election.preferred_replica(ctx.replicas(tp), state, ctx.live, ctx.epoch)
+
+        changed = await self._apply(eligible, decide)
+        for tp in eligible:
+            if tp in changed:
+                results[tp] = (ErrorCode.NONE, None)
+            elif unclean:
+                results[tp] = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"no replica of {ctx.replicas(tp)} is alive",
+                )
+            else:
+                preferred = ctx.replicas(tp)[0]
+                results[tp] = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"the preferred leader {preferred} is "
+                    + ("not in the ISR" if ctx.is_live(preferred) else "not alive"),
+                )
+        if changed:
+            log.info(
+                "%s leader election: %d partitions moved",
+                "unclean" if unclean else "preferred",
+                len(changed),
+            )
+            self._send_update_metadata(sorted(changed))
+        return results
+
+    async def _preferred_election_requested(self) -> None:
+        """`/admin/preferred_replica_election` (Kafka's tool writes it): elect, then delete it."""
+        if self.ctx is None:
+            return
+        found = await self.zk.get(z.PREFERRED_REPLICA_ELECTION)
+        await self.zk.exists(z.PREFERRED_REPLICA_ELECTION, watch=self._preferred_election_watch)
+        if found is None:
+            return
+        try:
+            asked = z.decode_partition_list(found[0], "preferred replica election")
+        except z.ZkDataError as exc:
+            log.error("ignoring %s: %s", z.PREFERRED_REPLICA_ELECTION, exc)
+            asked = []
+        results = await self._elect_leaders(asked, unclean=False)
+        done = (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+        failed = {tp: r for tp, r in results.items() if r[0] not in done}
+        if failed:
+            log.warning("preferred replica election: not done for %s", failed)
+        await self.zk.delete(z.PREFERRED_REPLICA_ELECTION)
+
+    async def _rebalance_periodically(self, settings: AutoRebalance) -> None:
+        while True:
+            await asyncio.sleep(settings.interval_s)
+            self.enqueue(lambda: self._check_leader_imbalance(settings.imbalance_percent))
+
+    async def _check_leader_imbalance(self, imbalance_percent: int) -> None:
+        """Kafka's automatic rebalance: a broker whose share of the partitions it should
+        lead (it is their first replica) but does not lead passes `imbalance_percent`
+        gets them back."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        moving: list[TopicPartition] = []
+        for broker_id in sorted(ctx.live):
+            if broker_id in ctx.shutting_down:
+                continue
+            preferred = [
+                tp
+                for tp, state in ctx.states.items()
+                if tp[0] not in ctx.deleting and ctx.replicas(tp)[:1] == [broker_id]
+            ]
+            not_led = [tp for tp in preferred if ctx.states[tp].leader != broker_id]
+            if preferred and len(not_led) * 100 > imbalance_percent * len(preferred):
+                log.info(
+                    "broker %d leads %d of the %d partitions it prefers: rebalancing",
+                    broker_id,
+                    len(preferred) - len(not_led),
+                    len(preferred),
+                )
+                moving.extend(not_led)
+        if moving:
+            await self._elect_leaders(sorted(moving), unclean=False)
+
+    # -- partition reassignment ---------------------------------------------------------
+    async def alter_reassignments(
+        self, asked: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None:
+        cancel the move under way). Checked per partition; one refused changes nothing of
+        its own and does not stop the others. Raises NotController."""
+        return await self._call(lambda: self._alter_reassignments(asked))
+
+    def reassignments(self, partitions: Iterable[TopicPartition] | None) -> dict:
+        """ListPartitionReassignments: the moves under way (all, or of `partitions`), each
+        as (replicas, adding, removing). Raises NotController."""
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        wanted = ctx.reassigning if partitions is None else partitions
+        return {
+            tp: (ctx.replicas(tp), list(m.adding), list(m.removing))
+            for tp in sorted(wanted)
+            if (m := ctx.reassigning.get(tp)) is not None
+        }
+
+    async def _alter_reassignments(
+        self, asked: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        for tp, target in sorted(asked.items()):
+            if not ctx.replicas(tp) or tp not in ctx.states or tp[0] in ctx.deleting:
+                results[tp] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"The partition {tp[0]}-{tp[1]} does not exist.",
+                )
+                continue
+            ongoing = ctx.reassigning.get(tp)
+            if target is None:
+                if ongoing is None:
+                    results[tp] = (
+                        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"No reassignment of {tp[0]}-{tp[1]} is in progress.",
+                    )
+                    continue
+                target = ongoing.original
+            else:
+                problem = reassignment.target_problem(target, ctx.live)
+                if problem is not None:
+                    results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+                    continue
+            await self._move(tp, list(target))
+            results[tp] = (ErrorCode.NONE, None)
+        return results
+
+    async def _move(self, tp: TopicPartition, target: list[int]) -> None:
+        """Start (or redirect) the move of `tp` to `target`: its replicas become the
+        target followed by the leaving ones, under a new leader epoch; replicas an earlier
+        target added and this one does not want are stopped again."""
+        ctx = self.ctx
+        before = ctx.replicas(tp)
+        ongoing = ctx.reassigning.get(tp)
+        moving = reassignment.redirect(before, ongoing, target)
+        if ongoing == moving:
+            return  # asked again (e.g. /admin/reassign_partitions rewritten): under way
+        if not moving.adding and not moving.removing:
+            if ongoing is not None or before != target:
+                await self._finish_move(tp, target)  # back to the original: cancelled
+            return
+        dropped = [r for r in before if r not in moving.replicas]
+        ctx.assignments[tp[0]][tp[1]] = moving.replicas
+        ctx.reassigning[tp] = moving
+        await self._write_assignment(tp[0])
+        log.info(
+            "%s-%d: reassigning %s -> %s (adding %s, removing %s)",
+            *tp,
+            moving.original,
+            list(moving.target),
+            list(moving.adding),
+            list(moving.removing),
+        )
+        await self._apply(
+            [tp],
+            lambda tp, state: election.replicas_moved(
+                moving.replicas, dropped, state, ctx.live, ctx.epoch
+            ),
+        )
+        self._send_update_metadata([tp])
+        self._stop_moved_replicas(tp, dropped)
+        await self._finish_moves([tp])
+
+    async def _finish_moves(self, partitions: Iterable[TopicPartition]) -> None:
+        ctx = self.ctx
+        for tp in partitions:
+            moving = ctx.reassigning.get(tp)
+            if moving is not None and reassignment.is_complete(moving, ctx.states.get(tp)):
+                await self._finish_move(tp, list(moving.target))
+
+    async def _finish_move(self, tp: TopicPartition, target: list[int]) -> None:
+        """The partition's replicas become `target`: leadership and ISR first (a
+        controller taking over after this still sees the move in the assignment znode and
+        finishes it), then the assignment, then the leaving replicas are deleted."""
+        ctx = self.ctx
+        leaving = [r for r in ctx.replicas(tp) if r not in target]
+        ctx.assignments[tp[0]][tp[1]] = target
+        ctx.reassigning.pop(tp, None)
+        await self._apply(
+            [tp],
+            lambda tp, state: election.replicas_moved(target, leaving, state, ctx.live, ctx.epoch),
+        )
+        await self._write_assignment(tp[0])
+        self._send_update_metadata([tp])
+        self._stop_moved_replicas(tp, leaving)
+        log.info("%s-%d: reassignment done, replicas %s", *tp, target)
+        await self._forget_reassign_request(tp)
+
+    def _stop_moved_replicas(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
+        # A broker that is down keeps its copy on disk; nothing leads it there again.
+        for broker_id in brokers:
+            self._send_stop_replica(broker_id, [tp], delete=True)
+
+    async def _write_assignment(self, topic: str) -> None:
+        """The topic's assignment znode as the controller knows it, fenced by its epoch."""
+        ctx = self.ctx
+        moving = {p: r for (t, p), r in ctx.reassigning.items() if t == topic}
+        data = z.encode_assignment(ctx.assignments[topic], moving)
+        try:
+            await self.zk.commit([self._fence(), ("set", z.topic_path(topic), data, -1)])
+        except (BadVersionError, NoNodeError) as exc:
+            if getattr(exc, "failed_operation", None) == 0:
+                raise Fenced(f"/controller_epoch moved on while writing {topic}") from None
+            raise
+
+    async def _reassign_requested(self) -> None:
+        """`/admin/reassign_partitions` (Kafka's reassignment tool writes it): start each
+        move; the znode keeps the moves under way and goes when they are all done."""
+        if self.ctx is None:
+            return
+        found = await self.zk.get(z.REASSIGN_PARTITIONS)
+        await self.zk.exists(z.REASSIGN_PARTITIONS, watch=self._reassign_watch)
+        if found is None:
+            return
+        try:
+            asked = z.decode_reassign_request(found[0])
+        except z.ZkDataError as exc:
+            log.error("ignoring %s: %s", z.REASSIGN_PARTITIONS, exc)
+            asked = {}
+        results = await self._alter_reassignments(asked)
+        for tp, (code, message) in results.items():
+            if code != ErrorCode.NONE:
+                log.warning("reassignment of %s-%d refused: %s", *tp, message or code.name)
+        await self._forget_reassign_request(None)
+
+    async def _forget_reassign_request(self, done: TopicPartition | None) -> None:
+        """Keep in `/admin/reassign_partitions` only the moves still under way."""
+        found = await self.zk.get(z.REASSIGN_PARTITIONS)
+        if found is None:
+            return
+        try:
+            asked = z.decode_reassign_request(found[0])
+        except z.ZkDataError:
+            asked = {}
+        remaining = {tp: r for tp, r in asked.items() if tp in self.ctx.reassigning}
+        if not remaining:
+            await self.zk.delete(z.REASSIGN_PARTITIONS)
+        elif remaining != asked:
+            await self.zk.set(z.REASSIGN_PARTITIONS, z.encode_reassign_request(remaining))
+
     # -- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:
         if self.ctx is None:
@@ -538,6 +883,7 @@ class Controller:
         ctx.unclean.pop(topic, None)
         ctx.deleting.discard(topic)
         ctx.deleted_replicas = {r for r in ctx.deleted_replicas if r[0] != topic}
+        ctx.reassigning = {tp: r for tp, r in ctx.reassigning.items() if tp[0] != topic}
 
     async def _deletions_changed(self) -> None:
         ctx = self.ctx
@@ -619,6 +965,7 @@ class Controller:
                 fresh.append(tp)
         if fresh:
             self._send_update_metadata(fresh)
+            await self._finish_moves([tp for tp in fresh if tp in ctx.reassigning])
 
     # -- writing decisions --------------------------------------------------------------
     async def _apply(
@@ -729,6 +1076,7 @@ class Controller:
             if state is None:
                 continue
             replicas = ctx.replicas(tp)
+            moving = ctx.reassigning.get(tp)
             for broker_id in replicas:
                 if not ctx.is_live(broker_id) or (only is not None and broker_id not in only):
                     continue
@@ -743,8 +1091,8 @@ class Controller:
                         "isr": list(state.isr),
                         "zk_version": state.zk_version,
                         "replicas": list(replicas),
-                        "adding_replicas": [],
-                        "removing_replicas": [],
+                        "adding_replicas": list(moving.adding) if moving else [],
+                        "removing_replicas": list(moving.removing) if moving else [],
                         "is_new": tp in new,
                     }
                 )

@@ -154,10 +154,26 @@ def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistr
 # -- topics and partitions ----------------------------------------------------------------
 
 
-def encode_assignment(partitions: dict[int, list[int]]) -> bytes:
-    return _dump(
-        {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(partitions.items())}}
-    )
+def encode_assignment(
+    partitions: dict[int, list[int]],
+    reassigning: dict[int, Reassignment] | None = None,
+) -> bytes:
+    """A topic's replicas; with partitions being reassigned, Kafka 2.4's version 2 with
+    their `adding_replicas` and `removing_replicas` (the replicas written are then all of
+    them, target and original: docs/contracts/cluster.md, "Reassignment")."""
+    value: dict = {
+        "version": 1,
+        "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
+    }
+    if reassigning:
+        value["version"] = 2
+        value["adding_replicas"] = {
+            str(p): list(r.adding) for p, r in sorted(reassigning.items()) if r.adding
+        }
+        value["removing_replicas"] = {
+            str(p): list(r.removing) for p, r in sorted(reassigning.items()) if r.removing
+        }
+    return _dump(value)
 
 
 def decode_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
@@ -169,6 +185,81 @@ def decode_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
         return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
     except (TypeError, ValueError) as exc:
         raise ZkDataError(f"topic {topic}: bad partitions map ({exc})") from None
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition on its way from its original replicas to its target ones: while it
+    moves, its replicas are target + the original ones not in the target; `adding` are
+    the target's new ones, `removing` the original ones leaving."""
+
+    target: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @classmethod
+    def between(cls, original: list[int], target: list[int]) -> Reassignment:
+        return cls(
+            tuple(target),
+            tuple(r for r in target if r not in original),
+            tuple(r for r in original if r not in target),
+        )
+
+    @property
+    def replicas(self) -> list[int]:
+        """Every replica while moving: the target first (its first one is preferred)."""
+        return [*self.target, *self.removing]
+
+    @property
+    def original(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding]
+
+
+def decode_reassignments(topic: str, data: bytes) -> dict[int, Reassignment]:
+    """The partitions of a topic's assignment znode being reassigned (version 2)."""
+    value = _load(data, f"topic {topic} assignment")
+    partitions = decode_assignment(topic, data)
+    try:
+        adding = {
+            int(p): [int(b) for b in r] for p, r in (value.get("adding_replicas") or {}).items()
+        }
+        removing = {
+            int(p): [int(b) for b in r] for p, r in (value.get("removing_replicas") or {}).items()
+        }
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"topic {topic}: bad adding/removing replicas ({exc})") from None
+    moving: dict[int, Reassignment] = {}
+    for p in sorted(set(adding) | set(removing)):
+        if p not in partitions:
+            continue
+        leaving = [r for r in partitions[p] if r in removing.get(p, [])]
+        target = [r for r in partitions[p] if r not in leaving]
+        moving[p] = Reassignment(tuple(target), tuple(adding.get(p, [])), tuple(leaving))
+    return moving
+
+
+def encode_reassign_request(partitions: dict[tuple[str, int], list[int]]) -> bytes:
+    """`/admin/reassign_partitions`, as Kafka's reassignment tool writes it."""
+    return _dump(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)}
+                for (t, p), r in sorted(partitions.items())
+            ],
+        }
+    )
+
+
+def decode_reassign_request(data: bytes) -> dict[tuple[str, int], list[int]]:
+    value = _load(data, "reassign partitions request")
+    try:
+        return {
+            (str(e["topic"]), int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in value.get("partitions") or []
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"reassign partitions request: bad entry ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -257,18 +348,28 @@ def decode_controller_epoch(data: bytes) -> int:
 # -- notifications --------------------------------------------------------------------------
 
 
-def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+def encode_partition_list(partitions: list[tuple[str, int]]) -> bytes:
+    """`{"version":1,"partitions":[{"topic","partition"}...]}`: an ISR change notification
+    and a preferred replica election request have this layout."""
     return _dump(
         {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
     )
 
 
-def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
-    value = _load(data, "isr change notification")
+def decode_partition_list(data: bytes, what: str) -> list[tuple[str, int]]:
+    value = _load(data, what)
     try:
         return [(str(p["topic"]), int(p["partition"])) for p in value.get("partitions") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ZkDataError(f"isr change notification: bad entry ({exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"{what}: bad entry ({exc})") from None
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return encode_partition_list(partitions)
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    return decode_partition_list(data, "isr change notification")
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -53,8 +53,14 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_LOG_DIRS = 35
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -79,8 +85,14 @@ CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
+CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 DELETE_GROUPS = ApiKey.DELETE_GROUPS
+ELECT_LEADERS = ApiKey.ELECT_LEADERS
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
+DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
+DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
+ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
 
 
 @dataclass(frozen=True, eq=False)
@@ -740,34 +752,204 @@ OFFSET_FOR_LEADER_EPOCH_API = Api(
     ),
 )
 
+CREATE_PARTITIONS_API = Api(
+    CREATE_PARTITIONS, "CreatePartitions", 0, 3, 2,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("count", INT32),
+            # null: the broker places the new partitions' replicas.
+            F("assignments", Array(Struct(
+                F("broker_ids", Array(INT32)),
+            )), nullable="0+"),
+        ))),
+        F("timeout_ms", INT32),
+        F("validate_only", BOOL),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
+    ),
+)
+
+ELECT_LEADERS_API = Api(
+    ELECT_LEADERS, "ElectLeaders", 0, 2, 2,
+    request=Struct(
+        # 0 preferred, 1 unclean (v1+; v0 is always preferred).
+        F("election_type", INT8, "1+", default=0),
+        # null: every partition.
+        F("topic_partitions", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(INT32)),
+        )), nullable="0+"),
+        F("timeout_ms", INT32, default=60000),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "1+"),
+        F("replica_election_results", Array(Struct(
+            F("topic", STRING),
+            F("partition_result", Array(Struct(
+                F("partition_id", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+DESCRIBE_CLUSTER_API = Api(
+    DESCRIBE_CLUSTER, "DescribeCluster", 0, 2, 0,
+    request=Struct(
+        F("include_cluster_authorized_operations", BOOL),
+        # 1: brokers (2, controllers, is KRaft's: no such endpoints here).
+        F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+", default=False),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("endpoint_type", INT8, "1+", default=1),
+        F("cluster_id", STRING),
+        F("controller_id", INT32, default=-1),
+        F("brokers", Array(Struct(
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+", default=None),
+            F("is_fenced", BOOL, "2+", default=False),
+        ))),
+        F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
+DESCRIBE_LOG_DIRS_API = Api(
+    DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4, 2,
+    request=Struct(
+        # null: every partition of every log dir.
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "3+"),
+        F("results", Array(Struct(
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partitions", Array(Struct(
+                    F("partition_index", INT32),
+                    F("partition_size", INT64),
+                    F("offset_lag", INT64),
+                    F("is_future_key", BOOL),
+                ))),
+            ))),
+            F("total_bytes", INT64, "4+", default=-1),
+            F("usable_bytes", INT64, "4+", default=-1),
+        ))),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_API = Api(
+    ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                # null: cancel the reassignment under way.
+                F("replicas", Array(INT32), nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_API = Api(
+    LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        # null: every reassignment under way.
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("replicas", Array(INT32)),
+                F("adding_replicas", Array(INT32)),
+                F("removing_replicas", Array(INT32)),
+            ))),
+        ))),
+    ),
+)
+
 # fmt: on
 
-API_BY_KEY: dict[int, Api] = {
-    api.key: api
-    for api in (
-        PRODUCE_API,
-        FETCH_API,
-        LIST_OFFSETS_API,
-        METADATA_API,
-        OFFSET_COMMIT_API,
-        OFFSET_FETCH_API,
-        FIND_COORDINATOR_API,
-        JOIN_GROUP_API,
-        HEARTBEAT_API,
-        LEAVE_GROUP_API,
-        SYNC_GROUP_API,
-        DESCRIBE_GROUPS_API,
-        LIST_GROUPS_API,
-        API_VERSIONS_API,
-        CREATE_TOPICS_API,
-        DELETE_TOPICS_API,
-        INIT_PRODUCER_ID_API,
-        LEADER_AND_ISR_API,
-        STOP_REPLICA_API,
-        UPDATE_METADATA_API,
-        CONTROLLED_SHUTDOWN_API,
-        OFFSET_FOR_LEADER_EPOCH_API,
-        DELETE_GROUPS_API,
-        OFFSET_DELETE_API,
+API_BY_KEY: dict[int, Api] = dict(
+    sorted(
+        {
+            api.key: api
+            for api in (
+                PRODUCE_API,
+                FETCH_API,
+                LIST_OFFSETS_API,
+                METADATA_API,
+                OFFSET_COMMIT_API,
+                OFFSET_FETCH_API,
+                FIND_COORDINATOR_API,
+                JOIN_GROUP_API,
+                HEARTBEAT_API,
+                LEAVE_GROUP_API,
+                SYNC_GROUP_API,
+                DESCRIBE_GROUPS_API,
+                LIST_GROUPS_API,
+                API_VERSIONS_API,
+                CREATE_TOPICS_API,
+                DELETE_TOPICS_API,
+                INIT_PRODUCER_ID_API,
+                LEADER_AND_ISR_API,
+                STOP_REPLICA_API,
+                UPDATE_METADATA_API,
+                CONTROLLED_SHUTDOWN_API,
+                OFFSET_FOR_LEADER_EPOCH_API,
+                DELETE_GROUPS_API,
+                OFFSET_DELETE_API,
+                CREATE_PARTITIONS_API,
+                ELECT_LEADERS_API,
+                DESCRIBE_CLUSTER_API,
+                DESCRIBE_LOG_DIRS_API,
+                ALTER_PARTITION_REASSIGNMENTS_API,
+                LIST_PARTITION_REASSIGNMENTS_API,
+            )
+        }.items()
     )
-}
+)

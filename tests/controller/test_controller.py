@@ -13,9 +13,10 @@ import asyncio
 import pytest
 
 from broker.controller import zk_layout as z
-from broker.controller.controller import Controller
+from broker.controller.controller import AutoRebalance, Controller
 from broker.controller.zk import ZkClient
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 
@@ -107,11 +108,18 @@ class Harness:
         self.brokers[broker_id] = await FakeBroker(broker_id, self.connect).start()
         return self.brokers[broker_id]
 
-    async def controller(self, broker_id: int, unclean: bool = False) -> Controller:
+    async def controller(
+        self, broker_id: int, unclean: bool = False, auto_rebalance: AutoRebalance | None = None
+    ) -> Controller:
         zk = ZkClient(self.connect, session_timeout_ms=6000)
         await zk.start()
         controller = Controller(
-            broker_id, zk, listener="PLAINTEXT", unclean_default=unclean, request_timeout_s=5
+            broker_id,
+            zk,
+            listener="PLAINTEXT",
+            unclean_default=unclean,
+            request_timeout_s=5,
+            auto_rebalance=auto_rebalance,
         )
         controller.start()
         self.controllers.append((zk, controller))
@@ -121,6 +129,23 @@ class Harness:
     async def create_topic(self, topic: str, assignment: dict[int, list[int]], config=None):
         await self.zk.create(z.topic_config_path(topic), z.encode_topic_config(config or {}))
         await self.zk.create(z.topic_path(topic), z.encode_assignment(assignment))
+
+    async def rejoin_isr(self, topic: str, partition: int, isr: tuple[int, ...]) -> None:
+        """The leader takes a caught-up replica back into the ISR, as a broker does: a
+        conditional write of the state, then a notification for the controller."""
+        state = await self.state(topic, partition)
+        await self.zk.set(
+            z.partition_state_path(topic, partition),
+            z.encode_partition_state(
+                z.LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
+            ),
+            state.zk_version,
+        )
+        await self.zk.create(
+            f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
+            z.encode_isr_change([(topic, partition)]),
+            sequence=True,
+        )
 
     async def state(self, topic: str, partition: int) -> z.LeaderAndIsr | None:
         found = await self.zk.get(z.partition_state_path(topic, partition))
@@ -334,6 +359,124 @@ def test_a_fenced_controller_stops_writing(zk_connect):
     run(scenario())
 
 
+async def _preferred_back_in_sync(h):
+    """Topic t: partition 0 prefers broker 1, which died (broker 2 leads) and came back
+    and caught up (in the ISR again, as its leader would write)."""
+    await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
+    await eventually(lambda: h.state("t", 0))
+    await h.brokers[1].die()
+    moved = await eventually(_leader_changed(h, "t", 0, 1))
+    assert moved.leader == 2
+    await h.broker(1)
+    await h.rejoin_isr("t", 0, (2, 0, 1))
+    await eventually(lambda: _in_isr(h, "t", 0, 1))
+
+
+async def _in_isr(h, topic, partition, broker_id):
+    state = await h.state(topic, partition)
+    return state is not None and broker_id in state.isr
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await _preferred_back_in_sync(h)
+            await eventually(lambda: controller.ctx.states[("t", 0)].isr == (2, 0, 1))
+            results = await controller.elect_leaders([("t", 0), ("t", 1), ("nope", 0)], False)
+            assert results == {
+                ("t", 0): (ErrorCode.NONE, None),
+                ("t", 1): (ErrorCode.ELECTION_NOT_NEEDED, None),
+                ("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+            }
+            state = await h.state("t", 0)
+            assert (state.leader, state.isr) == (1, (2, 0, 1))
+            await eventually(lambda: _epoch_at_least(h.brokers[0], "t", 0, state.leader_epoch))
+
+    run(scenario())
+
+
+def test_a_preferred_replica_out_of_sync_is_not_elected(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [1, 2, 0]})
+            await eventually(lambda: h.state("t", 0))
+            await h.brokers[1].die()
+            await eventually(_leader_changed(h, "t", 0, 1))
+            await h.broker(1)  # back, but not caught up: not in the ISR
+            await eventually(lambda: 1 in controller.ctx.live)
+            ((code, message),) = (await controller.elect_leaders([("t", 0)], False)).values()
+            assert code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            assert "not in the ISR" in message
+            assert (await h.state("t", 0)).leader == 2
+
+    run(scenario())
+
+
+def test_the_preferred_replica_election_znode(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            await h.controller(0)
+            await _preferred_back_in_sync(h)
+            await h.zk.create(z.PREFERRED_REPLICA_ELECTION, z.encode_partition_list([("t", 0)]))
+            back = await eventually(_leader_changed(h, "t", 0, 2))
+            assert back.leader == 1
+            await eventually(lambda: _znode_gone(h, z.PREFERRED_REPLICA_ELECTION))
+
+    run(scenario())
+
+
+async def _znode_gone(h, path):
+    return await h.zk.exists(path) is None
+
+
+def test_automatic_rebalance_gives_preferred_leaders_back(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            await h.controller(0, auto_rebalance=AutoRebalance(10, 0.3))
+            await _preferred_back_in_sync(h)
+            back = await eventually(_leader_changed(h, "t", 0, 2))
+            assert back.leader == 1  # nobody asked: broker 1 led 0 of its 1 partitions
+
+    run(scenario())
+
+
+def test_unclean_election_asked_for(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [1, 2]})
+            state = await eventually(lambda: h.state("t", 0))
+            await h.zk.set(  # the follower fell out of the ISR
+                z.partition_state_path("t", 0),
+                z.encode_partition_state(z.LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
+                state.zk_version,
+            )
+            await h.brokers[1].die()
+            await eventually(_leader_changed(h, "t", 0, 1))  # offline: -1
+            assert (await controller.elect_leaders([("t", 0)], False))[("t", 0)][0] == (
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            )
+            results = await controller.elect_leaders([("t", 0)], True)
+            assert results[("t", 0)] == (ErrorCode.NONE, None)
+            assert (await h.state("t", 0)).leader == 2
+            again = await controller.elect_leaders([("t", 0)], True)
+            assert again[("t", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
+
+    run(scenario())
+
+
 # -- helpers reading the outcome ----------------------------------------------------------------
 
 
@@ -402,3 +545,139 @@ def _isr_of(broker, topic, partition):
 @pytest.fixture(autouse=True)
 def _quiet_kazoo(caplog):
     caplog.set_level("WARNING", logger="kazoo")
+
+
+# -- partition reassignment -------------------------------------------------------------
+def _stopped(broker, topic, partition):
+    return any(
+        body["delete_partitions"]
+        and any(t["name"] == topic and partition in t["partition_indexes"] for t in body["topics"])
+        for body in broker.requests(STOP_REPLICA)
+    )
+
+
+async def _znode_replicas(h, topic):
+    found = await h.zk.get(z.topic_path(topic))
+    return z.decode_assignment(topic, found[0]), z.decode_reassignments(topic, found[0])
+
+
+def test_a_reassignment_adds_waits_for_the_isr_then_moves_and_removes(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(4):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1], 1: [1, 0]})
+            await eventually(lambda: h.state("t", 0))
+            results = await controller.alter_reassignments({("t", 0): [2, 3]})
+            assert results == {("t", 0): (ErrorCode.NONE, None)}
+            # Under way: every replica (target first), adding and removing in the znode
+            # and in what the controller lists; the new replicas are told to follow.
+            replicas, moving = await _znode_replicas(h, "t")
+            assert replicas[0] == [2, 3, 0, 1]
+            assert (moving[0].adding, moving[0].removing) == ((2, 3), (0, 1))
+            assert controller.reassignments(None) == {("t", 0): ([2, 3, 0, 1], [2, 3], [0, 1])}
+            told = await eventually(lambda: h.brokers[3].leadership("t", 0))
+            assert (told["leader"], told["replicas"], told["adding_replicas"]) == (
+                0,
+                [2, 3, 0, 1],
+                [2, 3],
+            )
+            assert (await h.state("t", 0)).leader_epoch == 1
+            # The new replicas catch up: leadership moves to 2, the old ones are deleted.
+            await h.rejoin_isr("t", 0, (0, 1, 2, 3))
+            await eventually(lambda: ("t", 0) not in controller.ctx.reassigning)
+            state = await h.state("t", 0)
+            assert (state.leader, state.isr) == (2, (2, 3))
+            assert (await _znode_replicas(h, "t")) == ({0: [2, 3], 1: [1, 0]}, {})
+            await eventually(lambda: _stopped(h.brokers[0], "t", 0))
+            await eventually(lambda: _stopped(h.brokers[1], "t", 0))
+            assert not _stopped(h.brokers[2], "t", 0)
+            assert controller.reassignments(None) == {}
+            assert (await h.state("t", 1)).leader == 1  # the other partition untouched
+
+    run(scenario())
+
+
+def test_bad_reassignments_are_refused_and_change_nothing(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            await eventually(lambda: h.state("t", 0))
+            before = await h.state("t", 0)
+            results = await controller.alter_reassignments(
+                {
+                    ("t", 0): [0, 7],
+                    ("t", 5): [0, 1],
+                    ("nope", 0): [0],
+                    ("t", 1): None,
+                }
+            )
+            assert results[("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            assert "non-existent brokers [7]" in results[("t", 0)][1]
+            assert results[("t", 5)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            (dup,) = (await controller.alter_reassignments({("t", 0): [1, 1]})).values()
+            assert dup[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "Duplicate" in dup[1]
+            (empty,) = (await controller.alter_reassignments({("t", 0): []})).values()
+            assert empty[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            (cancel,) = (await controller.alter_reassignments({("t", 0): None})).values()
+            assert cancel[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            assert await h.state("t", 0) == before
+            assert (await _znode_replicas(h, "t")) == ({0: [0, 1]}, {})
+
+    run(scenario())
+
+
+def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            await eventually(lambda: h.state("t", 0))
+            await controller.alter_reassignments({("t", 0): [1, 2]})
+            assert controller.ctx.replicas(("t", 0)) == [1, 2, 0]
+            (cancel,) = (await controller.alter_reassignments({("t", 0): None})).values()
+            assert cancel == (ErrorCode.NONE, None)
+            replicas, moving = await _znode_replicas(h, "t")
+            assert (sorted(replicas[0]), moving) == ([0, 1], {})
+            assert (await h.state("t", 0)).isr == (0, 1)
+            await eventually(lambda: _stopped(h.brokers[2], "t", 0))
+
+    run(scenario())
+
+
+def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            first = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1], 1: [0, 1]})
+            await eventually(lambda: h.state("t", 1))
+            await h.zk.create(
+                z.REASSIGN_PARTITIONS,
+                z.encode_reassign_request({("t", 0): [2, 1], ("t", 1): [0, 9]}),
+            )
+            await eventually(lambda: ("t", 0) in first.ctx.reassigning)
+            # The refused entry is dropped from the znode; the move under way stays.
+            found = await h.zk.get(z.REASSIGN_PARTITIONS)
+            assert z.decode_reassign_request(found[0]) == {("t", 0): [2, 1]}
+            # The controller goes; the next one reads the move from the topic znode and
+            # finishes it once the new replica is in sync.
+            await first.stop()
+            second = await h.controller(1)
+            await eventually(lambda: second.is_active)
+            assert second.reassignments(None) == {("t", 0): ([2, 1, 0], [2], [0])}
+            await h.rejoin_isr("t", 0, (0, 1, 2))
+            await eventually(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
+            state = await h.state("t", 0)
+            assert (state.leader, sorted(state.isr)) == (2, [1, 2])
+            assert (await _znode_replicas(h, "t"))[0][0] == [2, 1]
+
+    run(scenario())
