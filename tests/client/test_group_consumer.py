@@ -549,6 +549,15 @@ def test_bad_settings_name_the_key_and_value(kafka, settings, message):
         GroupConsumer(kafka.bootstrap, **settings)
 
 
+def test_configuration_reference_lists_the_consumer_settings():
+    from pathlib import Path
+
+    from broker.client.group.config import CONSUMER_CONFIG
+
+    text = (Path(__file__).parents[2] / "docs" / "configuration.md").read_text()
+    assert CONSUMER_CONFIG.to_markdown() in text, "regenerate: docs/gen_configuration.sh"
+
+
 def test_misuse_is_refused(kafka):
     topic = kafka.new_topic(1)
     with consumer(kafka, None) as c:
