@@ -318,6 +318,36 @@ def test_cooperative_members_revoke_only_what_moves(kafka):
         b.close()
 
 
+def test_a_held_join_stays_in_flight_across_polls(kafka):
+    """The coordinator holds a newcomer's JoinGroup until the old member rejoins, which it
+    does only when it polls: the newcomer's polls meanwhile return at their own timeout
+    (not at the rebalance's end), and a later poll completes the join."""
+    topic = kafka.new_topic(4)
+    all_four = {TP(topic, p) for p in range(4)}
+    group = new_group()
+    a = consumer(kafka, group)
+    b = consumer(kafka, group, max_poll_interval_ms=60_000)  # its join may be held 60 s
+    try:
+        a.subscribe([topic])
+        poll_until([a], lambda g: a.assignment() == all_four)
+        generation = a.group_metadata().generation_id
+        b.subscribe([topic])
+        for _ in range(3):  # a does not poll: the rebalance cannot end
+            started = time.monotonic()
+            assert b.poll(0.2) == []
+            assert time.monotonic() - started < 10, "poll() waited for the rebalance"
+            assert b.assignment() == set() and b.group_metadata().generation_id == -1
+        with Polling(a, b) as polling:
+            polling.wait(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2)
+        assert a.assignment() | b.assignment() == all_four
+        # A single rebalance took b in, while its polls came and went.
+        assert a.group_metadata().generation_id == b.group_metadata().generation_id
+        assert a.group_metadata().generation_id == generation + 1
+    finally:
+        a.close()
+        b.close()
+
+
 def test_a_member_that_stops_polling_leaves_and_loses_its_partitions(kafka):
     topic = kafka.new_topic(4)
     all_four = {TP(topic, p) for p in range(4)}
