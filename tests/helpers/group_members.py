@@ -242,6 +242,10 @@ class KafkaPythonMember(Member):
             heartbeat_interval_ms=HEARTBEAT_INTERVAL_MS,
             **self.extra,
         )
+        # kafka-python leading with no metadata of the topic yet assigns nothing ("No
+        # partition metadata") and waits for a metadata refresh to rejoin: on a loaded
+        # machine that outlasts the test. Ask for the topic's partitions first.
+        consumer.partitions_for_topic(self.topic)
         consumer.subscribe([self.topic], listener=Listener())
         return consumer
 
