@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import sys
 
-from broker.tools import consumer_groups, dump_log, zk_offset_checker
+from broker.tools import consumer_groups, dump_log, mirror_maker, zk_offset_checker
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
     "consumer-groups": consumer_groups.main,
     "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
     "dump-log": dump_log.main,
+    "mirror-maker": mirror_maker.main,
 }
 
 
