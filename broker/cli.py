@@ -23,9 +23,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "config-docs":
-        from broker.client.producer_config import PRODUCER_CONFIG
         from broker.client.zk_consumer.config import ZK_CONSUMER_CONFIG
         from broker.config.server import SAMPLE_HEADER, SAMPLE_SETTINGS, SERVER_CONFIG
+        from broker.mirror.mirror_maker import MIRROR_CONFIG
         from broker.server.topic_config import TOPIC_CONFIG
 
         if args.properties:
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         print(SERVER_CONFIG.to_markdown())
         print(TOPIC_CONFIG.to_markdown())
         print(ZK_CONSUMER_CONFIG.to_markdown())
-        print(PRODUCER_CONFIG.to_markdown())
+        print(MIRROR_CONFIG.to_markdown())
         return 0
     if args.command == "cluster":
         return run_cluster(args) if args.action == "start" else stop_cluster(args)

@@ -6,11 +6,13 @@
     python -m broker.client.cli topics --delete NAME
     python -m broker.client.cli produce TOPIC [--key-separator :] [--compression gzip] < lines
     python -m broker.client.cli consume TOPIC --partition 0 --offset earliest|latest|N --count N
+    python -m broker.client.cli config-docs
 
 `produce` sends one record per stdin line (without its newline); with
 --key-separator the text before the first separator is the key. `consume` prints one
 value per line (`offset<TAB>key<TAB>value` with --verbose) and stops after --count
-records, or at the end of the log when --count is not given.
+records, or at the end of the log when --count is not given. `config-docs` prints the
+client's settings (the group consumer's and the producer's) for docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -64,7 +66,19 @@ def _parser() -> argparse.ArgumentParser:
     consume.add_argument("--count", type=int, help="stop after this many records")
     consume.add_argument("--verbose", action="store_true", help="print offset and key too")
     consume.set_defaults(run=_consume)
+
+    docs = sub.add_parser("config-docs", help="print the client's configuration reference")
+    docs.set_defaults(run=_config_docs)
     return parser
+
+
+def _config_docs(args) -> int:
+    from broker.client.group.config import CONSUMER_CONFIG
+    from broker.client.producer_config import PRODUCER_CONFIG
+
+    print(CONSUMER_CONFIG.to_markdown())
+    print(PRODUCER_CONFIG.to_markdown())
+    return 0
 
 
 def _topics(args) -> int:

@@ -291,6 +291,12 @@ class Producer:
             self._wakeup.notify()  # a full buffer is worth sending now
             self._space.wait(left)
 
+    def partitions_for(self, topic: str) -> int:
+        """How many partitions `topic` has (created, where the broker auto-creates topics,
+        as a send would)."""
+        known = self._num_partitions.get(topic)
+        return known if known is not None else self._load_partitions(topic)
+
     def _load_partitions(self, topic: str) -> int:
         """The partition count of `topic`, waiting while an auto-created topic gets leaders.
 

@@ -197,16 +197,22 @@ class SimpleConsumer:
         return result
 
     def fetch_many(
-        self, requests: list[FetchRequest], max_wait_ms: int = 0, min_bytes: int = 0
+        self,
+        requests: list[FetchRequest],
+        max_wait_ms: int = 0,
+        min_bytes: int = 0,
+        retry_for_s: float | None = None,
     ) -> dict[tuple[str, int], FetchResult]:
         """Fetch many partitions with one Fetch request per leader.
 
         Returns a result for every request. Errors are not raised here: a partition
         whose error is final (or still retriable at the deadline) has `.error` set;
         call `raise_for_error()` on it. Only when no broker can be reached at all is
-        NetworkError raised.
+        NetworkError raised. Retries stop after `retry_for_s` (default `timeout_s`):
+        a group consumer's poll() must come back to heartbeat and rebalance.
         """
-        deadline = time.monotonic() + self.timeout_s + max_wait_ms / 1000
+        retry_for_s = self.timeout_s if retry_for_s is None else retry_for_s
+        deadline = time.monotonic() + retry_for_s + max_wait_ms / 1000
         pending = {(r.topic, r.partition): r for r in requests}
         results: dict[tuple[str, int], FetchResult] = {}
         backoff = _BACKOFF_START_S
@@ -219,7 +225,7 @@ class SimpleConsumer:
                 break
             if time.monotonic() + backoff >= deadline:
                 if last_error is not None and not any(k in results for k in retry):
-                    raise NetworkError(f"fetch gave up after {self.timeout_s}s: {last_error}")
+                    raise NetworkError(f"fetch gave up after {retry_for_s}s: {last_error}")
                 break
             time.sleep(backoff)
             backoff = min(backoff * 2, _BACKOFF_MAX_S)

@@ -10,6 +10,7 @@ from broker.tools import (
     consumer_groups,
     consumer_perf,
     dump_log,
+    mirror_maker,
     producer_perf,
     zk_offset_checker,
 )
@@ -23,6 +24,7 @@ TOOLS = {
     "console-consumer": console_consumer.main,
     "producer-perf-test": producer_perf.main,
     "consumer-perf-test": consumer_perf.main,
+    "mirror-maker": mirror_maker.main,
 }
 
 

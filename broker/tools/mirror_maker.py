@@ -10,9 +10,8 @@ check of what it left behind.
 The consumer file holds the source cluster's `bootstrap.servers`, the mirror's
 `group.id` and any group consumer key (auto.offset.reset defaults to earliest here, so a
 new mirror copies what the source already has; enable.auto.commit is always false). The
-producer file holds the target's `bootstrap.servers` and producer keys (client.id,
-compression.type, linger.ms, batch.size, request.timeout.ms, delivery.timeout.ms,
-buffer.memory, max.block.ms); acks=all and idempotence are always on. `--verify` compares
+producer file holds the target's `bootstrap.servers` and producer keys (PRODUCER_CONFIG,
+broker/client/producer_config.py); acks=all and idempotence are always on. `--verify` compares
 the whitelisted topics of both clusters record by record: missing records (exit code 1)
 and duplicates (what at-least-once allows after a restart).
 """
@@ -27,22 +26,12 @@ import threading
 
 from broker.client.group import GroupConsumer
 from broker.client.producer import Producer
+from broker.client.producer_config import producer_kwargs
 from broker.config.definition import ConfigError, load_properties
 from broker.mirror.mirror_maker import MIRROR_CONFIG, MirrorError, MirrorMaker
 from broker.mirror.verify import compare
 from broker.tools.output import Output
 
-# Producer properties (Kafka's names) -> our Producer's keyword arguments.
-PRODUCER_KEYS = {
-    "client.id": ("client_id", str),
-    "compression.type": ("compression", str),
-    "linger.ms": ("linger_ms", float),
-    "batch.size": ("batch_size", int),
-    "request.timeout.ms": ("request_timeout_ms", int),
-    "delivery.timeout.ms": ("delivery_timeout_ms", int),
-    "buffer.memory": ("buffer_memory", int),
-    "max.block.ms": ("max_block_ms", int),
-}
 FORCED_PRODUCER = {"acks": {"all", "-1"}, "enable.idempotence": {"true"}}
 
 
@@ -105,8 +94,8 @@ def main(
         consumer_props = load_properties(args.consumer_config)
         producer_props = load_properties(args.producer_config)
         source = _required(consumer_props, "bootstrap.servers", args.consumer_config)
-        target = _required(producer_props, "bootstrap.servers", args.producer_config)
-        producer_kwargs = _producer_settings(producer_props, args.producer_config)
+        _required(producer_props, "bootstrap.servers", args.producer_config)
+        target, producer_settings = _producer_settings(producer_props, args.producer_config)
     except (ConfigError, re.error) as exc:
         out.error(str(exc))
         return 2
@@ -125,7 +114,7 @@ def main(
     except ConfigError as exc:
         out.error(f"{args.consumer_config}: {exc}")
         return 2
-    producer = Producer(target, acks="all", enable_idempotence=True, **producer_kwargs)
+    producer = Producer(target, **producer_settings)
     stop = stop or _stop_on_signals()
     mirror = MirrorMaker(
         consumer, producer, settings["whitelist"], settings["offset.commit.interval.ms"]
@@ -147,25 +136,21 @@ def _required(props: dict, key: str, path: str) -> str:
     return props[key]
 
 
-def _producer_settings(props: dict, path: str) -> dict:
-    kwargs = {}
-    for key, value in props.items():
-        if key == "bootstrap.servers":
-            continue
-        if key in FORCED_PRODUCER:
-            if value.lower() not in FORCED_PRODUCER[key]:
-                raise ConfigError(
-                    f"{path}: {key}={value} is not allowed: the mirror always uses acks=all and idempotence"
-                )
-            continue
-        if key not in PRODUCER_KEYS:
-            raise ConfigError(f"{path}: unknown producer configuration {key!r} (value {value!r})")
-        name, kind = PRODUCER_KEYS[key]
-        try:
-            kwargs[name] = kind(value)
-        except ValueError:
-            raise ConfigError(f"{path}: invalid value {value!r} for {key}") from None
-    return kwargs
+def _producer_settings(props: dict, path: str) -> tuple[list[str], dict]:
+    """The target's servers and Producer keywords from the producer file (PRODUCER_CONFIG's
+    keys), acks=all and idempotence forced: a file asking for less is refused."""
+    for key, allowed in FORCED_PRODUCER.items():
+        if key in props and props[key].strip().lower() not in allowed:
+            raise ConfigError(
+                f"{path}: {key}={props[key]} is not allowed: the mirror always uses acks=all "
+                "and idempotence"
+            )
+    try:
+        servers, settings = producer_kwargs(props)
+    except ConfigError as exc:
+        raise ConfigError(f"{path}: {exc}") from None
+    settings.update(acks="all", enable_idempotence=True)
+    return servers, settings
 
 
 def _verify(source: str, target: str, whitelist: str, out: Output) -> int:
