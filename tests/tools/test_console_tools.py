@@ -59,6 +59,10 @@ def produce(bootstrap: str, topic: str, lines: bytes, *options: str):
     )
 
 
+def consume(bootstrap: str, topic: str, *options: str):
+    return tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, *options)
+
+
 def consume_in_process(bootstrap: str, *options: str) -> tuple[int, bytes]:
     """console-consumer's main in this process: (exit code, what it wrote to stdout)."""
     stdout = io.BytesIO()
@@ -93,11 +97,8 @@ def test_lines_round_trip_through_both_tools(broker):
     lines = [f"line {i} with some text".encode() for i in range(20)] + ["ünïcode ✓".encode()]
     done = produce(broker.bootstrap, topic, b"\n".join(lines) + b"\n")
     assert done.returncode == 0, done.stderr
-    read = tool(
-        "console-consumer",
-        "--bootstrap-server",
+    read = consume(
         broker.bootstrap,
-        "--topic",
         topic,
         "--from-beginning",
         "--max-messages",
@@ -151,11 +152,8 @@ def test_consumer_prints_what_kafka_python_wrote(broker):
     for future in sent:
         future.get(timeout=30)
     producer.close()
-    read = tool(
-        "console-consumer",
-        "--bootstrap-server",
+    read = consume(
         broker.bootstrap,
-        "--topic",
         topic,
         "--partition",
         "0",
