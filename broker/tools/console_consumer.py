@@ -66,8 +66,8 @@ def main(argv: list[str] | None = None, stdout: BinaryIO | None = None) -> int:
             _consume(reader, formatter, args, stdout or sys.stdout.buffer, out, progress)
         finally:
             reader.close()
-    except (KeyboardInterrupt, _Stop):
-        pass
+    except (KeyboardInterrupt, _Stop, BrokenPipeError):
+        pass  # Ctrl-C, SIGTERM, or a reader of stdout that went away (`| head`): done
     except KafkaError as exc:
         out.error(str(exc))
     finally:

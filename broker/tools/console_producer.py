@@ -175,7 +175,7 @@ def _produce(producer: Producer, args, reader: LineReader, lines: BinaryIO, out:
     pending: list[tuple[Line, Future]] = []
     failures = []
     try:
-        for raw in lines:
+        for raw in _until_interrupted(lines):
             line = reader.read(raw)
             future = producer.send(args.topic, line.value, key=line.key, headers=line.headers)
             if args.sync:
@@ -192,6 +192,15 @@ def _produce(producer: Producer, args, reader: LineReader, lines: BinaryIO, out:
             if exc is not None:
                 failures.append((args.topic, line.key, line.value, exc))
     return failures
+
+
+def _until_interrupted(lines: BinaryIO):
+    """The lines, until EOF or Ctrl-C (then what was read is still sent, as Kafka's tool
+    closes its producer)."""
+    try:
+        yield from lines
+    except KeyboardInterrupt:
+        return
 
 
 def _size(data: bytes | None) -> str:
