@@ -38,158 +38,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.records.vectorized import VARINT_MAX, Rows, constant, values_of
 from ingest.decoders.arrow_types import UnsupportedSchema, arrow_type, logical_type
 from schemas.canonical import ParsedSchema, kind
 from schemas.compatibility import PROMOTIONS
 
 _FIXED_WIDTH = {"float": (4, pa.float32()), "double": (8, pa.float64())}
-_U64 = pa.uint64()
-_ONE = pa.scalar(1, _U64)
 _INT32_BASED = (pa.date32(), pa.time32("ms"), pa.int32())
-_VARINT_MAX = 10
 
 
 class Unresolvable(ValueError):
     """The writer schema cannot be read as the reader schema at all."""
-
-
-class Rows:
-    """The rows being decoded: a read position and an end per row (int32), over
-    one buffer, and a bad mask.
-
-    A position may run past its row's end on corrupt data (a varint read too far,
-    a fixed value cut short); that is caught once, when the row's final position
-    is compared with its end, instead of after every field. Each node bounds how
-    far it can run (``Node.overrun``), and the buffer has that much padding after
-    the last row, so every read stays inside it. Lengths of strings and bytes are
-    clamped to the room left, so they never add to the overrun.
-    """
-
-    __slots__ = ("data", "pos", "end", "bad")
-
-    def __init__(self, data: pa.Array, pos: pa.Array, end: pa.Array, bad: pa.Array) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = end
-        self.bad = bad
-
-    def __len__(self) -> int:
-        return len(self.pos)
-
-    def subset(self, mask: pa.Array) -> Rows:
-        return Rows(self.data, self.pos.filter(mask), self.end.filter(mask), self.bad.filter(mask))
-
-    def merge(self, mask: pa.Array, sub: Rows) -> None:
-        self.pos = pc.replace_with_mask(self.pos, mask, sub.pos)
-        self.bad = pc.replace_with_mask(self.bad, mask, sub.bad)
-
-    def mark(self, mask: pa.Array) -> None:
-        self.bad = pc.or_(self.bad, mask)
-
-    def room(self) -> pa.Array:
-        return pc.subtract(self.end, self.pos)
-
-    def advance(self, count: pa.Array | pa.Scalar | int) -> None:
-        if isinstance(count, int):  # a bare int would widen the positions to int64
-            count = pa.scalar(count, pa.int32())
-        self.pos = pc.add(self.pos, count)
-
-    def byte(self, k: int) -> pa.Array:
-        return self.data.take(self.pos if k == 0 else pc.add(self.pos, k))
-
-    def varint(self) -> pa.Array:
-        """Raw (zigzag) varints as uint64, advancing past them."""
-        first = self.byte(0)
-        value = pc.bit_wise_and(first, 0x7F).cast(_U64)
-        more = pc.greater_equal(first, 0x80)
-        length: pa.Array | pa.Scalar = pa.scalar(1, pa.int32())
-        k = 1
-        while k < _VARINT_MAX and pc.any(more).as_py():
-            b = self.byte(k)
-            part = pc.multiply(pc.bit_wise_and(b, 0x7F).cast(_U64), pa.scalar(1 << (7 * k), _U64))
-            value = pc.if_else(more, pc.bit_wise_or(value, part), value)
-            length = pc.add(length, more.cast(pa.int32()))
-            more = pc.and_(more, pc.greater_equal(b, 0x80))
-            k += 1
-        if k == _VARINT_MAX and pc.any(more).as_py():
-            self.mark(more)  # more than 10 bytes: not an Avro varint
-        self.advance(length)
-        return value
-
-    def long(self) -> pa.Array:
-        raw = self.varint()
-        half = pc.shift_right(raw, _ONE)
-        sign = pc.subtract(pa.scalar(0, _U64), pc.bit_wise_and(raw, _ONE))
-        return pc.bit_wise_xor(half, sign).cast(pa.int64(), safe=False)
-
-    def slices(self, sizes: pa.Array) -> pa.Array:
-        """The bytes [pos, pos + size) of every row as a binary array, and advance.
-
-        Sizes must already fit their rows (the callers clamp them). Rows lie in
-        the buffer in order, so the offsets ``pos0, pos0+size0, pos1, pos1+size1,
-        ...`` never decrease: read over the buffer they make a binary array whose
-        even values are the slices wanted and whose odd values are the bytes
-        between them. Taking the even values copies each slice with one memcpy,
-        instead of gathering byte by byte."""
-        count = len(sizes)
-        ends = pc.add(self.pos, sizes)
-        if count == 0:
-            self.pos = ends
-            return pa.array([], pa.binary())
-        interleave, evens = _interleaving(count)
-        offsets = pa.concat_arrays([self.pos, ends]).take(interleave)
-        spans = pa.Array.from_buffers(
-            pa.binary(), 2 * count - 1, [None, offsets.buffers()[1], self.data.buffers()[1]]
-        )
-        self.pos = ends
-        return spans.take(evens)
-
-    def lengths(self) -> pa.Array:
-        """A bytes/string length prefix (int32), clamped to the room left in the
-        row (0 when it has run past its end); bad rows marked."""
-        size = self.long()
-        room = pc.max_element_wise(self.room(), 0)
-        self.mark(pc.or_(pc.less(size, 0), pc.greater(size, room)))
-        return pc.min_element_wise(pc.max_element_wise(size, 0), room).cast(pa.int32())
-
-
-_ARANGE: list[pa.Array] = [pa.array([], pa.int32())]
-_INTERLEAVINGS: dict[int, tuple[pa.Array, pa.Array]] = {}
-
-
-def _interleaving(count: int) -> tuple[pa.Array, pa.Array]:
-    """Indices that interleave two arrays of ``count`` (0, count, 1, count+1, ...)
-    and the even indices 0, 2, ... 2*count-2; cached, chunks repeat their sizes."""
-    found = _INTERLEAVINGS.get(count)
-    if found is None:
-        steps = _arange(2 * count)
-        halves = pc.shift_right(steps, 1)
-        odd = pc.bit_wise_and(steps, 1)
-        found = (pc.add(halves, pc.multiply(odd, count)), pc.multiply(_arange(count), 2))
-        if len(_INTERLEAVINGS) > 16:
-            _INTERLEAVINGS.clear()
-        _INTERLEAVINGS[count] = found
-    return found
-
-
-def _arange(count: int) -> pa.Array:
-    """0, 1, ..., count-1 as int32 (a slice of a cached array grown by doubling)."""
-    if len(_ARANGE[0]) < count:
-        size = max(count, 2 * len(_ARANGE[0]), 1 << 16)
-        ones = pa.nulls(size, pa.int32()).fill_null(1)
-        _ARANGE[0] = pc.subtract(pc.cumulative_sum(ones), 1)
-    return _ARANGE[0].slice(0, count)
-
-
-def _values_of(binary: pa.Array) -> pa.Buffer:
-    """The value bytes of a freshly built binary array (offsets start at 0)."""
-    data = binary.buffers()[2]
-    return pa.py_buffer(b"") if data is None else data
-
-
-def _constant(value: Any, typ: pa.DataType, count: int) -> pa.Array:
-    one = pa.array([value], typ)
-    return one.take(pa.nulls(count, pa.int32()).fill_null(0))
 
 
 # -- nodes: each reads its value for every row of a Rows ------------------------
@@ -236,7 +95,7 @@ class Boolean(Node):
 
 
 class Varint(Node):
-    overrun = _VARINT_MAX
+    overrun = VARINT_MAX
 
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
@@ -268,7 +127,7 @@ class FixedWidth(Node):
         # position check marks it.
         raw = rows.slices(pa.nulls(count, pa.int32()).fill_null(self.size))
         # Little-endian IEEE floats are Arrow's own layout on the machines we run on.
-        value = pa.Array.from_buffers(self.raw_type, count, [None, _values_of(raw)])
+        value = pa.Array.from_buffers(self.raw_type, count, [None, values_of(raw)])
         return value if value.type == self.out_type else value.cast(self.out_type)
 
     def skip(self, rows: Rows) -> None:
@@ -278,7 +137,7 @@ class FixedWidth(Node):
 class Bytes(Node):
     """bytes and string (UTF-8 checked), with string<->bytes promotion."""
 
-    overrun = _VARINT_MAX  # the length prefix; the length itself is clamped
+    overrun = VARINT_MAX  # the length prefix; the length itself is clamped
 
     def __init__(self, utf8: bool, out_type: pa.DataType) -> None:
         self.utf8 = utf8
@@ -318,7 +177,7 @@ def _not_utf8(binary: pa.Array) -> pa.Array:
 
 class Enum(Node):
     out_type = pa.string()
-    overrun = _VARINT_MAX
+    overrun = VARINT_MAX
 
     def __init__(self, symbols: list[str | None]) -> None:
         # symbols[i]: the reader symbol for writer index i, None when it has none.
@@ -357,7 +216,7 @@ class Record(Node):
             else:
                 columns[slot] = node.read(rows)
         for slot, (value, physical) in self.defaults.items():
-            columns[slot] = _constant(value, physical, len(rows)).cast(self.fields[slot].type)
+            columns[slot] = constant(value, physical, len(rows)).cast(self.fields[slot].type)
         return pa.StructArray.from_arrays(columns, fields=self.fields)
 
     def skip(self, rows: Rows) -> None:
@@ -369,7 +228,7 @@ class Union(Node):
     def __init__(self, branches: list[Node], out_type: pa.DataType) -> None:
         self.branches = branches  # per writer branch; Null for null
         self.out_type = out_type
-        self.overrun = _VARINT_MAX + max(b.overrun for b in branches)
+        self.overrun = VARINT_MAX + max(b.overrun for b in branches)
 
     def read(self, rows: Rows) -> pa.Array:
         count = len(rows)
@@ -423,20 +282,13 @@ def decode_rows(
     """Decode the Avro bodies ``data[starts[i]:ends[i]]`` with a compiled plan: the
     rows as a struct array, and which rows are bad (drop their struct entries).
     ``data`` must have ``required_pad(plan)`` spare bytes after the last end."""
-    count = len(starts)
-    rows = Rows(
-        data,
-        starts.cast(pa.int32()),
-        ends.cast(pa.int32()),
-        pa.nulls(count, pa.bool_()).fill_null(False),
-    )
+    rows = Rows.over(data, starts, ends)
     struct = plan.read(rows)
-    rows.mark(pc.not_equal(rows.pos, rows.end))  # every byte of a row must be read
-    return struct, rows.bad
+    return struct, rows.finish()  # every byte of a row must be read
 
 
 def required_pad(plan: Node) -> int:
-    return plan.overrun + _VARINT_MAX
+    return plan.overrun + VARINT_MAX
 
 
 def compile_plan(writer: ParsedSchema, reader: ParsedSchema) -> Node:
