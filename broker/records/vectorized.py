@@ -183,6 +183,30 @@ def arange(count: int) -> pa.Array:
     return _ARANGE[0].slice(0, count)
 
 
+def packed(values: pa.Array, pad: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+    """The values of a binary array as one byte buffer with ``pad`` spare bytes after
+    the last: (uint8 data, int64 start of each value, int64 end of each value). A null
+    value is an empty one (start == end). One copy of the value bytes."""
+    count = len(values)
+    if values.type != pa.binary():
+        values = values.cast(pa.binary())
+    offsets = pa.Array.from_buffers(
+        pa.int32(), count + 1, [None, values.buffers()[1]], offset=values.offset
+    )
+    first = offsets[0].as_py()
+    size = offsets[count].as_py() - first
+    raw = values.buffers()[2]
+    body = pa.Array.from_buffers(
+        pa.uint8(), size, [None, raw if raw is not None else pa.py_buffer(b"")], offset=first
+    )
+    data = pa.concat_arrays([body, pa.nulls(pad, pa.uint8()).fill_null(0)])
+    starts = pc.subtract(offsets.slice(0, count).cast(pa.int64()), first)
+    ends = pc.subtract(offsets.slice(1, count).cast(pa.int64()), first)
+    if values.null_count:
+        ends = pc.if_else(values.is_valid(), ends, starts)
+    return data, starts, ends
+
+
 def falses(count: int) -> pa.Array:
     return pa.nulls(count, pa.bool_()).fill_null(False)
 

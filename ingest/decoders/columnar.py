@@ -262,20 +262,6 @@ class Union(Node):
 # -- compiling a (writer, reader) pair into nodes -------------------------------
 
 
-def pack(values: list[bytes | None], pad: int = 32) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """The values as one byte buffer with ``pad`` spare bytes at its end: (uint8
-    data, int64 start of each value, int64 end of each value). A None value is
-    an empty one (start == end)."""
-    count = len(values)
-    packed = pa.array([*values, bytes(pad)], pa.binary())  # raises past 2 GiB: chunk smaller
-    offsets = pa.Array.from_buffers(pa.int32(), count + 2, [None, packed.buffers()[1]])
-    data_size = offsets[-1].as_py()
-    data = pa.Array.from_buffers(pa.uint8(), data_size, [None, packed.buffers()[2]])
-    starts = offsets.slice(0, count).cast(pa.int64())
-    ends = offsets.slice(1, count).cast(pa.int64())
-    return data, starts, ends
-
-
 def decode_rows(
     plan: Node, data: pa.Array, starts: pa.Array, ends: pa.Array
 ) -> tuple[pa.StructArray, pa.BooleanArray]:
