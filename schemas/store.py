@@ -96,6 +96,7 @@ class KafkaTopicStore:
     It goes through our own client library (``broker.client``), so the product
     runs on its own Kafka client: the AdminClient creates the topic with one
     partition if it is missing (one partition keeps one total order of entries),
+    compacted (``cleanup.policy=compact``: the broker keeps the latest entry per key),
     the Producer appends with acks=-1 (durable on every in-sync replica before
     ``append`` returns; idempotent, so a retried append is not written twice) and
     the SimpleConsumer replays from the earliest offset to the end offset.
@@ -138,9 +139,10 @@ class KafkaTopicStore:
                             "(kafkastore.topic.replication.factor is %d)",
                             self.topic, factor, live, self.replication_factor,
                         )  # fmt: skip
-                    outcome = admin.create_topics(
-                        [NewTopic(self.topic, 1, factor)], timeout_ms=self.init_timeout_ms
-                    )
+                    # Compacted, as Confluent creates it: the latest entry per key is
+                    # all a replay needs (keys are per subject/version, config, subject).
+                    topic = NewTopic(self.topic, 1, factor, configs={"cleanup.policy": "compact"})
+                    outcome = admin.create_topics([topic], timeout_ms=self.init_timeout_ms)
                     # TOPIC_ALREADY_EXISTS: another registry instance created it first.
                     code = outcome.get(self.topic, ErrorCode.NONE)
                     if code not in (ErrorCode.NONE, ErrorCode.TOPIC_ALREADY_EXISTS):

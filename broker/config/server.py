@@ -16,7 +16,8 @@ from broker.config.definition import (
     load_properties,
     one_of,
 )
-from broker.log.config import LogConfig
+from broker.log.cleaner import CleanerConfig
+from broker.log.config import LogConfig, cleanup_policy_problem
 from broker.util.clock import HOUR_MS, MINUTE_MS
 
 
@@ -250,6 +251,85 @@ SERVER_CONFIG = (
         group="log",
     )
     .define(
+        "log.cleanup.policy",
+        "list",
+        ["delete"],
+        "What happens to old segments: `delete` removes them by retention time and size; "
+        "`compact` lets the log cleaner keep only the latest record per key (records without "
+        "a key are refused); `compact,delete` does both (topic override: cleanup.policy).",
+        validator=cleanup_policy_problem,
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.enable",
+        "boolean",
+        True,
+        "Run the log cleaner, which compacts the topics whose cleanup policy includes "
+        "`compact` (`_schemas`, `__consumer_offsets`); without it they grow forever.",
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.threads",
+        "int",
+        1,
+        "Threads that clean logs; each cleans one log at a time.",
+        validator=between(1, 64),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.dedupe.buffer.size",
+        "long",
+        134217728,
+        "Memory for the cleaners' maps of key to latest offset, shared by the threads; a "
+        "dirty section with more keys than fit is cleaned in several passes.",
+        validator=at_least(65536),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.io.buffer.size",
+        "int",
+        524288,
+        "Bytes a cleaner thread reads from a segment at a time.",
+        validator=at_least(4096),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.backoff.ms",
+        "long",
+        15000,
+        "How long a cleaner thread sleeps when no log needs cleaning.",
+        validator=at_least(0),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.min.cleanable.ratio",
+        "double",
+        0.5,
+        "A log is cleaned once its dirty part (written since the last cleaning) passes this "
+        "share of it (topic override: min.cleanable.dirty.ratio).",
+        validator=between(0, 1),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.delete.retention.ms",
+        "long",
+        86400000,
+        "How long a tombstone (a record with a key and a null value) is kept after the "
+        "cleaner first saw it, so consumers reading the log meanwhile see the deletion "
+        "(topic override: delete.retention.ms).",
+        validator=at_least(0),
+        group="log cleaner",
+    )
+    .define(
+        "log.cleaner.min.compaction.lag.ms",
+        "long",
+        0,
+        "Records stay uncompacted at least this long: a segment whose newest record is "
+        "younger is not cleaned (topic override: min.compaction.lag.ms).",
+        validator=at_least(0),
+        group="log cleaner",
+    )
+    .define(
         "transactional.id.expiration.ms",
         "long",
         604800000,
@@ -429,6 +509,31 @@ SERVER_CONFIG = (
         optional=True,
         group="cluster",
         default_doc="the first listener",
+    )
+    .define(
+        "auto.leader.rebalance.enable",
+        "boolean",
+        True,
+        "The controller moves leadership back to preferred replicas (the first of each "
+        "partition's replicas) when a broker leads too few of its own partitions.",
+        group="cluster",
+    )
+    .define(
+        "leader.imbalance.per.broker.percentage",
+        "int",
+        10,
+        "The share (in percent) of a broker's preferred partitions it may not lead before "
+        "the automatic rebalance gives them back.",
+        validator=between(0, 100),
+        group="cluster",
+    )
+    .define(
+        "leader.imbalance.check.interval.seconds",
+        "long",
+        300,
+        "How often the controller checks the leader imbalance.",
+        validator=at_least(1),
+        group="cluster",
     )
     .define(
         "offsets.topic.num.partitions",
@@ -623,6 +728,21 @@ class BrokerConfig:
             log_append_time=v["log.message.timestamp.type"] == "LogAppendTime",
             min_insync_replicas=v["min.insync.replicas"],
             unclean_leader_election=v["unclean.leader.election.enable"],
+            cleanup_policy=tuple(v["log.cleanup.policy"]),
+            delete_retention_ms=v["log.cleaner.delete.retention.ms"],
+            min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],
+            min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
+        )
+
+    @property
+    def cleaner_config(self) -> CleanerConfig:
+        v = self.values
+        return CleanerConfig(
+            enabled=v["log.cleaner.enable"],
+            threads=v["log.cleaner.threads"],
+            dedupe_buffer_size=v["log.cleaner.dedupe.buffer.size"],
+            io_buffer_size=v["log.cleaner.io.buffer.size"],
+            backoff_ms=v["log.cleaner.backoff.ms"],
         )
 
 

@@ -152,6 +152,60 @@ class TopicAdmin:
                 )
         return {p: list(r) for p, r in sorted(assignment.items())}
 
+    def plan_partitions(
+        self,
+        topic: str,
+        current: dict[int, list[int]] | None,
+        count: int,
+        assignment: list[list[int]] | None,
+        brokers: dict[int, str | None] | None = None,
+    ) -> dict[int, list[int]]:
+        """The replicas of the partitions CreatePartitions adds to `topic` (whose present
+        assignment is `current`, None when it does not exist) to reach `count`, as Kafka
+        places them: the walk of the topic's first placement continued, or the replicas
+        the request names; TopicError saying why not."""
+        if not current:
+            raise TopicError(
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{topic}' does not exist."
+            )
+        if count <= len(current):
+            raise TopicError(
+                ErrorCode.INVALID_PARTITIONS,
+                f"Topic currently has {len(current)} partitions, which is higher than or "
+                f"equal to the requested {count}.",
+            )
+        if brokers is None:
+            brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
+        factor = len(current[min(current)])
+        first = len(current)
+        added = count - first
+        if assignment is not None:
+            if len(assignment) != added:
+                raise TopicError(
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"Increasing the number of partitions by {added} but {len(assignment)} "
+                    "assignments provided.",
+                )
+            planned = dict(enumerate(assignment, start=first))
+            for partition, replicas in planned.items():
+                if len(replicas) != factor:
+                    raise TopicError(
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Inconsistent replication factor between partitions, partition 0 has "
+                        f"{factor} while partition {partition} has replication factor "
+                        f"{len(replicas)}.",
+                    )
+            checked = TopicSpec(topic, assignment={p - first: r for p, r in planned.items()})
+            self._check_assignment(checked, brokers)
+            return {p: list(r) for p, r in planned.items()}
+        ordered = sorted(brokers)
+        leader = current[min(current)][0]
+        start = ordered.index(leader) if leader in ordered else 0
+        try:
+            return assign_replicas(brokers, added, factor, start_index=start, first_partition=first)
+        except PlacementError as exc:
+            raise TopicError(ErrorCode.INVALID_REPLICATION_FACTOR, str(exc)) from None
+
     async def wait_until(
         self, names: list[str], done: Callable[[str], bool], timeout_ms: int
     ) -> set[str]:
@@ -187,6 +241,12 @@ class TopicAdmin:
         raise NotImplementedError
 
     async def delete_topics(self, names: list[str]) -> dict[str, TopicError | None]:
+        raise NotImplementedError
+
+    async def create_partitions(
+        self, requests: list[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> dict[str, TopicError | None]:
+        """(topic, new partition count, replicas of the added partitions or None)."""
         raise NotImplementedError
 
     def auto_create(self, name: str) -> None:

@@ -17,7 +17,10 @@ broker/controller/zk.py on the loop):
 - a topic appears: its partitions are initialised (first live replica leads);
 - a topic is marked for deletion: it leaves the metadata, its replicas are stopped and
   deleted, then its znodes;
-- a leader changed an ISR: the new state goes to every broker's metadata.
+- a leader changed an ISR: the new state goes to every broker's metadata;
+- leaders are asked for (ElectLeaders, `/admin/preferred_replica_election`, or the
+  automatic rebalance of `auto.leader.rebalance.enable`): the preferred replica, when in
+  sync, takes its leadership back.
 
 Requests to brokers go through one ordered, retried channel per broker
 (broker/server/inter_broker/). The layout of what it reads and writes is
@@ -57,6 +60,20 @@ class Fenced(Exception):
     """Another controller has taken over: this one must stop acting."""
 
 
+@dataclass(frozen=True)
+class AutoRebalance:
+    """auto.leader.rebalance.enable and its settings: every `interval_s`, a broker leading
+    fewer than (100 - `imbalance_percent`)% of the partitions it is the preferred leader
+    of gets them back (where it is in sync)."""
+
+    imbalance_percent: int = 10
+    interval_s: float = 300.0
+
+
+class NotController(Exception):
+    """This broker is not (or no longer) the controller."""
+
+
 @dataclass
 class ControllerContext:
     epoch: int
@@ -93,6 +110,7 @@ class Controller:
         unclean_default: bool,
         request_timeout_s: float,
         on_change: Callable[[int | None], None] = lambda controller_id: None,
+        auto_rebalance: AutoRebalance | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -106,6 +124,8 @@ class Controller:
         self._runner: asyncio.Task | None = None
         self._channels: dict[int, RequestChannel] = {}
         self._stopped = False
+        self.auto_rebalance = auto_rebalance
+        self._rebalance_timer: asyncio.Task | None = None
 
     @property
     def is_active(self) -> bool:
@@ -207,6 +227,9 @@ class Controller:
             return
         log.info("broker %d resigns as controller (epoch %d)", self.broker_id, self.ctx.epoch)
         self.ctx = None
+        if self._rebalance_timer is not None:
+            self._rebalance_timer.cancel()
+            self._rebalance_timer = None
         channels, self._channels = self._channels, {}
         for channel in channels.values():
             await channel.close()
@@ -240,6 +263,11 @@ class Controller:
         await self._elect_offline(self.ctx.partitions())
         await self._deletions_changed()
         await self._isr_changes()
+        await self._preferred_election_requested()
+        if self.auto_rebalance is not None:
+            self._rebalance_timer = asyncio.get_running_loop().create_task(
+                self._rebalance_periodically(self.auto_rebalance), name="leader-rebalance"
+            )
 
     async def _increment_epoch(self) -> tuple[int, int]:
         while True:
@@ -332,6 +360,9 @@ class Controller:
 
     def _isr_watch(self, event) -> None:
         self.enqueue(self._isr_changes)
+
+    def _preferred_election_watch(self, event) -> None:
+        self.enqueue(self._preferred_election_requested)
 
     # -- brokers coming and going -----------------------------------------------------
     async def _brokers_changed(self) -> None:
@@ -505,6 +536,135 @@ class Controller:
             len(remaining),
         )
         return ErrorCode.NONE, remaining
+
+    # -- leader elections asked for ----------------------------------------------------
+    async def elect_leaders(
+        self, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """ElectLeaders: the preferred replica (or, `unclean`, any live replica of a
+        partition without a leader) becomes leader; run as an event, in order with every
+        other decision. None asks for every partition. Raises NotController."""
+        done: asyncio.Future = asyncio.get_running_loop().create_future()
+
+        async def event() -> None:
+            try:
+                done.set_result(await self._elect_leaders(partitions, unclean))
+            except Exception as exc:
+                if not done.done():
+                    done.set_exception(exc)
+                if not isinstance(exc, NotController):
+                    raise
+
+        self.enqueue(event)
+        return await done
+
+    async def _elect_leaders(
+        self, partitions: list[TopicPartition] | None, unclean: bool
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        eligible: list[TopicPartition] = []
+        for tp in partitions if partitions is not None else sorted(ctx.states):
+            state = ctx.states.get(tp)
+            replicas = ctx.replicas(tp)
+            if state is None or not replicas or tp[0] in ctx.deleting:
+                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif unclean and ctx.is_live(state.leader):
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            elif not unclean and state.leader == replicas[0]:
+                results[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            else:
+                eligible.append(tp)
+
+        def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+            if unclean:
+                try:
+                    return election.offline_partition(
+                        ctx.replicas(tp), state, ctx.live, ctx.epoch, unclean=True
+                    )[0]
+                except election.NoEligibleLeader:
+                    return None
+            return election.preferred_replica(ctx.replicas(tp), state, ctx.live, ctx.epoch)
+
+        changed = await self._apply(eligible, decide)
+        for tp in eligible:
+            if tp in changed:
+                results[tp] = (ErrorCode.NONE, None)
+            elif unclean:
+                results[tp] = (
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"no replica of {ctx.replicas(tp)} is alive",
+                )
+            else:
+                preferred = ctx.replicas(tp)[0]
+                results[tp] = (
+                    ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"the preferred leader {preferred} is "
+                    + ("not in the ISR" if ctx.is_live(preferred) else "not alive"),
+                )
+        if changed:
+            log.info(
+                "%s leader election: %d partitions moved",
+                "unclean" if unclean else "preferred",
+                len(changed),
+            )
+            self._send_update_metadata(sorted(changed))
+        return results
+
+    async def _preferred_election_requested(self) -> None:
+        """`/admin/preferred_replica_election` (Kafka's tool writes it): elect, then delete it."""
+        if self.ctx is None:
+            return
+        found = await self.zk.get(z.PREFERRED_REPLICA_ELECTION)
+        await self.zk.exists(z.PREFERRED_REPLICA_ELECTION, watch=self._preferred_election_watch)
+        if found is None:
+            return
+        try:
+            asked = z.decode_partition_list(found[0], "preferred replica election")
+        except z.ZkDataError as exc:
+            log.error("ignoring %s: %s", z.PREFERRED_REPLICA_ELECTION, exc)
+            asked = []
+        results = await self._elect_leaders(asked, unclean=False)
+        done = (ErrorCode.NONE, ErrorCode.ELECTION_NOT_NEEDED)
+        failed = {tp: r for tp, r in results.items() if r[0] not in done}
+        if failed:
+            log.warning("preferred replica election: not done for %s", failed)
+        await self.zk.delete(z.PREFERRED_REPLICA_ELECTION)
+
+    async def _rebalance_periodically(self, settings: AutoRebalance) -> None:
+        while True:
+            await asyncio.sleep(settings.interval_s)
+            self.enqueue(lambda: self._check_leader_imbalance(settings.imbalance_percent))
+
+    async def _check_leader_imbalance(self, imbalance_percent: int) -> None:
+        """Kafka's automatic rebalance: a broker whose share of the partitions it should
+        lead (it is their first replica) but does not lead passes `imbalance_percent`
+        gets them back."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        moving: list[TopicPartition] = []
+        for broker_id in sorted(ctx.live):
+            if broker_id in ctx.shutting_down:
+                continue
+            preferred = [
+                tp
+                for tp, state in ctx.states.items()
+                if tp[0] not in ctx.deleting and ctx.replicas(tp)[:1] == [broker_id]
+            ]
+            not_led = [tp for tp in preferred if ctx.states[tp].leader != broker_id]
+            if preferred and len(not_led) * 100 > imbalance_percent * len(preferred):
+                log.info(
+                    "broker %d leads %d of the %d partitions it prefers: rebalancing",
+                    broker_id,
+                    len(preferred) - len(not_led),
+                    len(preferred),
+                )
+                moving.extend(not_led)
+        if moving:
+            await self._elect_leaders(sorted(moving), unclean=False)
 
     # -- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:

@@ -143,6 +143,23 @@ class LocalController(TopicAdmin):
             self._save_overrides()
         return None
 
+    async def create_partitions(
+        self, requests: list[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> dict[str, TopicError | None]:
+        results: dict[str, TopicError | None] = {}
+        for topic, count, assignment in requests:
+            partitions = self.metadata.topics.get(topic)
+            current = {p: list(s.replicas) for p, s in partitions.items()} if partitions else None
+            try:
+                added = self.plan_partitions(topic, current, count, assignment)
+            except TopicError as exc:
+                results[topic] = exc
+                continue
+            if not validate_only:
+                self._lead(topic, sorted(added), is_new=True)
+            results[topic] = None
+        return results
+
     def auto_create(self, name: str) -> None:
         error = self._create(TopicSpec(name), validate_only=False)
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:

@@ -21,7 +21,7 @@ import logging
 
 from broker.config.server import BrokerConfig
 from broker.controller import zk_layout as z
-from broker.controller.controller import Controller
+from broker.controller.controller import AutoRebalance, Controller
 from broker.controller.zk import BadVersionError, NodeExistsError, SessionState, ZkClient
 from broker.controller.zk_admin import ZkTopicAdmin
 from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
@@ -161,6 +161,12 @@ class ClusterMembership:
             listener=self.config.inter_broker_listener,
             unclean_default=self.config["unclean.leader.election.enable"],
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
+            auto_rebalance=AutoRebalance(
+                self.config["leader.imbalance.per.broker.percentage"],
+                self.config["leader.imbalance.check.interval.seconds"],
+            )
+            if self.config["auto.leader.rebalance.enable"]
+            else None,
         )
         self.controller.start()
         self.spawn(self._shrink_isrs())

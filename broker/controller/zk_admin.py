@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine
 
 from broker.controller import zk_layout as z
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
-from broker.controller.zk import NodeExistsError, ZkClient
+from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.protocol.errors import ErrorCode
 from broker.server.metadata import MetadataCache
 from broker.server.topic_config import TopicConfigs
@@ -101,6 +101,47 @@ class ZkTopicAdmin(TopicAdmin):
                 pass  # already marked: the deletion is under way
             results[name] = None
         return results
+
+    async def create_partitions(
+        self, requests: list[tuple[str, int, list[list[int]] | None]], validate_only: bool
+    ) -> dict[str, TopicError | None]:
+        """The topic's assignment znode gets the added partitions (a versioned write: a
+        concurrent change makes this request fail rather than lose the other); the
+        controller sees the change and starts them."""
+        brokers = await self.live_brokers()
+        results: dict[str, TopicError | None] = {}
+        for topic, count, assignment in requests:
+            results[topic] = await self._add_partitions(
+                topic, count, assignment, brokers, validate_only
+            )
+        return results
+
+    async def _add_partitions(
+        self, topic, count, assignment, brokers, validate_only
+    ) -> TopicError | None:
+        found = await self.zk.get(z.topic_path(topic))
+        if await self.zk.exists(z.delete_topic_path(topic)) is not None:
+            return TopicError(
+                ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{topic}' is queued for deletion."
+            )
+        current = z.decode_assignment(topic, found[0]) if found is not None else None
+        try:
+            added = self.plan_partitions(topic, current, count, assignment, brokers)
+        except TopicError as exc:
+            return exc
+        if validate_only:
+            return None
+        try:
+            await self.zk.set(
+                z.topic_path(topic), z.encode_assignment({**current, **added}), found[1].version
+            )
+        except (BadVersionError, NoNodeError):
+            return TopicError(
+                ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                f"The assignment of '{topic}' changed meanwhile; try again.",
+            )
+        log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
+        return None
 
     def auto_create(self, name: str) -> None:
         if name in self._auto_creating:

@@ -257,18 +257,28 @@ def decode_controller_epoch(data: bytes) -> int:
 # -- notifications --------------------------------------------------------------------------
 
 
-def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+def encode_partition_list(partitions: list[tuple[str, int]]) -> bytes:
+    """`{"version":1,"partitions":[{"topic","partition"}...]}`: an ISR change notification
+    and a preferred replica election request have this layout."""
     return _dump(
         {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)]}
     )
 
 
-def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
-    value = _load(data, "isr change notification")
+def decode_partition_list(data: bytes, what: str) -> list[tuple[str, int]]:
+    value = _load(data, what)
     try:
         return [(str(p["topic"]), int(p["partition"])) for p in value.get("partitions") or []]
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ZkDataError(f"isr change notification: bad entry ({exc})") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"{what}: bad entry ({exc})") from None
+
+
+def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
+    return encode_partition_list(partitions)
+
+
+def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+    return decode_partition_list(data, "isr change notification")
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -73,7 +73,7 @@ class GroupMetadataManager:
         self.load_buffer_bytes = load_buffer_bytes
         self.groups: dict[str, Group] = {}
         # Loaded partitions whose groups we coordinate -> the leader epoch they were
-        # loaded at (the same leadership told again changes nothing).
+        # loaded at.
         self.owned: dict[int, int] = {}
         # partition -> the leader epoch being loaded (a newer leadership restarts it)
         self.loading: dict[int, int] = {}
@@ -197,10 +197,11 @@ class GroupMetadataManager:
             return
         partition = self.broker.replicas.get(topic, index)
         if partition is not None and partition.is_leader:
-            epoch = partition.leader_epoch
-            if epoch in (self.loading.get(index), self.owned.get(index)):
+            if index in self.owned or index in self.loading:
+                # Still the leader under a newer epoch (the controller bumps it when a
+                # follower leaves the ISR): the groups in memory are current, as in Kafka.
                 return
-            self._unload(index)
+            epoch = partition.leader_epoch
             self.loading[index] = epoch
             self.broker.spawn(self._load(index, epoch))
         else:

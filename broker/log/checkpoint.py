@@ -1,6 +1,7 @@
 """Kafka's checkpoint files: the offset checkpoints of a log dir
 (`recovery-point-offset-checkpoint`, `replication-offset-checkpoint` for high watermarks,
-`log-start-offset-checkpoint`) and each partition's `leader-epoch-checkpoint`.
+`log-start-offset-checkpoint`, `cleaner-offset-checkpoint`) and each partition's
+`leader-epoch-checkpoint`.
 
 Format: a version line `0`, a count line, then one entry per line: `topic partition
 offset` in the offset checkpoints, `epoch start_offset` in the leader epoch file. Written
@@ -19,6 +20,8 @@ RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
 LOG_START_OFFSET_FILE = "log-start-offset-checkpoint"
 LEADER_EPOCH_FILE = "leader-epoch-checkpoint"
+# Per log dir: each compacted partition's first dirty offset (cleaner.py).
+CLEANER_OFFSET_FILE = "cleaner-offset-checkpoint"
 VERSION = 0
 
 

@@ -8,6 +8,19 @@ from broker.util.clock import DAY_MS, HOUR_MS
 
 # Index entries hold positions and relative offsets as int32.
 INT32_MAX = 2**31 - 1
+# The cleanup policies (Kafka's names).
+DELETE, COMPACT = "delete", "compact"
+CLEANUP_POLICIES = (DELETE, COMPACT)
+
+
+def cleanup_policy_problem(policies) -> str | None:
+    """What is wrong with a cleanup.policy list (`delete`, `compact` or both), or None."""
+    if not policies:
+        return "value must be delete, compact or compact,delete"
+    unknown = [item for item in policies if item not in CLEANUP_POLICIES]
+    if unknown:
+        return f"unknown cleanup policy {unknown[0]!r}: value must be delete, compact or both"
+    return None
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,26 @@ class LogConfig:
     # min.insync.replicas and unclean.leader.election.enable.
     min_insync_replicas: int = 1
     unclean_leader_election: bool = False
+    # log.cleanup.policy / cleanup.policy: "delete" (retention), "compact" (the cleaner
+    # keeps the latest record per key), or both.
+    cleanup_policy: tuple[str, ...] = (DELETE,)
+    # log.cleaner.delete.retention.ms / delete.retention.ms: how long a tombstone stays
+    # once the cleaner has seen it (its batch's delete horizon).
+    delete_retention_ms: int = DAY_MS
+    # log.cleaner.min.cleanable.ratio / min.cleanable.dirty.ratio: clean a log once this
+    # share of it has not been cleaned yet.
+    min_cleanable_dirty_ratio: float = 0.5
+    # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms: records younger than this
+    # stay uncompacted.
+    min_compaction_lag_ms: int = 0
+
+    @property
+    def compact(self) -> bool:
+        return COMPACT in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return DELETE in self.cleanup_policy
 
     def __post_init__(self) -> None:
         # Positions in the offset index are int32, so a segment cannot pass 2 GiB.
@@ -47,3 +80,8 @@ class LogConfig:
             raise ValueError(f"index_interval_bytes must be >= 0, not {self.index_interval_bytes}")
         if self.flush_interval_messages <= 0:
             raise ValueError("flush_interval_messages must be positive")
+        problem = cleanup_policy_problem(self.cleanup_policy)
+        if problem:
+            raise ValueError(f"cleanup_policy {self.cleanup_policy}: {problem}")
+        if not 0 <= self.min_cleanable_dirty_ratio <= 1:
+            raise ValueError("min_cleanable_dirty_ratio must be in [0, 1]")

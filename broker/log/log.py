@@ -30,6 +30,7 @@ from broker.log.segment import (
     LogSegment,
     parse_segment_name,
 )
+from broker.log.swap import complete_swaps, swap_steps
 from broker.records.batch import Record, decode_batch
 from broker.records.header import (
     CONTROL,
@@ -108,6 +109,11 @@ class Log:
         # (due time in ms, segment) of deleted segments whose fds stay open for a while.
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._deleted = False
+        # Truncations so far: the cleaner drops work that began before one. And the
+        # lowest log end a truncation left since the cleaner last asked: its first dirty
+        # offset must come down to it.
+        self.truncations = 0
+        self._lowest_truncation: int | None = None
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -125,8 +131,9 @@ class Log:
         from the segment holding `recovery_point` on (see `_recover`); then the leader
         epochs, cut to the recovered offsets."""
         directory.mkdir(parents=True, exist_ok=True)
-        bases = _clean_directory(directory)
         interval = config.index_interval_bytes
+        complete_swaps(directory, interval)
+        bases = _clean_directory(directory)
         segments = [LogSegment.open(directory, base, interval) for base in bases]
         for segment, following in zip(segments, segments[1:], strict=False):
             segment.next_offset = following.base_offset
@@ -416,6 +423,8 @@ class Log:
             for position, header in segment.headers(0, segment.size, self._window):
                 if header.base_offset >= limit:
                     break
+                if not header.records_count:  # an empty batch left by the cleaner
+                    continue
                 timestamp = header.max_timestamp
                 if header.next_offset > limit:  # the limit cuts this batch: decode it
                     records = _records_of(segment, position, header)
@@ -484,6 +493,7 @@ class Log:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
         self._leader_epochs.truncate_from_end(self.log_end_offset)
+        self._truncated(self.log_end_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at `offset` (a follower whose log ends below
@@ -497,6 +507,50 @@ class Log:
         # None of the epochs it knew has a batch left here: what it appends next brings
         # its leader's epochs (as Kafka clears the cache).
         self._leader_epochs.truncate_from_end(0)
+        self._truncated(offset)
+
+    def _truncated(self, end: int) -> None:
+        self.truncations += 1
+        if self._lowest_truncation is None or end < self._lowest_truncation:
+            self._lowest_truncation = end
+
+    def take_lowest_truncation(self) -> int | None:
+        """The lowest log end a truncation left since the last call (None: none did)."""
+        lowest, self._lowest_truncation = self._lowest_truncation, None
+        return lowest
+
+    # -- compaction (the cleaner's side is cleaner.py) ---------------------------------
+    def replace_segments(
+        self, old: list[LogSegment], new: LogSegment, now_ms: int | None = None
+    ) -> bool:
+        """Swap the cleaned segment `new` (files named `.cleaned`, fsynced, ending where
+        `old` ends) in for `old`, consecutive sealed segments of this log, with the
+        crash-safe sequence of swap.py; the old files are renamed `.deleted` and unlinked
+        after file_delete_delay_ms, so reads in flight finish. Readers see the old
+        segments or the new one: the event loop runs the whole swap in one go.
+
+        Returns False, deleting `new`'s files, when `old` are no longer segments of the
+        log (retention deleted or a truncation cut some of them meanwhile)."""
+        self._check_live()
+        first = next((i for i, s in enumerate(self._segments) if s is old[0]), None)
+        still_here = (
+            first is not None
+            and all(
+                a is b for a, b in zip(self._segments[first : first + len(old)], old, strict=False)
+            )
+            and first + len(old) < len(self._segments)  # never the active segment
+        )
+        if not still_here:
+            new.close()
+            for path in new.paths():
+                path.unlink(missing_ok=True)
+            return False
+        for _ in swap_steps(new, old):
+            pass
+        self._segments[first : first + len(old)] = [new]
+        now = self._now_ms() if now_ms is None else now_ms
+        self._schedule_deletion(old, now, renamed=True)
+        return True
 
     def delete_expired(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Retention, as Kafka does it: delete the oldest segments whose largest timestamp
@@ -508,6 +562,9 @@ class Log:
         hw = self.log_end_offset if high_watermark is None else high_watermark
         config = self._config
         deleted = 0
+        if not config.delete:  # cleanup.policy=compact: the cleaner's, not retention's
+            self.collect_deleted(now_ms)
+            return 0
         if config.retention_ms >= 0:
             count = self._deletable_prefix(
                 hw, lambda s: now_ms - s.largest_timestamp() > config.retention_ms

@@ -31,6 +31,9 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+# A cleaned segment being written, and one being swapped in (swap.py).
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
 SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 NAME_DIGITS = 20
 # Recovery reads the log sequentially in chunks this big.
@@ -56,10 +59,19 @@ def parse_segment_name(file_name: str) -> int | None:
 
 class LogSegment:
     def __init__(
-        self, directory: Path, base_offset: int, fd: int, size: int, index_interval: int
+        self,
+        directory: Path,
+        base_offset: int,
+        fd: int,
+        size: int,
+        index_interval: int,
+        suffix: str = "",
     ) -> None:
         self.dir = directory
         self.base_offset = base_offset
+        # Appended to every file name: "" for a live segment, CLEANED_SUFFIX or
+        # SWAP_SUFFIX while the cleaner writes and swaps one in.
+        self.suffix = suffix
         self.fd = fd
         self.size = size
         # Offset after the last batch; the caller sets it for segments it does not walk.
@@ -69,8 +81,8 @@ class LogSegment:
         # Data written since the last fsync.
         self.dirty = False
         name = segment_name(base_offset)
-        self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX), base_offset)
-        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX), base_offset)
+        self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX + suffix), base_offset)
+        self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset)
         # Sealed segments load their indexes on first use (memory: 8 B per index entry).
         self._indexes_ready = False
         self._max_timestamp = -1
@@ -82,23 +94,27 @@ class LogSegment:
     # -- files ------------------------------------------------------------------------
     @property
     def log_path(self) -> Path:
-        return self.dir / (segment_name(self.base_offset) + LOG_SUFFIX)
+        return self.dir / (segment_name(self.base_offset) + LOG_SUFFIX + self.suffix)
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, index_interval: int) -> LogSegment:
-        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
+    def create(
+        cls, directory: Path, base_offset: int, index_interval: int, suffix: str = ""
+    ) -> LogSegment:
+        path = directory / (segment_name(base_offset) + LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
-        segment = cls(directory, base_offset, fd, 0, index_interval)
+        segment = cls(directory, base_offset, fd, 0, index_interval, suffix)
         segment.offset_index.rewrite()
         segment.time_index.rewrite()
         segment._indexes_ready = True
         return segment
 
     @classmethod
-    def open(cls, directory: Path, base_offset: int, index_interval: int) -> LogSegment:
-        path = directory / (segment_name(base_offset) + LOG_SUFFIX)
+    def open(
+        cls, directory: Path, base_offset: int, index_interval: int, suffix: str = ""
+    ) -> LogSegment:
+        path = directory / (segment_name(base_offset) + LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
-        return cls(directory, base_offset, fd, os.fstat(fd).st_size, index_interval)
+        return cls(directory, base_offset, fd, os.fstat(fd).st_size, index_interval, suffix)
 
     def index_files_look_sane(self) -> bool:
         """The cheap start-up check: both index files exist with whole entries."""
@@ -152,7 +168,9 @@ class LogSegment:
         self.dirty = True
 
     def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> None:
-        if header.max_timestamp > self._max_timestamp:
+        # An empty batch (the cleaner keeps some, see cleaner.py) has no record for a
+        # timestamp lookup to land on: its maxTimestamp is not indexed.
+        if header.records_count and header.max_timestamp > self._max_timestamp:
             self._max_timestamp = header.max_timestamp
             self._offset_of_max_timestamp = header.base_offset
         if self._bytes_since_index_entry >= index_interval:
@@ -291,12 +309,13 @@ class LogSegment:
         return end
 
     def find_timestamp(self, timestamp: int, window: int) -> tuple[int, BatchHeader] | None:
-        """(position, header) of the first batch whose max timestamp >= `timestamp`."""
+        """(position, header) of the first batch holding records whose max timestamp
+        >= `timestamp`."""
         self._ensure_indexes()
         before = self.time_index.lookup_before(timestamp)
         start = 0 if before is None else self.offset_index.lookup(before)[1]
         for position, header in self.headers(start, self.size, window):
-            if header.max_timestamp >= timestamp:
+            if header.records_count and header.max_timestamp >= timestamp:
                 return position, header
         return None
 
@@ -323,8 +342,14 @@ class LogSegment:
 
     # -- end of life ------------------------------------------------------------------
     def paths(self) -> list[Path]:
+        """The log, index and time index files, in that order."""
         name = segment_name(self.base_offset)
-        return [self.dir / (name + suffix) for suffix in SUFFIXES]
+        return [self.dir / (name + kind + self.suffix) for kind in SUFFIXES]
+
+    def set_suffix(self, suffix: str) -> None:
+        """Say that the files now carry `suffix` (the swap renames them one by one)."""
+        self.suffix = suffix
+        self.offset_index.path, self.time_index.path = self.paths()[1:]
 
     def rename_deleted(self) -> None:
         """Mark for deletion; the fd stays open so in-flight FileRegions still read."""

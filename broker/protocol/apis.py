@@ -53,8 +53,11 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     OFFSET_DELETE = 47
+    DESCRIBE_CLUSTER = 60
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -79,8 +82,11 @@ CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
+CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 DELETE_GROUPS = ApiKey.DELETE_GROUPS
+ELECT_LEADERS = ApiKey.ELECT_LEADERS
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
+DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
 
 
 @dataclass(frozen=True, eq=False)
@@ -740,34 +746,112 @@ OFFSET_FOR_LEADER_EPOCH_API = Api(
     ),
 )
 
+CREATE_PARTITIONS_API = Api(
+    CREATE_PARTITIONS, "CreatePartitions", 0, 3, 2,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("count", INT32),
+            # null: the broker places the new partitions' replicas.
+            F("assignments", Array(Struct(
+                F("broker_ids", Array(INT32)),
+            )), nullable="0+"),
+        ))),
+        F("timeout_ms", INT32),
+        F("validate_only", BOOL),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("name", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
+    ),
+)
+
+ELECT_LEADERS_API = Api(
+    ELECT_LEADERS, "ElectLeaders", 0, 2, 2,
+    request=Struct(
+        # 0 preferred, 1 unclean (v1+; v0 is always preferred).
+        F("election_type", INT8, "1+", default=0),
+        # null: every partition.
+        F("topic_partitions", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(INT32)),
+        )), nullable="0+"),
+        F("timeout_ms", INT32, default=60000),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "1+"),
+        F("replica_election_results", Array(Struct(
+            F("topic", STRING),
+            F("partition_result", Array(Struct(
+                F("partition_id", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+DESCRIBE_CLUSTER_API = Api(
+    DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 0,
+    request=Struct(
+        F("include_cluster_authorized_operations", BOOL),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("cluster_id", STRING),
+        F("controller_id", INT32, default=-1),
+        F("brokers", Array(Struct(
+            F("broker_id", INT32),
+            F("host", STRING),
+            F("port", INT32),
+            F("rack", STRING, nullable="0+", default=None),
+        ))),
+        F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
 # fmt: on
 
-API_BY_KEY: dict[int, Api] = {
-    api.key: api
-    for api in (
-        PRODUCE_API,
-        FETCH_API,
-        LIST_OFFSETS_API,
-        METADATA_API,
-        OFFSET_COMMIT_API,
-        OFFSET_FETCH_API,
-        FIND_COORDINATOR_API,
-        JOIN_GROUP_API,
-        HEARTBEAT_API,
-        LEAVE_GROUP_API,
-        SYNC_GROUP_API,
-        DESCRIBE_GROUPS_API,
-        LIST_GROUPS_API,
-        API_VERSIONS_API,
-        CREATE_TOPICS_API,
-        DELETE_TOPICS_API,
-        INIT_PRODUCER_ID_API,
-        LEADER_AND_ISR_API,
-        STOP_REPLICA_API,
-        UPDATE_METADATA_API,
-        CONTROLLED_SHUTDOWN_API,
-        OFFSET_FOR_LEADER_EPOCH_API,
-        DELETE_GROUPS_API,
-        OFFSET_DELETE_API,
+API_BY_KEY: dict[int, Api] = dict(
+    sorted(
+        {
+            api.key: api
+            for api in (
+                PRODUCE_API,
+                FETCH_API,
+                LIST_OFFSETS_API,
+                METADATA_API,
+                OFFSET_COMMIT_API,
+                OFFSET_FETCH_API,
+                FIND_COORDINATOR_API,
+                JOIN_GROUP_API,
+                HEARTBEAT_API,
+                LEAVE_GROUP_API,
+                SYNC_GROUP_API,
+                DESCRIBE_GROUPS_API,
+                LIST_GROUPS_API,
+                API_VERSIONS_API,
+                CREATE_TOPICS_API,
+                DELETE_TOPICS_API,
+                INIT_PRODUCER_ID_API,
+                LEADER_AND_ISR_API,
+                STOP_REPLICA_API,
+                UPDATE_METADATA_API,
+                CONTROLLED_SHUTDOWN_API,
+                OFFSET_FOR_LEADER_EPOCH_API,
+                DELETE_GROUPS_API,
+                OFFSET_DELETE_API,
+                CREATE_PARTITIONS_API,
+                ELECT_LEADERS_API,
+                DESCRIBE_CLUSTER_API,
+            )
+        }.items()
     )
-}
+)

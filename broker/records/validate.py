@@ -25,6 +25,7 @@ from broker.records.header import (
     parse_header,
     read_offset_and_length,
 )
+from broker.records.spans import scan_records
 
 # Kafka's batch iterator refuses a batchLength below the smallest v0 message
 # (LegacyRecord.RECORD_OVERHEAD_V0) before it even looks at the magic.
@@ -36,10 +37,14 @@ _PRODUCE_ZSTD_MIN_VERSION = 7
 class RecordsError(Exception):
     """A produced records blob Kafka would refuse, with the error code it would answer."""
 
-    def __init__(self, error_code: int, message: str) -> None:
+    def __init__(
+        self, error_code: int, message: str, record_errors: list[tuple[int, str]] = ()
+    ) -> None:
         super().__init__(message)
         self.error_code = int(error_code)
         self.message = message
+        # (index of the record in its batch, why it was refused): Produce v8+ answers them.
+        self.record_errors = list(record_errors)
 
     def __repr__(self) -> str:
         return f"RecordsError({self.error_code}, {self.message!r})"
@@ -52,6 +57,7 @@ def validate_produce_records(
     max_uncompressed_bytes: int = DEFAULT_MAX_SIZE,
     produce_version: int | None = None,
     parse_every_record: bool = False,
+    compacted: str | None = None,
 ) -> list[tuple[int, BatchHeader]]:
     """Check one partition's records from Produce v3+; returns [(position, header)].
 
@@ -62,6 +68,8 @@ def validate_produce_records(
     decompression done to check the records of a compressed batch. With
     `parse_every_record` each record's fields are decoded (Kafka's LogValidator does);
     otherwise only the record framing is walked (see README: record validation).
+    `compacted` names the topic partition when its topic is compacted: a record without
+    a key is then refused (INVALID_RECORD, as Kafka's LogValidator).
     """
     view = memoryview(buf)
     end = len(view)
@@ -126,7 +134,7 @@ def validate_produce_records(
             ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {header.crc})"
         )
     _check_batch_fields(header)
-    _check_records(view, header, max_uncompressed_bytes, parse_every_record)
+    _check_records(view, header, max_uncompressed_bytes, parse_every_record, compacted)
     return [(0, header)]
 
 
@@ -161,7 +169,11 @@ def _check_batch_fields(header: BatchHeader) -> None:
 
 
 def _check_records(
-    view: memoryview, header: BatchHeader, max_uncompressed: int, parse_every_record: bool
+    view: memoryview,
+    header: BatchHeader,
+    max_uncompressed: int,
+    parse_every_record: bool,
+    compacted: str | None,
 ) -> None:
     """Kafka reads every record of a produced batch; a batch its consumers cannot read
     must not reach the log, since we store it as produced and serve it to everyone."""
@@ -173,7 +185,28 @@ def _check_records(
             records = decompress(header.codec, data, max_uncompressed)
         if parse_every_record:
             parse_records(bytes(records), header.records_count)
-        else:
+        elif compacted is None:
             check_record_framing(records, header.records_count)
+        if compacted is not None:
+            spans = scan_records(bytes(records), header.records_count)
     except (CompressionError, CorruptRecordError) as exc:
         raise RecordsError(ErrorCode.INVALID_RECORD, f"Found invalid record set: {exc}") from exc
+    if compacted is not None:
+        _check_keys(spans, compacted)
+
+
+def _check_keys(spans, partition_name: str) -> None:
+    """A compacted topic keeps the latest record per key: a record without one cannot
+    be kept (Kafka's words and code: INVALID_RECORD, one record error per record)."""
+    message = (
+        f"Compacted topic cannot accept message without key in topic partition {partition_name}."
+    )
+    errors = [(i, message) for i, span in enumerate(spans) if span[6] is None]  # no key
+    if errors:
+        shown = ", ".join(f"record {i}: {text}" for i, text in errors[:3])
+        raise RecordsError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(errors)} record errors in "
+            f"total, and only showing the first three errors at most: [{shown}]",
+            errors,
+        )

@@ -12,6 +12,7 @@ from broker.controller.local import LocalController, read_topic_overrides
 from broker.controller.membership import ClusterMembership
 from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
+from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
 from broker.server.context import BrokerContext
 from broker.server.meta import ensure_meta, stored_cluster_id
@@ -78,6 +79,19 @@ def open_broker_state(
     return ctx
 
 
+def cleaner_view(replicas: ReplicaManager):
+    """What the log cleaner needs of each partition: it cleans below the high watermark
+    and keeps the last batch of every producer the partition still tracks."""
+
+    def view(log) -> PartitionState | None:
+        partition = replicas.partitions.get((log.topic, log.partition))
+        if partition is None:
+            return None
+        return PartitionState(partition.high_watermark, partition.producers.last_offsets())
+
+    return view
+
+
 async def expire_delayed(purgatory: Purgatory, now_ms: Callable[[], int]) -> None:
     """Answer the purgatory's operations whose deadline passed, sleeping until the next
     deadline (woken early when a new operation has an earlier one)."""
@@ -100,6 +114,8 @@ class Broker:
         self.ctx: BrokerContext | None = None
         self.network: NetworkServer | None = None
         self.cluster: ClusterMembership | None = None
+        # Log compaction (broker/log/cleaner.py): threads clean, the event loop swaps.
+        self.cleaner: LogCleaner | None = None
         self._background: asyncio.Future | None = None
         self._stopped = asyncio.Event()
 
@@ -136,9 +152,13 @@ class Broker:
             self.ctx.admin.start(
                 BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg["broker.rack"])
             )
-        self._background = asyncio.gather(
-            self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())
-        )
+        background = [self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())]
+        if cfg.cleaner_config.enabled:  # log compaction
+            self.cleaner = LogCleaner(
+                replicas.logs, cfg.cleaner_config, now_ms, cleaner_view(replicas)
+            )
+            background.append(self.cleaner.run())
+        self._background = asyncio.gather(*background)
         log.info(
             "broker %d serving on %s:%d (cluster %s, %d partitions%s)",
             cfg.broker_id,
@@ -182,6 +202,8 @@ class Broker:
         if self._background is not None:
             self._background.cancel()
             await asyncio.gather(self._background, return_exceptions=True)
+        if self.cleaner is not None:  # log compaction: before the logs close
+            self.cleaner.shutdown()
         if self.network is not None:
             await self.network.stop()
         if self.cluster is not None:

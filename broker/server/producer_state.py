@@ -112,6 +112,10 @@ class ProducerStateTable:
             if header.producer_id != NO_PRODUCER_ID and not header.is_control:
                 self.record(header, header.base_offset, header.max_timestamp)
 
+    def last_offsets(self) -> dict[int, int]:
+        """Producer id -> last offset of its last batch (the log cleaner keeps that batch)."""
+        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+
     def expire(self, now_ms: int, expiration_ms: int) -> None:
         stale = [
             pid for pid, e in self.producers.items() if now_ms - e.last_seen_ms > expiration_ms

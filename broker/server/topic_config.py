@@ -6,8 +6,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from broker.config.definition import ConfigDef, at_least, one_of
-from broker.log.config import LogConfig
+from broker.config.definition import ConfigDef, at_least, between, one_of
+from broker.log.config import LogConfig, cleanup_policy_problem
 
 TOPIC_CONFIG = (
     ConfigDef("Topic overrides (CreateTopics configs)")
@@ -85,12 +85,38 @@ TOPIC_CONFIG = (
         "Overrides unclean.leader.election.enable.",
         optional=True,
     )
+    # -- log compaction (added with the log cleaner, broker/log/cleaner.py) --
     .define(
         "cleanup.policy",
-        "string",
-        "delete",
-        "Only `delete` (retention) is implemented; compaction is not.",
-        validator=one_of("delete", "compact"),  # TEMP until compaction merges
+        "list",
+        None,
+        "Overrides log.cleanup.policy: `delete`, `compact` or `compact,delete`.",
+        optional=True,
+        validator=cleanup_policy_problem,
+    )
+    .define(
+        "delete.retention.ms",
+        "long",
+        None,
+        "Overrides log.cleaner.delete.retention.ms.",
+        optional=True,
+        validator=at_least(0),
+    )
+    .define(
+        "min.cleanable.dirty.ratio",
+        "double",
+        None,
+        "Overrides log.cleaner.min.cleanable.ratio.",
+        optional=True,
+        validator=between(0, 1),
+    )
+    .define(
+        "min.compaction.lag.ms",
+        "long",
+        None,
+        "Overrides log.cleaner.min.compaction.lag.ms.",
+        optional=True,
+        validator=at_least(0),
     )
 )
 
@@ -104,6 +130,9 @@ _LOG_FIELDS = {
     "flush.ms": "flush_interval_ms",
     "min.insync.replicas": "min_insync_replicas",
     "unclean.leader.election.enable": "unclean_leader_election",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
 }
 
 
@@ -111,6 +140,8 @@ def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
     """The broker's LogConfig with this topic's validated overrides applied."""
     values = TOPIC_CONFIG.parse(overrides)
     changes = {_LOG_FIELDS[k]: v for k, v in values.items() if k in _LOG_FIELDS and v is not None}
+    if values.get("cleanup.policy") is not None:
+        changes["cleanup_policy"] = tuple(values["cleanup.policy"])
     if values.get("message.timestamp.type") is not None:
         changes["log_append_time"] = values["message.timestamp.type"] == "LogAppendTime"
     return dataclasses.replace(base, **changes)

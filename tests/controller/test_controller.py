@@ -13,9 +13,10 @@ import asyncio
 import pytest
 
 from broker.controller import zk_layout as z
-from broker.controller.controller import Controller
+from broker.controller.controller import AutoRebalance, Controller
 from broker.controller.zk import ZkClient
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
+from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 
@@ -107,11 +108,18 @@ class Harness:
         self.brokers[broker_id] = await FakeBroker(broker_id, self.connect).start()
         return self.brokers[broker_id]
 
-    async def controller(self, broker_id: int, unclean: bool = False) -> Controller:
+    async def controller(
+        self, broker_id: int, unclean: bool = False, auto_rebalance: AutoRebalance | None = None
+    ) -> Controller:
         zk = ZkClient(self.connect, session_timeout_ms=6000)
         await zk.start()
         controller = Controller(
-            broker_id, zk, listener="PLAINTEXT", unclean_default=unclean, request_timeout_s=5
+            broker_id,
+            zk,
+            listener="PLAINTEXT",
+            unclean_default=unclean,
+            request_timeout_s=5,
+            auto_rebalance=auto_rebalance,
         )
         controller.start()
         self.controllers.append((zk, controller))
@@ -121,6 +129,23 @@ class Harness:
     async def create_topic(self, topic: str, assignment: dict[int, list[int]], config=None):
         await self.zk.create(z.topic_config_path(topic), z.encode_topic_config(config or {}))
         await self.zk.create(z.topic_path(topic), z.encode_assignment(assignment))
+
+    async def rejoin_isr(self, topic: str, partition: int, isr: tuple[int, ...]) -> None:
+        """The leader takes a caught-up replica back into the ISR, as a broker does: a
+        conditional write of the state, then a notification for the controller."""
+        state = await self.state(topic, partition)
+        await self.zk.set(
+            z.partition_state_path(topic, partition),
+            z.encode_partition_state(
+                z.LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
+            ),
+            state.zk_version,
+        )
+        await self.zk.create(
+            f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
+            z.encode_isr_change([(topic, partition)]),
+            sequence=True,
+        )
 
     async def state(self, topic: str, partition: int) -> z.LeaderAndIsr | None:
         found = await self.zk.get(z.partition_state_path(topic, partition))
@@ -330,6 +355,124 @@ def test_a_fenced_controller_stops_writing(zk_connect):
             assert shrunk.controller_epoch > epoch + 5
             assert controller.is_active and controller.ctx.epoch == shrunk.controller_epoch
             assert before.controller_epoch == epoch
+
+    run(scenario())
+
+
+async def _preferred_back_in_sync(h):
+    """Topic t: partition 0 prefers broker 1, which died (broker 2 leads) and came back
+    and caught up (in the ISR again, as its leader would write)."""
+    await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
+    await eventually(lambda: h.state("t", 0))
+    await h.brokers[1].die()
+    moved = await eventually(_leader_changed(h, "t", 0, 1))
+    assert moved.leader == 2
+    await h.broker(1)
+    await h.rejoin_isr("t", 0, (2, 0, 1))
+    await eventually(lambda: _in_isr(h, "t", 0, 1))
+
+
+async def _in_isr(h, topic, partition, broker_id):
+    state = await h.state(topic, partition)
+    return state is not None and broker_id in state.isr
+
+
+def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await _preferred_back_in_sync(h)
+            await eventually(lambda: controller.ctx.states[("t", 0)].isr == (2, 0, 1))
+            results = await controller.elect_leaders([("t", 0), ("t", 1), ("nope", 0)], False)
+            assert results == {
+                ("t", 0): (ErrorCode.NONE, None),
+                ("t", 1): (ErrorCode.ELECTION_NOT_NEEDED, None),
+                ("nope", 0): (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None),
+            }
+            state = await h.state("t", 0)
+            assert (state.leader, state.isr) == (1, (2, 0, 1))
+            await eventually(lambda: _epoch_at_least(h.brokers[0], "t", 0, state.leader_epoch))
+
+    run(scenario())
+
+
+def test_a_preferred_replica_out_of_sync_is_not_elected(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [1, 2, 0]})
+            await eventually(lambda: h.state("t", 0))
+            await h.brokers[1].die()
+            await eventually(_leader_changed(h, "t", 0, 1))
+            await h.broker(1)  # back, but not caught up: not in the ISR
+            await eventually(lambda: 1 in controller.ctx.live)
+            ((code, message),) = (await controller.elect_leaders([("t", 0)], False)).values()
+            assert code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            assert "not in the ISR" in message
+            assert (await h.state("t", 0)).leader == 2
+
+    run(scenario())
+
+
+def test_the_preferred_replica_election_znode(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            await h.controller(0)
+            await _preferred_back_in_sync(h)
+            await h.zk.create(z.PREFERRED_REPLICA_ELECTION, z.encode_partition_list([("t", 0)]))
+            back = await eventually(_leader_changed(h, "t", 0, 2))
+            assert back.leader == 1
+            await eventually(lambda: _gone(h, z.PREFERRED_REPLICA_ELECTION))
+
+    run(scenario())
+
+
+async def _gone(h, path):
+    return await h.zk.exists(path) is None
+
+
+def test_automatic_rebalance_gives_preferred_leaders_back(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            await h.controller(0, auto_rebalance=AutoRebalance(10, 0.3))
+            await _preferred_back_in_sync(h)
+            back = await eventually(_leader_changed(h, "t", 0, 2))
+            assert back.leader == 1  # nobody asked: broker 1 led 0 of its 1 partitions
+
+    run(scenario())
+
+
+def test_unclean_election_asked_for(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [1, 2]})
+            state = await eventually(lambda: h.state("t", 0))
+            await h.zk.set(  # the follower fell out of the ISR
+                z.partition_state_path("t", 0),
+                z.encode_partition_state(z.LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
+                state.zk_version,
+            )
+            await h.brokers[1].die()
+            await eventually(_leader_changed(h, "t", 0, 1))  # offline: -1
+            assert (await controller.elect_leaders([("t", 0)], False))[("t", 0)][0] == (
+                ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+            )
+            results = await controller.elect_leaders([("t", 0)], True)
+            assert results[("t", 0)] == (ErrorCode.NONE, None)
+            assert (await h.state("t", 0)).leader == 2
+            again = await controller.elect_leaders([("t", 0)], True)
+            assert again[("t", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
 
     run(scenario())
 

@@ -408,6 +408,27 @@ def test_losing_leadership_unloads_the_groups(broker):
     assert join(broker, "g").result()["error_code"] == E.NOT_COORDINATOR
 
 
+def test_a_new_leader_epoch_for_the_same_leader_keeps_the_groups(broker):
+    """The controller bumps the leader epoch when a follower leaves the ISR; the leader
+    stays, and so do its groups (a waiting join is not answered NOT_COORDINATOR)."""
+    from broker.server.partition import Leadership
+    from broker.server.replica_manager import PartitionDecision
+
+    gen, (a, b), leader = stable_group(broker)
+    rejoin = join(broker, member_id=leader)
+    assert not rejoin.done
+    p = partition_for("g", 4)
+    partition = broker.state.replicas.get(OFFSETS_TOPIC, p)
+    bumped = Leadership(0, partition.leader_epoch + 1, partition.isr, partition.replicas)
+    broker.state.replicas.apply_leadership([PartitionDecision(OFFSETS_TOPIC, p, bumped)], {})
+    run_loop(broker)
+    assert not rejoin.done
+    assert describe(broker, "g")["group_state"] == "PreparingRebalance"
+    other = b if leader == a else a
+    assert join(broker, member_id=other).result()["generation_id"] == gen + 1
+    assert rejoin.result()["generation_id"] == gen + 1
+
+
 # -- administration -------------------------------------------------------------------------------
 
 

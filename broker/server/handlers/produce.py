@@ -26,6 +26,7 @@ def _partition_response(
     log_start: int = -1,
     message: str | None = None,
     log_append_time_ms: int = -1,
+    record_errors: list[tuple[int, str]] = (),
 ) -> dict:
     return {
         "index": index,
@@ -33,7 +34,9 @@ def _partition_response(
         "base_offset": base_offset,
         "log_append_time_ms": log_append_time_ms,
         "log_start_offset": log_start,
-        "record_errors": [],
+        "record_errors": [
+            {"batch_index": i, "batch_index_error_message": text} for i, text in record_errors
+        ],
         "error_message": message,
     }
 
@@ -118,9 +121,14 @@ def _produce_partition(
             partition.log.config.max_message_bytes,
             produce_version=version,
             parse_every_record=broker.config["produce.record.validation"] == "full",
+            # Log compaction: a compacted topic refuses records without a key.
+            compacted=f"{topic}-{index}" if partition.log.config.compact else None,
         )
     except RecordsError as exc:
-        return _partition_response(index, ErrorCode(exc.error_code), message=str(exc)), -1
+        answer = _partition_response(
+            index, ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
+        )
+        return answer, -1
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
         return _partition_response(index, result.error, message=result.message), -1

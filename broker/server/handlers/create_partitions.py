@@ -1,0 +1,73 @@
+"""CreatePartitions: more partitions for existing topics (never fewer). The added
+partitions' replicas continue the topic's placement, or are the ones the request names;
+the answer waits until the metadata cache shows them with leaders, at most `timeout_ms`
+(then REQUEST_TIMED_OUT: the creation goes on). Keyed records of the topic then map to
+other partitions: that is the user's to weigh, as in Kafka."""
+
+from __future__ import annotations
+
+from broker.controller.admin import TopicError
+from broker.protocol.apis import CREATE_PARTITIONS_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, run_async
+
+
+def handle(broker, request, body: dict):
+    return run_async(broker, _create(broker, body))
+
+
+async def _create(broker, body: dict) -> dict:
+    names = [t["name"] for t in body["topics"]]
+    duplicated = {n for n in names if names.count(n) > 1}
+    asked = [
+        (
+            t["name"],
+            t["count"],
+            None if t["assignments"] is None else [a["broker_ids"] for a in t["assignments"]],
+        )
+        for t in body["topics"]
+        if t["name"] not in duplicated
+    ]
+    outcome = await broker.admin.create_partitions(asked, body["validate_only"])
+    for name in duplicated:
+        outcome[name] = TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {name}")
+    counts = {t: count for t, count, _ in asked}
+    created = [t for t, _, _ in asked if outcome.get(t) is None]
+    timed_out: set[str] = set()
+    if created and not body["validate_only"] and body["timeout_ms"] > 0:
+
+        def done(topic: str) -> bool:
+            return broker.metadata.partition_count(topic) >= counts[topic] and (
+                broker.metadata.has_leaders(topic)
+            )
+
+        timed_out = await broker.admin.wait_until(created, done, body["timeout_ms"])
+    results = []
+    for name in dict.fromkeys(names):
+        error = outcome.get(name)
+        if error is None and name in timed_out:
+            error = TopicError(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"The partitions of '{name}' are being created; their leaders were not "
+                f"elected within {body['timeout_ms']} ms.",
+            )
+        results.append(
+            {
+                "name": name,
+                "error_code": error.code if error else ErrorCode.NONE,
+                "error_message": error.message if error else None,
+            }
+        )
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]
+        ],
+    }
+
+
+HANDLER = ApiHandler(CREATE_PARTITIONS_API, handle, error_response)

@@ -1,0 +1,40 @@
+"""DescribeCluster: the cluster id, the controller and the live brokers (as Metadata has
+them, at the addresses of the listener the request came on)."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import DESCRIBE_CLUSTER_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler
+
+
+def handle(broker, request, body: dict) -> dict:
+    brokers = []
+    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id):
+        address = b.address(request.session.listener)
+        if address is not None:
+            brokers.append(
+                {"broker_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
+            )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "cluster_id": broker.metadata.cluster_id,
+        "controller_id": broker.metadata.controller_id,
+        "brokers": brokers,
+    }
+
+
+def error_response(body: dict, code: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": None,
+        "cluster_id": "",
+        "controller_id": -1,
+        "brokers": [],
+    }
+
+
+HANDLER = ApiHandler(DESCRIBE_CLUSTER_API, handle, error_response)
