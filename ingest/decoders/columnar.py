@@ -25,20 +25,29 @@ Schema resolution (Avro specification: writer schema read as the reader schema)
 is compiled once per (writer, reader) pair: writer fields absent from the
 reader are skipped, reader fields absent from the writer get their default,
 int/long/float promotions and string<->bytes are casts, enum symbols are
-mapped, unions are resolved branch by branch. Shapes this module does not read
-(arrays, maps, decimals, recursive records, unions of several non-null types)
-raise ``UnsupportedSchema`` at compile time, and the caller uses the row
-decoder for that writer schema instead.
+mapped, unions are resolved branch by branch.
+
+Arrays and maps are read in rounds: a block count for every row that needs one,
+then item k of every row that still has items, until no row has any; the items
+of all rows are gathered once at the end (rows stay independent, one round reads
+all rows' k-th items with the item node). A row whose block announces more than
+``ROUND_LIMIT`` items (one long array would cost a round per item) is marked bad
+and so re-read by fastavro, which rescues it. Decimals (bytes and fixed) become
+128- or 256-bit little-endian integers by one byte ``take`` (big-endian to
+little-endian, sign-extended). Recursive records (no Arrow shape) and decimals
+read as a different precision or scale raise ``UnsupportedSchema`` at compile
+time, and the caller uses the row decoder for that writer schema instead.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal as PyDecimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from broker.records.vectorized import VARINT_MAX, Rows, constant, values_of
+from broker.records.vectorized import VARINT_MAX, Rows, arange, constant, falses, values_of
 from ingest.decoders.arrow_types import UnsupportedSchema, arrow_type, logical_type
 from schemas.canonical import ParsedSchema, kind
 from schemas.compatibility import PROMOTIONS
@@ -57,6 +66,7 @@ class Unresolvable(ValueError):
 class Node:
     out_type: pa.DataType
     overrun = 0  # how far past a corrupt row's end its reads can go
+    min_size = 1  # the fewest bytes a value takes (bounds an array's item count)
 
     def read(self, rows: Rows) -> pa.Array:
         raise NotImplementedError
@@ -66,6 +76,8 @@ class Node:
 
 
 class Null(Node):
+    min_size = 0
+
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
 
@@ -75,6 +87,8 @@ class Null(Node):
 
 class Refused(Node):
     """A writer branch the reader has no place for: its rows are bad."""
+
+    min_size = 0
 
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
@@ -97,11 +111,14 @@ class Boolean(Node):
 class Varint(Node):
     overrun = VARINT_MAX
 
-    def __init__(self, out_type: pa.DataType) -> None:
+    def __init__(self, out_type: pa.DataType, int32: bool = False) -> None:
         self.out_type = out_type
+        self.int32 = int32  # written as an Avro int: a wider value is corrupt
 
     def read(self, rows: Rows) -> pa.Array:
         value = rows.long()
+        if self.int32:
+            rows.mark(pc.or_(pc.less(value, -(2**31)), pc.greater(value, 2**31 - 1)))
         if value.type == self.out_type:
             return value
         if self.out_type in _INT32_BASED:  # Arrow casts these from int32 only
@@ -120,6 +137,7 @@ class FixedWidth(Node):
         self.raw_type = raw_type
         self.out_type = out_type
         self.overrun = size
+        self.min_size = size
 
     def read(self, rows: Rows) -> pa.Array:
         count = len(rows)
@@ -207,6 +225,7 @@ class Record(Node):
         self.fields = fields
         self.out_type = pa.struct(fields)
         self.overrun = sum(node.overrun for node, _ in steps)
+        self.min_size = sum(node.min_size for node, _ in steps)
 
     def read(self, rows: Rows) -> pa.Array:
         columns: list[pa.Array | None] = [None] * len(self.fields)
@@ -259,6 +278,162 @@ class Union(Node):
         return values.take(index)
 
 
+class Decimal(Node):
+    """A decimal's two's-complement big-endian unscaled integer (bytes: length-prefixed;
+    fixed: ``size`` bytes) as Arrow's decimal128/256, which is the same integer
+    little-endian. Values wider than Arrow's 16 or 32 bytes mark their row (fastavro
+    then reads it)."""
+
+    def __init__(self, out_type: pa.DataType, size: int | None) -> None:
+        self.out_type = out_type
+        self.size = size  # None: bytes
+        self.width = out_type.byte_width
+        widest = pa.decimal128(38, out_type.scale) if self.width == 16 else None
+        self.wide = widest or pa.decimal256(76, out_type.scale)
+        largest = PyDecimal(10**out_type.precision - 1).scaleb(-out_type.scale)
+        self.limit = pa.scalar(largest, self.wide)
+        self.negative_limit = pa.scalar(-largest, self.wide)
+        self.overrun = VARINT_MAX if size is None else size
+        self.min_size = 1 if size is None else size
+
+    def read(self, rows: Rows) -> pa.Array:
+        count = len(rows)
+        if self.size is None:
+            sizes = rows.lengths()
+        else:
+            sizes = pa.nulls(count, pa.int32()).fill_null(self.size)
+        start = rows.pos
+        rows.advance(sizes)
+        width = self.width
+        rows.mark(pc.greater(sizes, width))
+        # Output byte j of value i (little-endian) is input byte start+size-1-j, or
+        # the sign (0x00 / 0xFF) of the first input byte where j >= size.
+        index = arange(count * width)
+        row = pc.divide(index, pa.scalar(width, pa.int32()))
+        j = pc.subtract(index, pc.multiply(row, pa.scalar(width, pa.int32())))
+        first, size = start.take(row), sizes.take(row)
+        inside = pc.less(j, size)
+        source = pc.if_else(inside, pc.subtract(pc.add(first, size), pc.add(j, 1)), first)
+        byte = rows.data.take(source)
+        negative = pc.and_(pc.greater(size, 0), pc.greater_equal(byte, 0x80))
+        fill = pc.if_else(negative, pa.scalar(0xFF, pa.uint8()), pa.scalar(0, pa.uint8()))
+        # Where j >= size, ``byte`` is the first byte (the sign) of the value.
+        out = pc.if_else(inside, byte, fill).buffers()[1]
+        # A value with more digits than the precision is corrupt (fastavro reads it,
+        # Arrow refuses it): compared at the widest precision, where it fits.
+        wide = pa.Array.from_buffers(self.wide, count, [None, out])
+        rows.mark(pc.or_(pc.greater(wide, self.limit), pc.less(wide, self.negative_limit)))
+        return pa.Array.from_buffers(self.out_type, count, [None, out])
+
+    def skip(self, rows: Rows) -> None:
+        rows.advance(rows.lengths() if self.size is None else self.size)
+
+
+# Items per block above which a row is left to fastavro (a round per item is slow for a
+# handful of very long arrays; short arrays of many rows are the common case).
+ROUND_LIMIT = 4096
+
+
+class Blocks(Node):
+    """Avro arrays and maps: blocks of items (count, or -count then the block's byte
+    size), ended by a zero count; ``items`` reads one item of every active row."""
+
+    overrun = 2 * VARINT_MAX  # a block header; items are read only inside the row
+
+    def read(self, rows: Rows) -> pa.Array:
+        count = len(rows)
+        left = pa.nulls(count, pa.int64()).fill_null(0)  # items left in the block
+        done = falses(count)
+        lengths = pa.nulls(count, pa.int32()).fill_null(0)
+        parts: list[list[pa.Array]] = []
+        owners: list[pa.Array] = []
+        while True:
+            # Rows past their end stop (so no read runs further than one item).
+            rows.mark(pc.less(rows.room(), 0))
+            done = pc.or_(done, rows.bad)
+            header = pc.and_(pc.invert(done), pc.equal(left, 0))
+            if pc.any(header).as_py():
+                sub = rows.subset(header)
+                items = sub.long()
+                negative = pc.less(items, 0)
+                if pc.any(negative).as_py():
+                    sized = sub.subset(negative)
+                    sized.mark(pc.less(sized.long(), 0))
+                    sub.merge(negative, sized)
+                    items = pc.abs(items)
+                too_many = pc.greater(items, ROUND_LIMIT)
+                if self.item_min_size:  # each item takes a byte at least
+                    room = pc.max_element_wise(sub.room(), 0).cast(pa.int64())
+                    too_many = pc.or_(too_many, pc.greater(items, room))
+                sub.mark(pc.or_(too_many, pc.less(items, 0)))  # -2**63 stays negative
+                rows.merge(header, sub)
+                left = pc.replace_with_mask(left, header, pc.if_else(sub.bad, 0, items))
+                done = pc.or_(done, pc.and_(header, pc.equal(left, 0)))
+                done = pc.or_(done, rows.bad)
+            active = pc.and_(pc.invert(done), pc.greater(left, 0))
+            if not pc.any(active).as_py():
+                if pc.all(done).as_py():
+                    break
+                continue
+            sub = rows.subset(active)
+            parts.append(self.items(sub))
+            rows.merge(active, sub)
+            owners.append(pc.indices_nonzero(active).cast(pa.int32()))
+            step = active.cast(pa.int32())
+            lengths = pc.add(lengths, step)
+            left = pc.subtract(left, step.cast(pa.int64()))
+        return self.assemble(lengths, parts, owners)
+
+    def gathered(self, lengths, parts, owners, which: int, empty: pa.DataType) -> pa.Array:
+        """Item field ``which`` of all rounds, in row order then item order."""
+        if not parts:
+            return pa.array([], empty)
+        values = pa.concat_arrays([p[which] for p in parts])
+        if len(parts) == 1:
+            return values
+        order = pc.sort_indices(pa.concat_arrays(owners))  # stable: rounds stay in order
+        return values.take(order)
+
+    @staticmethod
+    def offsets(lengths: pa.Array) -> pa.Array:
+        return pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
+
+
+class Array(Blocks):
+    def __init__(self, item: Node, out_type: pa.DataType) -> None:
+        self.item = item
+        self.item_min_size = item.min_size
+        self.out_type = out_type
+        self.overrun = Blocks.overrun + item.overrun
+
+    def items(self, rows: Rows) -> list[pa.Array]:
+        return [self.item.read(rows)]
+
+    def assemble(self, lengths, parts, owners) -> pa.Array:
+        item_type = self.out_type.value_type
+        values = self.gathered(lengths, parts, owners, 0, item_type).cast(item_type)
+        return pa.ListArray.from_arrays(self.offsets(lengths), values, type=self.out_type)
+
+
+class Map(Blocks):
+    def __init__(self, value: Node, out_type: pa.DataType) -> None:
+        self.key = Bytes(utf8=True, out_type=pa.string())
+        self.value = value
+        self.item_min_size = 1 + value.min_size
+        self.out_type = out_type
+        self.overrun = Blocks.overrun + VARINT_MAX + value.overrun
+
+    def items(self, rows: Rows) -> list[pa.Array]:
+        return [self.key.read(rows), self.value.read(rows)]
+
+    def assemble(self, lengths, parts, owners) -> pa.Array:
+        item_type = self.out_type.item_type
+        # A key that is not UTF-8 marked its row bad; an empty key keeps the map valid.
+        keys = self.gathered(lengths, parts, owners, 0, pa.string()).fill_null("")
+        values = self.gathered(lengths, parts, owners, 1, item_type).cast(item_type)
+        return pa.MapArray.from_arrays(self.offsets(lengths), keys, values, type=self.out_type)
+
+
 # -- compiling a (writer, reader) pair into nodes -------------------------------
 
 
@@ -295,13 +470,6 @@ class _Compiler:
     def resolve(self, w: Any, r: Any) -> Node:
         w, r = self.writer.resolve(w), self.reader.resolve(r)
         wk, rk = kind(self.writer, w), kind(self.reader, r)
-        if wk in ("array", "map") or rk in ("array", "map"):
-            raise UnsupportedSchema(f"{wk}/{rk}: read by the row decoder")
-        for node, schema in ((w, self.writer), (r, self.reader)):
-            if logical_type(schema, node) is not None and pa.types.is_decimal(
-                logical_type(schema, node)
-            ):
-                raise UnsupportedSchema("decimal: read by the row decoder")
         if wk == "union":
             out = self.out(r)
             return Union([self._branch(b, r, out) for b in w], out)
@@ -311,6 +479,9 @@ class _Compiler:
                 raise Unresolvable(f"no branch of the reader union reads a writer {wk}")
             node = self.resolve(w, target)
             return node
+        decimal = self._decimal(w, r)
+        if decimal is not None:
+            return decimal
         if wk != rk and (wk, rk) not in PROMOTIONS:
             raise Unresolvable(f"a writer {wk} cannot be read as a {rk}")
         out = self.out(r)
@@ -319,7 +490,7 @@ class _Compiler:
         if wk == "boolean":
             return Boolean()
         if wk in ("int", "long"):
-            return Varint(out)
+            return Varint(out, int32=wk == "int")
         if wk in _FIXED_WIDTH:
             size, raw = _FIXED_WIDTH[wk]
             return FixedWidth(size, raw, out)
@@ -333,7 +504,21 @@ class _Compiler:
             return self._enum(w, r)
         if wk == "record":
             return self._record(w, r)
+        if wk == "array":
+            return Array(self.resolve(w["items"], r["items"]), out)
+        if wk == "map":
+            return Map(self.resolve(w["values"], r["values"]), out)
         raise UnsupportedSchema(f"Avro type {wk}")
+
+    def _decimal(self, w: Any, r: Any) -> Decimal | None:
+        """The node for a decimal read as the same decimal; None when neither side is
+        a decimal; UnsupportedSchema for the other mixes (the row decoder's)."""
+        wd, rd = _decimal_type(self.writer, w), _decimal_type(self.reader, r)
+        if wd is None and rd is None:
+            return None
+        if wd is None or rd is None or wd != rd or kind(self.writer, w) != kind(self.reader, r):
+            raise UnsupportedSchema("a decimal read as another type: read by the row decoder")
+        return Decimal(rd, w["size"] if kind(self.writer, w) == "fixed" else None)
 
     def _branch(self, w: Any, r: Any, out: pa.DataType) -> Node:
         wk = kind(self.writer, w)
@@ -411,6 +596,11 @@ class _Compiler:
         return inner.resolve(w, w)
 
 
+def _decimal_type(schema: ParsedSchema, node: Any) -> pa.DataType | None:
+    found = logical_type(schema, node)
+    return found if found is not None and pa.types.is_decimal(found) else None
+
+
 def _short(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
@@ -430,4 +620,8 @@ def _default_value(schema: ParsedSchema, node: Any, value: Any) -> Any:
             f["name"]: _default_value(schema, f["type"], value.get(f["name"], f.get("default")))
             for f in node["fields"]
         }
+    if what == "array":
+        return [_default_value(schema, node["items"], v) for v in value]
+    if what == "map":
+        return [(k, _default_value(schema, node["values"], v)) for k, v in value.items()]
     return value

@@ -230,10 +230,13 @@ class ConfluentAvroDecoder:
                 rescued_rows.append(i)
             except BadRow as exc:
                 reasons[i] = str(exc)
+        rescued_struct, misfits = writer.rows.to_arrow_checked(rescued)
+        for position in sorted(misfits, reverse=True):
+            reasons[rescued_rows.pop(position)] = misfits[position]
         if writer.plan is None:
-            return writer.rows.to_arrow(rescued), pa.array(rescued_rows, pa.int64())
-        if rescued:
-            struct = pa.concat_arrays([struct, writer.rows.to_arrow(rescued)])
+            return rescued_struct, pa.array(rescued_rows, pa.int64())
+        if rescued_rows:
+            struct = pa.concat_arrays([struct, rescued_struct])
             indices = pa.concat_arrays([indices, pa.array(rescued_rows, pa.int64())])
             order = pc.sort_indices(indices)
             struct, indices = struct.take(order), indices.take(order)
