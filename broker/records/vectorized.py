@@ -179,7 +179,7 @@ def arange(count: int) -> pa.Array:
     if len(_ARANGE[0]) < count:
         size = max(count, 2 * len(_ARANGE[0]), 1 << 16)
         ones = pa.nulls(size, pa.int32()).fill_null(1)
-        _ARANGE[0] = pc.subtract(pc.cumulative_sum(ones), 1)
+        _ARANGE[0] = pc.subtract(pc.cumulative_sum(ones), _INT32_ONE)
     return _ARANGE[0].slice(0, count)
 
 
@@ -220,3 +220,40 @@ def values_of(binary: pa.Array) -> pa.Buffer:
 def constant(value: Any, typ: pa.DataType, count: int) -> pa.Array:
     one = pa.array([value], typ)
     return one.take(pa.nulls(count, pa.int32()).fill_null(0))
+
+
+_U64_SIGN = pa.scalar(63, _U64)
+
+
+def zigzag_varints(values: pa.Array) -> pa.Array:
+    """Zigzag varints of integers (no nulls), one binary value per integer: the
+    writing counterpart of ``Rows.long``. Byte k of every value is computed for all
+    values at once; the bytes are laid out value after value by one ``take``."""
+    count = len(values)
+    raw = values.cast(pa.int64()).cast(_U64, safe=False)  # two's complement bits
+    negative = pc.shift_right(raw, _U64_SIGN)
+    u = pc.bit_wise_xor(pc.shift_left(raw, _ONE), pc.subtract(pa.scalar(0, _U64), negative))
+    sizes = pa.nulls(count, pa.int32()).fill_null(1)
+    width = 1
+    for k in range(1, VARINT_MAX):
+        longer = pc.greater_equal(u, pa.scalar(1 << (7 * k), _U64))
+        if not pc.any(longer).as_py():
+            break
+        sizes = pc.add(sizes, longer.cast(pa.int32()))
+        width = k + 1
+    columns = []
+    for k in range(width):
+        part = pc.bit_wise_and(pc.shift_right(u, pa.scalar(7 * k, _U64)), pa.scalar(0x7F, _U64))
+        more = pc.greater(sizes, k + 1).cast(_U64)
+        columns.append(pc.bit_wise_or(part, pc.multiply(more, pa.scalar(0x80, _U64))))
+    # Value after value: byte k of value i sits at k * count + i of the columns joined.
+    index = arange(count * width)
+    row = pc.divide(index, pa.scalar(width, pa.int32()))
+    k = pc.subtract(index, pc.multiply(row, pa.scalar(width, pa.int32())))
+    keep = pc.less(k, sizes.take(row))
+    source = pc.add(pc.multiply(k, pa.scalar(count, pa.int32())), row).filter(keep)
+    data = pa.concat_arrays(columns).cast(pa.uint8()).take(source)
+    offsets = pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(sizes)])
+    return pa.Array.from_buffers(
+        pa.binary(), count, [None, offsets.buffers()[1], data.buffers()[1]]
+    )

@@ -95,6 +95,10 @@ class Generator:
             digits = t["precision"]
             unscaled = rng.randrange(-(10**digits) + 1, 10**digits)
             return decimal.Decimal(unscaled).scaleb(-t.get("scale", 0))
+        if logical == "date":  # within Python's dates, for readers that convert
+            return rng.randrange(-719_162, 2_932_896)
+        if logical == "timestamp-millis":
+            return rng.randrange(-(2**45), 2**45)
         if kind == "record":
             return {f["name"]: self.value(f["type"]) for f in t["fields"]}
         if kind == "array":
