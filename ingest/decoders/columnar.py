@@ -52,7 +52,6 @@ from broker.records.vectorized import (
     Rows,
     arange,
     constant,
-    falses,
     interleaving,
     values_of,
 )
@@ -375,19 +374,26 @@ class Blocks(Node):
     overrun = 2 * VARINT_MAX  # a block header; items are read only inside the row
 
     def read(self, rows: Rows) -> pa.Array:
-        count = len(rows)
-        left = pa.nulls(count, pa.int64()).fill_null(0)  # items left in the block
-        done = falses(count)
-        lengths = pa.nulls(count, pa.int32()).fill_null(0)
+        """Rounds over the rows still inside their array (``live``, which shrinks as
+        rows reach their end): a block header for those with no items left in their
+        block, then one item of each. A row leaves with its position, bad flag and item
+        count; every row leaves exactly once, so sorting what left by row index gives
+        the new positions of all rows."""
+        if not len(rows):
+            return pa.array([], self.out_type)
+        live = Rows(rows.data, rows.pos, rows.end, rows.bad)
+        index = arange(len(rows))  # each live row's index in ``rows``
+        left = pa.nulls(len(rows), pa.int64()).fill_null(0)  # items left in its block
+        taken = pa.nulls(len(rows), pa.int32()).fill_null(0)  # items read so far
+        gone: list[tuple[pa.Array, ...]] = []  # (index, pos, bad, taken) of rows that left
         parts: list[list[pa.Array]] = []
         owners: list[pa.Array] = []
-        while True:
+        while len(live):
             # Rows past their end stop (so no read runs further than one item).
-            rows.mark(pc.less(rows.room(), 0))
-            done = pc.or_(done, rows.bad)
-            header = pc.and_(pc.invert(done), pc.equal(left, 0))
+            live.mark(pc.less(live.room(), 0))
+            header = pc.and_(pc.equal(left, 0), pc.invert(live.bad))
             if pc.any(header).as_py():
-                sub = rows.subset(header)
+                sub = live.subset(header)
                 items = sub.long()
                 negative = pc.less(items, 0)
                 if pc.any(negative).as_py():
@@ -400,22 +406,35 @@ class Blocks(Node):
                     room = pc.max_element_wise(sub.room(), 0).cast(pa.int64())
                     too_many = pc.or_(too_many, pc.greater(items, room))
                 sub.mark(pc.or_(too_many, pc.less(items, 0)))  # -2**63 stays negative
-                rows.merge(header, sub)
+                live.merge(header, sub)
                 left = pc.replace_with_mask(left, header, pc.if_else(sub.bad, 0, items))
-                done = pc.or_(done, pc.and_(header, pc.equal(left, 0)))
-                done = pc.or_(done, rows.bad)
-            active = pc.and_(pc.invert(done), pc.greater(left, 0))
-            if not pc.any(active).as_py():
-                if pc.all(done).as_py():
+            leaving = pc.or_(live.bad, pc.equal(left, 0))  # bad, or read the ending 0
+            if pc.any(leaving).as_py():
+                gone.append(
+                    (
+                        index.filter(leaving),
+                        live.pos.filter(leaving),
+                        live.bad.filter(leaving),
+                        taken.filter(leaving),
+                    )
+                )
+                staying = pc.invert(leaving)
+                live = live.subset(staying)
+                index, left, taken = (
+                    index.filter(staying),
+                    left.filter(staying),
+                    taken.filter(staying),
+                )
+                if not len(live):
                     break
-                continue
-            sub = rows.subset(active)
-            parts.append(self.items(sub))
-            rows.merge(active, sub)
-            owners.append(pc.indices_nonzero(active).cast(pa.int32()))
-            step = active.cast(pa.int32())
-            lengths = pc.add(lengths, step)
-            left = pc.subtract(left, step.cast(pa.int64()))
+            parts.append(self.items(live))
+            owners.append(index)
+            left = pc.subtract(left, 1)
+            taken = pc.add(taken, pa.scalar(1, pa.int32()))
+        order = pc.sort_indices(pa.concat_arrays([g[0] for g in gone]))
+        rows.pos = pa.concat_arrays([g[1] for g in gone]).take(order)
+        rows.bad = pa.concat_arrays([g[2] for g in gone]).take(order)
+        lengths = pa.concat_arrays([g[3] for g in gone]).take(order)
         return self.assemble(lengths, parts, owners)
 
     def gathered(self, lengths, parts, owners, which: int, empty: pa.DataType) -> pa.Array:
