@@ -273,7 +273,7 @@ def check_same_output(ours: Path, baseline: Path, count: int) -> tuple[int, int]
 def decode_stage(bootstrap: str, registry_url: str, count: int) -> dict[str, float]:
     """Records per CPU second of the decode stage on records of TOPIC (partition 0):
     our columnar decoder and bench_decode's per-record user baseline."""
-    from bench.bench_decode import RowsUser, measure
+    from bench.bench_decode import RowsUser, columnar_option, measure
     from broker.client.simple_consumer import SimpleConsumer
     from ingest.decoders import ConfluentAvroDecoder
 
@@ -291,7 +291,7 @@ def decode_stage(bootstrap: str, registry_url: str, count: int) -> dict[str, flo
     with RegistryClient(registry_url) as registry:
         decoder = ConfluentAvroDecoder(registry, TOPIC)
         options = {
-            "columnar": lambda part: decoder.decode(0, part),
+            "columnar": columnar_option(decoder, records, 20_000),
             "rows-user": RowsUser(registry, decoder.schema),
         }
         rates = measure(options, records, 20_000, rounds=3)
