@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "config-docs":
+        from broker.client.zk_consumer.config import ZK_CONSUMER_CONFIG
         from broker.config.server import SAMPLE_HEADER, SAMPLE_SETTINGS, SERVER_CONFIG
         from broker.server.topic_config import TOPIC_CONFIG
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(SERVER_CONFIG.to_markdown())
         print(TOPIC_CONFIG.to_markdown())
+        print(ZK_CONSUMER_CONFIG.to_markdown())
         return 0
     if args.command == "cluster":
         return run_cluster(args) if args.action == "start" else stop_cluster(args)

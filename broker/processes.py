@@ -546,8 +546,10 @@ class Cluster:
     def registrations(self) -> dict[int, BrokerRegistration]:
         """The brokers registered under this cluster's chroot (`/brokers/ids`), each with
         its registration's creation zxid as `epoch`."""
+        from broker.client.zk_consumer.zk_group import read_registrations
+
         with kazoo_session(self.zookeeper_connect) as client:
-            return _read_registrations(client)
+            return read_registrations(client)
 
     def controller(self) -> int | None:
         """The broker id in `/controller`; None without one (or without ZooKeeper)."""
@@ -579,9 +581,11 @@ class Cluster:
         newer_than = dict(newer_than or {})
         timeout_s = self.registration_timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + timeout_s
+        from broker.client.zk_consumer.zk_group import read_registrations
+
         with kazoo_session(self.zookeeper_connect) as client:
             while True:
-                found = _read_registrations(client)
+                found = read_registrations(client)
                 missing = sorted(
                     i for i in wanted if i not in found or found[i].epoch <= newer_than.get(i, -1)
                 )
@@ -628,24 +632,3 @@ class Cluster:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def _read_registrations(client: KazooClient) -> dict[int, BrokerRegistration]:
-    from kazoo.exceptions import NoNodeError
-
-    from broker.controller.zk_layout import BROKER_IDS, broker_path, decode_broker
-
-    try:
-        children = client.get_children(BROKER_IDS)
-    except NoNodeError:
-        return {}
-    found = {}
-    for child in children:
-        if not child.isdigit():
-            continue
-        try:
-            data, stat = client.get(broker_path(int(child)))
-        except NoNodeError:  # gone between the listing and the read
-            continue
-        found[int(child)] = decode_broker(int(child), data, stat.czxid)
-    return found

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.processes import BrokerProcess, RegistryProcess, ZooKeeperProcess
+from broker.processes import BrokerProcess, Cluster, RegistryProcess, ZooKeeperProcess
 
 
 @pytest.fixture
@@ -37,10 +37,37 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    """A broker shared by a test module of consumer groups: no initial rebalance delay, so
+    each test's group forms at once."""
+    overrides = {"group.initial.rebalance.delay.ms": "0"}
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", overrides) as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
 def registry(broker, tmp_path_factory):
     """A registry on the module's broker (schemas kept in its _schemas topic)."""
     with RegistryProcess(tmp_path_factory.mktemp("registry"), bootstrap=broker.bootstrap) as r:
         yield r
+
+
+@pytest.fixture
+def cluster_factory(zookeeper, tmp_path):
+    """`make(brokers=3, **Cluster keywords)`: a started cluster of the test's own, stopped
+    after the test. On the session's ZooKeeper (own chroot) unless `zookeeper=` says
+    otherwise (None: one of the cluster's own, which the test may stop or kill)."""
+    made: list[Cluster] = []
+
+    def make(brokers=3, **kwargs) -> Cluster:
+        kwargs.setdefault("zookeeper", zookeeper)
+        c = Cluster(tmp_path / f"cluster-{len(made)}", brokers, **kwargs)
+        made.append(c)
+        return c.start()
+
+    yield make
+    for c in made:
+        c.stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,31 +1,63 @@
-"""Topic administration: create, delete, list and describe topics.
+"""Administration: topics (create, delete, list, describe) and consumer groups (list,
+describe, committed offsets, alter offsets, delete groups and offsets).
 
-create_topics and delete_topics return the outcome of every topic as an ErrorCode
-(NONE on success) so a caller can treat TOPIC_ALREADY_EXISTS as fine; with
-`raise_errors=True` any failure raises TopicErrors, whose `.errors` maps each failed
-topic to (ErrorCode, the broker's message). The messages are also kept, for the last
-call, in `AdminClient.last_errors`.
+create_topics, delete_topics and delete_groups return the outcome of every topic or group
+as an ErrorCode (NONE on success) so a caller can treat TOPIC_ALREADY_EXISTS as fine;
+with `raise_errors=True` any failure raises TopicErrors, whose `.errors` maps each failed
+name to (ErrorCode, the broker's message). The messages are also kept, for the last
+call, in `AdminClient.last_errors`. The group requests go to the group's coordinator
+(`broker/client/coordinator.py`, which follows it when it moves).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.client.cluster import ClusterMetadata
-from broker.protocol.apis import CREATE_TOPICS, DELETE_TOPICS
+from broker.client.cluster import BrokerInfo, ClusterMetadata
+from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
+from broker.protocol.apis import (
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_TOPICS,
+    DESCRIBE_GROUPS,
+    LIST_GROUPS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+)
+from broker.protocol.consumer_protocol import decode_assignment
 from broker.protocol.errors import (
     ErrorCode,
+    KafkaError,
     NetworkError,
     RequestTimedOutError,
     TopicErrors,
     UnknownTopicOrPartitionError,
+    UnsupportedVersionError,
     as_error_code,
     error_for,
 )
+from broker.protocol.types import DecodeError
 
 _BACKOFF_S = 0.1
+CONSUMER_PROTOCOL_TYPE = "consumer"
+# OffsetCommit answers that concern the group, not a partition. An admin commit (generation
+# -1, no member id) is refused with the first four while the group has members.
+_ACTIVE_GROUP_ERRORS = frozenset(
+    {
+        ErrorCode.UNKNOWN_MEMBER_ID,
+        ErrorCode.ILLEGAL_GENERATION,
+        ErrorCode.REBALANCE_IN_PROGRESS,
+        ErrorCode.FENCED_INSTANCE_ID,
+    }
+)
+_GROUP_COMMIT_ERRORS = _ACTIVE_GROUP_ERRORS | {
+    ErrorCode.INVALID_GROUP_ID,
+    ErrorCode.GROUP_AUTHORIZATION_FAILED,
+}
 
 
 @dataclass
@@ -49,6 +81,38 @@ class TopicDescription(NamedTuple):
     partitions: list[PartitionInfo]
 
 
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str  # "consumer" for consumer groups; "" for groups that only commit
+    state: str | None  # Kafka's state name; None from a broker below ListGroups v4
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    host: str
+    # (topic, partition) pairs decoded from the consumer protocol; [] when the group is
+    # not Stable (the broker shows assignments of Stable groups only) or not a consumer
+    # group; None when the bytes are not a consumer-protocol assignment.
+    assignment: list[tuple[str, int]] | None
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str  # "Dead" for a group the coordinator does not have
+    protocol_type: str
+    protocol: str  # the assignor chosen (consumer groups), "" unless Stable
+    members: list[MemberDescription]
+    coordinator: BrokerInfo
+
+
+class OffsetAndMetadata(NamedTuple):
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+
+
 class AdminClient:
     def __init__(
         self,
@@ -58,7 +122,8 @@ class AdminClient:
     ):
         self.timeout_s = request_timeout_ms / 1000
         self.cluster = ClusterMetadata(bootstrap_servers, client_id, self.timeout_s)
-        self.last_errors: dict[str, tuple[ErrorCode, str | None]] = {}
+        self.coordinators = GroupCoordinators(self.cluster, self.timeout_s)
+        self.last_errors: dict[str | tuple[str, int], tuple[ErrorCode, str | None]] = {}
 
     def close(self) -> None:
         self.cluster.close()
@@ -145,6 +210,224 @@ class AdminClient:
             )
         return out
 
+    # --- consumer groups ----------------------------------------------------------
+
+    def list_groups(self, states: Iterable[str] | None = None) -> list[GroupListing]:
+        """Every group in the cluster, sorted by id: ListGroups to every broker (each
+        lists the groups it coordinates), merged. `states` (Kafka's names, any case)
+        keeps only groups in those states; it needs ListGroups v4.
+        """
+        wanted = sorted(set(states or ()))
+        self.cluster.refresh([])
+        found: dict[str, GroupListing] = {}
+        for node in sorted(self.cluster.brokers):
+            for listing in self._list_groups_at(node, wanted):
+                found[listing.group_id] = listing
+        return [found[g] for g in sorted(found)]
+
+    def describe_groups(self, group_ids: Iterable[str]) -> dict[str, GroupDescription]:
+        """State, assignor and members (with their decoded assignments) of each group,
+        asked of its coordinator. A group that does not exist is described as Dead with
+        no members, as Kafka's DescribeGroups answers; other errors are raised."""
+        out: dict[str, GroupDescription] = {}
+        for group_id in group_ids:
+            body = {"groups": [group_id], "include_authorized_operations": False}
+            response = self.coordinators.request(
+                group_id,
+                DESCRIBE_GROUPS,
+                body,
+                lambda r: [g["error_code"] for g in r["groups"]],
+            )
+            (described,) = response["groups"]
+            if described["error_code"] != ErrorCode.NONE:
+                raise error_for(described["error_code"], f"describe group {group_id!r}")
+            consumer = described["protocol_type"] == CONSUMER_PROTOCOL_TYPE
+            members = [
+                MemberDescription(
+                    m["member_id"],
+                    m["group_instance_id"],
+                    m["client_id"],
+                    m["client_host"],
+                    _assigned_partitions(m["member_assignment"]) if consumer else [],
+                )
+                for m in described["members"]
+            ]
+            out[group_id] = GroupDescription(
+                group_id,
+                described["group_state"],
+                described["protocol_type"],
+                described["protocol_data"],
+                members,
+                self.coordinators.info(group_id),
+            )
+        return out
+
+    def list_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]] | None = None
+    ) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's committed offsets: of `partitions`, or of every partition it has
+        committed (None). Partitions without a committed offset are left out."""
+        asked = None if partitions is None else _by_topic((tp, None) for tp in partitions)
+
+        def body(version: int) -> dict:
+            if asked is None and version < 2:
+                raise UnsupportedVersionError(
+                    f"OffsetFetch v{version} cannot ask for every partition (v2+ can)"
+                )
+            topics = (
+                None
+                if asked is None
+                else [
+                    {"name": t, "partition_indexes": [p for p, _ in ps]} for t, ps in asked.items()
+                ]
+            )
+            return {"group_id": group_id, "topics": topics, "require_stable": False}
+
+        response = self.coordinators.request(
+            group_id,
+            OFFSET_FETCH,
+            body,
+            lambda r: [r["error_code"], *_partition_codes(r).values()],
+        )
+        if response["error_code"] != ErrorCode.NONE:
+            raise error_for(response["error_code"], f"committed offsets of {group_id!r}")
+        out: dict[tuple[str, int], OffsetAndMetadata] = {}
+        for t in response["topics"]:
+            for p in t["partitions"]:
+                tp = (t["name"], p["partition_index"])
+                if p["error_code"] != ErrorCode.NONE:
+                    raise error_for(p["error_code"], f"committed offset of {tp[0]}-{tp[1]}")
+                if p["committed_offset"] >= 0:
+                    out[tp] = OffsetAndMetadata(
+                        p["committed_offset"], p["committed_leader_epoch"], p["metadata"] or ""
+                    )
+        return out
+
+    def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: dict[tuple[str, int], int | OffsetAndMetadata],
+        raise_errors: bool = False,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Commit `offsets` for the group as an administrator (generation -1, no member),
+        which the coordinator accepts only while the group has no members (as Kafka's).
+
+        Returns (topic, partition) -> ErrorCode (see the module docstring). A refusal of
+        the whole group (it has members, or the group id is invalid) is raised.
+        """
+        body = {
+            "group_id": group_id,
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "retention_time_ms": -1,
+            "topics": [
+                {
+                    "name": topic,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "committed_offset": o.offset,
+                            "committed_leader_epoch": o.leader_epoch,
+                            "committed_metadata": o.metadata,
+                        }
+                        for p, o in parts
+                    ],
+                }
+                for topic, parts in _by_topic(
+                    (tp, o if isinstance(o, OffsetAndMetadata) else OffsetAndMetadata(o))
+                    for tp, o in offsets.items()
+                ).items()
+            ],
+        }
+        response = self.coordinators.request(
+            group_id, OFFSET_COMMIT, body, lambda r: _partition_codes(r).values()
+        )
+        codes = _partition_codes(response)
+        for code in codes.values():
+            if code in _GROUP_COMMIT_ERRORS:
+                detail = f"altering the offsets of group {group_id!r}"
+                if code in _ACTIVE_GROUP_ERRORS:
+                    detail += ": the group has active members; offsets can only be altered while it is empty"
+                raise error_for(code, detail)
+        outcome = {tp: (code, None) for tp, code in codes.items()}
+        return self._report(f"alter offsets of group {group_id!r}", outcome, raise_errors)
+
+    def delete_groups(
+        self, group_ids: Iterable[str], raise_errors: bool = False
+    ) -> dict[str, ErrorCode]:
+        """Delete groups and their committed offsets; returns group -> ErrorCode (see the
+        module docstring): NON_EMPTY_GROUP while it has members, GROUP_ID_NOT_FOUND."""
+        outcome: dict[str, tuple[ErrorCode, str | None]] = {}
+        for group_id in group_ids:
+            response = self.coordinators.request(
+                group_id,
+                DELETE_GROUPS,
+                {"groups_names": [group_id]},
+                lambda r: [g["error_code"] for g in r["results"]],
+            )
+            (result,) = response["results"]
+            outcome[group_id] = (as_error_code(result["error_code"]), None)
+        return self._report("delete groups", outcome, raise_errors)
+
+    def delete_group_offsets(
+        self, group_id: str, partitions: Iterable[tuple[str, int]], raise_errors: bool = False
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Forget the group's committed offsets of `partitions`; returns (topic, partition)
+        -> ErrorCode (GROUP_SUBSCRIBED_TO_TOPIC for topics its members consume). Errors of
+        the whole group (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ...) are raised."""
+        body = {
+            "group_id": group_id,
+            "topics": [
+                {"name": t, "partitions": [{"partition_index": p} for p, _ in ps]}
+                for t, ps in _by_topic((tp, None) for tp in partitions).items()
+            ],
+        }
+        response = self.coordinators.request(
+            group_id,
+            OFFSET_DELETE,
+            body,
+            lambda r: [r["error_code"], *_partition_codes(r).values()],
+        )
+        if response["error_code"] != ErrorCode.NONE:
+            raise error_for(response["error_code"], f"deleting offsets of group {group_id!r}")
+        outcome = {tp: (code, None) for tp, code in _partition_codes(response).items()}
+        return self._report(f"delete offsets of group {group_id!r}", outcome, raise_errors)
+
+    def _list_groups_at(self, node: int, states: list[str]) -> list[GroupListing]:
+        """ListGroups at one broker, retrying a loading or unavailable coordinator and a
+        lost connection until the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                conn = self.cluster.connection(node)
+                version = conn.version_for(LIST_GROUPS)
+                if states and version < 4:
+                    raise UnsupportedVersionError(
+                        f"broker {node} speaks ListGroups v{version}: filtering by state needs v4"
+                    )
+                response = conn.request(LIST_GROUPS, {"states_filter": states}, version)
+            except (NetworkError, RequestTimedOutError) as exc:
+                self.cluster.drop_connection(node)
+                failure: KafkaError = exc
+            else:
+                code = as_error_code(response["error_code"])
+                if code == ErrorCode.NONE:
+                    return [
+                        GroupListing(
+                            g["group_id"],
+                            g["protocol_type"],
+                            g["group_state"] if version >= 4 else None,
+                        )
+                        for g in response["groups"]
+                    ]
+                failure = error_for(code, f"list groups at broker {node}")
+                if code not in COORDINATOR_ERRORS:
+                    raise failure
+            if time.monotonic() + _BACKOFF_S > deadline:
+                raise failure
+            time.sleep(_BACKOFF_S)
+
     # --- helpers ------------------------------------------------------------------
 
     def _controller_request(self, api_key: int, body: dict) -> dict:
@@ -177,13 +460,43 @@ class AdminClient:
             except NetworkError:
                 pass
 
-    def _report(
-        self,
-        operation: str,
-        outcome: dict[str, tuple[ErrorCode, str | None]],
-        raise_errors: bool,
-    ) -> dict[str, ErrorCode]:
+    def _report(self, operation: str, outcome: dict, raise_errors: bool) -> dict:
+        """`outcome`: name (topic, group, or (topic, partition)) -> (ErrorCode, message)."""
         self.last_errors = {n: e for n, e in outcome.items() if e[0] != ErrorCode.NONE}
         if raise_errors and self.last_errors:
-            raise TopicErrors(operation, self.last_errors)
+            raise TopicErrors(operation, {_label(n): e for n, e in self.last_errors.items()})
         return {name: code for name, (code, _) in outcome.items()}
+
+
+def _label(name: str | tuple[str, int]) -> str:
+    return name if isinstance(name, str) else f"{name[0]}-{name[1]}"
+
+
+def _by_topic(pairs: Iterable[tuple[tuple[str, int], object]]) -> dict[str, list]:
+    """((topic, partition), value) pairs grouped by topic, in first-seen order:
+    topic -> [(partition, value)]."""
+    out: dict[str, list] = {}
+    for (topic, partition), value in pairs:
+        out.setdefault(topic, []).append((partition, value))
+    return out
+
+
+def _partition_codes(response: dict) -> dict[tuple[str, int], ErrorCode]:
+    """The per-partition error codes of an OffsetCommit, OffsetFetch or OffsetDelete answer."""
+    return {
+        (t["name"], p["partition_index"]): as_error_code(p["error_code"])
+        for t in response["topics"]
+        for p in t["partitions"]
+    }
+
+
+def _assigned_partitions(data: bytes) -> list[tuple[str, int]] | None:
+    """A member's consumer-protocol assignment as (topic, partition) pairs; [] for none
+    (no bytes: the group is not Stable), None for bytes that are not an assignment."""
+    if not data:
+        return []
+    try:
+        _, assignment = decode_assignment(bytes(data))
+    except DecodeError:
+        return None
+    return [(t["topic"], p) for t in assignment["assigned_partitions"] for p in t["partitions"]]

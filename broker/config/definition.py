@@ -53,6 +53,11 @@ class Key:
     group: str = "general"
     # Shown in docs instead of a default that is computed at run time.
     default_doc: str | None = None
+    # Changeable while the component runs (a broker's AlterConfigs), not only at start.
+    dynamic: bool = False
+    # The keys this one falls back to when it is not set, most specific first (Kafka's
+    # synonyms: retention.ms -> log.retention.ms -> log.retention.minutes -> ...).
+    synonyms: tuple[str, ...] = ()
 
     def parse(self, raw: Any) -> Any:
         if raw is None:
@@ -76,6 +81,16 @@ class Key:
             if problem:
                 raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: {problem}")
         return value
+
+    def format(self, value: Any) -> str | None:
+        """A parsed value as the string a properties file (or DescribeConfigs) shows."""
+        if value is None:
+            return None
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, list | tuple):
+            return ",".join(str(v) for v in value)
+        return str(value)
 
 
 # Validators: each returns None when the value is fine, else a short reason.
@@ -139,6 +154,8 @@ class ConfigDef:
             "| key | type | default | description |",
             "|---|---|---|---|",
         ]
+        if any(key.dynamic for key in self.keys.values()):
+            lines.insert(2, "Keys marked *dynamic* can be changed while running (AlterConfigs).\n")
         for key in self.keys.values():
             default = key.default_doc if key.default_doc is not None else key.default
             if isinstance(default, list):
@@ -146,7 +163,8 @@ class ConfigDef:
             shown = "(required)" if default is None and not key.optional else f"`{default}`"
             if default is None and key.optional:
                 shown = "(none)"
-            lines.append(f"| `{key.name}` | {key.type} | {shown} | {key.doc} |")
+            doc = f"*dynamic*: {key.doc}" if key.dynamic else key.doc
+            lines.append(f"| `{key.name}` | {key.type} | {shown} | {doc} |")
         return "\n".join(lines) + "\n"
 
     def to_properties(self, settings: Mapping[str, str], header: str = "") -> str:
@@ -165,7 +183,10 @@ class ConfigDef:
                 default = ",".join(default)
             if isinstance(default, bool):
                 default = str(default).lower()
-            out.append(f"# type: {key.type}; default: {'(none)' if default is None else default}")
+            out.append(
+                f"# type: {key.type}; default: {'(none)' if default is None else default}"
+                + ("; dynamic" if key.dynamic else "")
+            )
             if key.name in settings:
                 out.append(f"{key.name}={settings[key.name]}")
             else:

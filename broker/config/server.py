@@ -3,7 +3,7 @@ has the key, so an existing server.properties reads the same here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -79,6 +79,7 @@ SERVER_CONFIG = (
         "with batch overhead); larger batches get MESSAGE_TOO_LARGE.",
         validator=at_least(0),
         group="network",
+        dynamic=True,
     )
     .define(
         "produce.record.validation",
@@ -139,6 +140,7 @@ SERVER_CONFIG = (
         "A segment rolls before it would exceed this size.",
         validator=at_least(1024),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.roll.hours",
@@ -147,6 +149,7 @@ SERVER_CONFIG = (
         "A segment rolls once its first batch is this old.",
         validator=at_least(1),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.roll.ms",
@@ -156,6 +159,8 @@ SERVER_CONFIG = (
         optional=True,
         validator=at_least(1),
         group="log",
+        dynamic=True,
+        synonyms=("log.roll.hours",),
     )
     .define(
         "log.retention.hours",
@@ -163,6 +168,7 @@ SERVER_CONFIG = (
         168,
         "Segments whose newest record is older are deleted.",
         group="log",
+        dynamic=True,
     )
     .define(
         "log.retention.minutes",
@@ -171,6 +177,8 @@ SERVER_CONFIG = (
         "Overrides log.retention.hours when set.",
         optional=True,
         group="log",
+        dynamic=True,
+        synonyms=("log.retention.hours",),
     )
     .define(
         "log.retention.ms",
@@ -180,6 +188,8 @@ SERVER_CONFIG = (
         optional=True,
         validator=at_least(-1),
         group="log",
+        dynamic=True,
+        synonyms=("log.retention.minutes", "log.retention.hours"),
     )
     .define(
         "log.retention.bytes",
@@ -188,6 +198,7 @@ SERVER_CONFIG = (
         "Oldest segments are deleted while a partition is larger; -1 means no limit.",
         validator=at_least(-1),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.retention.check.interval.ms",
@@ -205,6 +216,7 @@ SERVER_CONFIG = (
         "many unflushed messages (default: leave it to the OS, as Kafka does).",
         validator=at_least(1),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.flush.interval.ms",
@@ -214,6 +226,7 @@ SERVER_CONFIG = (
         optional=True,
         validator=at_least(0),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.flush.scheduler.interval.ms",
@@ -230,6 +243,7 @@ SERVER_CONFIG = (
         "Bytes of log between two offset index entries.",
         validator=at_least(1),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.message.timestamp.type",
@@ -240,6 +254,7 @@ SERVER_CONFIG = (
         "(topic override: message.timestamp.type).",
         validator=one_of("CreateTime", "LogAppendTime"),
         group="log",
+        dynamic=True,
     )
     .define(
         "file.delete.delay.ms",
@@ -249,6 +264,7 @@ SERVER_CONFIG = (
         "unlinked; fetches in flight may still read it.",
         validator=at_least(0),
         group="log",
+        dynamic=True,
     )
     .define(
         "log.cleanup.policy",
@@ -259,6 +275,7 @@ SERVER_CONFIG = (
         "a key are refused); `compact,delete` does both (topic override: cleanup.policy).",
         validator=cleanup_policy_problem,
         group="log cleaner",
+        dynamic=True,
     )
     .define(
         "log.cleaner.enable",
@@ -309,6 +326,7 @@ SERVER_CONFIG = (
         "share of it (topic override: min.cleanable.dirty.ratio).",
         validator=between(0, 1),
         group="log cleaner",
+        dynamic=True,
     )
     .define(
         "log.cleaner.delete.retention.ms",
@@ -319,6 +337,7 @@ SERVER_CONFIG = (
         "(topic override: delete.retention.ms).",
         validator=at_least(0),
         group="log cleaner",
+        dynamic=True,
     )
     .define(
         "log.cleaner.min.compaction.lag.ms",
@@ -328,6 +347,7 @@ SERVER_CONFIG = (
         "younger is not cleaned (topic override: min.compaction.lag.ms).",
         validator=at_least(0),
         group="log cleaner",
+        dynamic=True,
     )
     .define(
         "transactional.id.expiration.ms",
@@ -392,6 +412,7 @@ SERVER_CONFIG = (
         "ISR shrank while it waited (topic override: min.insync.replicas).",
         validator=at_least(1),
         group="cluster",
+        dynamic=True,
     )
     .define(
         "unclean.leader.election.enable",
@@ -400,6 +421,7 @@ SERVER_CONFIG = (
         "Elect a replica outside the ISR when no in-sync replica is alive (availability "
         "over durability: acknowledged writes can be lost); topic override of the same name.",
         group="cluster",
+        dynamic=True,
     )
     .define(
         "replica.lag.time.max.ms",
@@ -526,6 +548,27 @@ SERVER_CONFIG = (
         "the automatic rebalance gives them back.",
         validator=between(0, 100),
         group="cluster",
+    )
+    .define(
+        "leader.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes per second this broker, as a leader, sends to followers of throttled replicas "
+        "(topic leader.replication.throttled.replicas) that are out of the ISR; set by "
+        "reassignments with a throttle.",
+        validator=at_least(0),
+        group="cluster",
+        dynamic=True,
+    )
+    .define(
+        "follower.replication.throttled.rate",
+        "long",
+        2**63 - 1,
+        "Bytes per second this broker, as a follower out of the ISR, fetches for throttled "
+        "replicas (topic follower.replication.throttled.replicas).",
+        validator=at_least(0),
+        group="cluster",
+        dynamic=True,
     )
     .define(
         "leader.imbalance.check.interval.seconds",
@@ -661,6 +704,9 @@ class BrokerConfig:
     """The validated broker configuration, with derived values computed once."""
 
     values: dict[str, Any]
+    # The keys as given (properties file and overrides, before defaults): what Kafka calls
+    # the static broker config, shown as such by DescribeConfigs.
+    given: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_file(cls, path: str | Path, overrides: list[str] = ()) -> BrokerConfig:
@@ -668,7 +714,7 @@ class BrokerConfig:
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> BrokerConfig:
-        return cls(SERVER_CONFIG.parse(raw))
+        return cls(SERVER_CONFIG.parse(raw), dict(raw))
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]

@@ -18,6 +18,7 @@ from broker.config.definition import ConfigError
 from broker.controller.placement import PlacementError, assign_replicas
 from broker.protocol.errors import ErrorCode
 from broker.protocol.topic import topic_name_problem
+from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
 from broker.server.topic_config import TopicConfigs, apply_overrides
 
@@ -251,4 +252,14 @@ class TopicAdmin:
 
     def auto_create(self, name: str) -> None:
         """Create `name` with the broker's defaults, as Metadata does when allowed."""
+        raise NotImplementedError
+
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        """The stored dynamic configs of a topic or a broker entity (what every broker
+        follows; this broker's own view may lag a change made elsewhere)."""
+        raise NotImplementedError
+
+    async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
+        """Store the whole set of dynamic configs of a topic or a broker entity (checked
+        already, broker/server/dynamic_config.py), where every broker of the mode reads it."""
         raise NotImplementedError

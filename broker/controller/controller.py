@@ -20,7 +20,10 @@ broker/controller/zk.py on the loop):
 - a leader changed an ISR: the new state goes to every broker's metadata;
 - leaders are asked for (ElectLeaders, `/admin/preferred_replica_election`, or the
   automatic rebalance of `auto.leader.rebalance.enable`): the preferred replica, when in
-  sync, takes its leadership back.
+  sync, takes its leadership back;
+- partitions are reassigned (AlterPartitionReassignments, `/admin/reassign_partitions`):
+  new replicas are added, and once they are in sync leadership moves into the target and
+  the leaving replicas are stopped and deleted (broker/controller/reassignment.py).
 
 Requests to brokers go through one ordered, retried channel per broker
 (broker/server/inter_broker/). The layout of what it reads and writes is
@@ -34,10 +37,10 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
-from broker.controller import election
+from broker.controller import election, reassignment
 from broker.controller import zk_layout as z
 from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr
+from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr, Reassignment
 from broker.protocol.apis import (
     LEADER_AND_ISR_API,
     STOP_REPLICA_API,
@@ -52,6 +55,7 @@ log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 
+UNCLEAN_KEY = "unclean.leader.election.enable"
 # Kafka's security protocol ids, as UpdateMetadata carries them.
 SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
@@ -82,10 +86,13 @@ class ControllerContext:
     shutting_down: set[int] = field(default_factory=set)
     assignments: dict[str, dict[int, list[int]]] = field(default_factory=dict)
     states: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
-    unclean: dict[str, bool] = field(default_factory=dict)
+    # A topic's unclean.leader.election.enable override (None: the broker default).
+    unclean: dict[str, bool | None] = field(default_factory=dict)
     deleting: set[str] = field(default_factory=set)
     # Replicas (topic, broker) of topics being deleted that have confirmed the deletion.
     deleted_replicas: set[tuple[str, int]] = field(default_factory=set)
+    # Partitions being reassigned (their `assignments` entry is then every replica).
+    reassigning: dict[TopicPartition, Reassignment] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -107,7 +114,7 @@ class Controller:
         zk: ZkClient,
         *,
         listener: str,
-        unclean_default: bool,
+        unclean_default: bool | Callable[[], bool],
         request_timeout_s: float,
         on_change: Callable[[int | None], None] = lambda controller_id: None,
         auto_rebalance: AutoRebalance | None = None,
@@ -264,6 +271,8 @@ class Controller:
         await self._deletions_changed()
         await self._isr_changes()
         await self._preferred_election_requested()
+        await self._reassign_requested()
+        await self._finish_moves(sorted(self.ctx.reassigning))  # caught up meanwhile
         if self.auto_rebalance is not None:
             self._rebalance_timer = asyncio.get_running_loop().create_task(
                 self._rebalance_periodically(self.auto_rebalance), name="leader-rebalance"
@@ -316,21 +325,39 @@ class Controller:
             return None
         try:
             assignment = z.decode_assignment(topic, found[0])
+            moving = z.decode_reassignments(topic, found[0])
         except z.ZkDataError as exc:
             log.error("ignoring topic %s: %s", topic, exc)
             return None
         self.ctx.assignments[topic] = assignment
+        self.ctx.reassigning = {tp: r for tp, r in self.ctx.reassigning.items() if tp[0] != topic}
+        self.ctx.reassigning.update({(topic, p): r for p, r in moving.items()})
         config = await self.zk.get(z.topic_config_path(topic))
         overrides = z.decode_topic_config(topic, config[0]) if config else {}
-        self.ctx.unclean[topic] = (
-            overrides.get("unclean.leader.election.enable", str(self.unclean_default)).lower()
-            == "true"
-        )
+        self._take_unclean(topic, overrides)
         for partition in assignment:
             state = await self._read_state((topic, partition))
             if state is not None:
                 self.ctx.states[(topic, partition)] = state
         return assignment
+
+    def _take_unclean(self, topic: str, overrides: dict[str, str]) -> None:
+        value = overrides.get(UNCLEAN_KEY)
+        self.ctx.unclean[topic] = None if value is None else value.strip().lower() == "true"
+
+    async def _refresh_unclean(self, topics: Iterable[str]) -> None:
+        """Read again whether these topics allow unclean elections: their configs change at
+        run time (AlterConfigs), and an election about to happen must follow the change."""
+        for topic in sorted(set(topics)):
+            config = await self.zk.get(z.topic_config_path(topic))
+            self._take_unclean(topic, z.decode_topic_config(topic, config[0]) if config else {})
+
+    def _allows_unclean(self, topic: str) -> bool:
+        override = self.ctx.unclean.get(topic)
+        if override is not None:
+            return override
+        default = self.unclean_default
+        return default() if callable(default) else default
 
     async def _read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
         found = await self.zk.get(z.partition_state_path(*tp))
@@ -363,6 +390,9 @@ class Controller:
 
     def _preferred_election_watch(self, event) -> None:
         self.enqueue(self._preferred_election_requested)
+
+    def _reassign_watch(self, event) -> None:
+        self.enqueue(self._reassign_requested)
 
     # -- brokers coming and going -----------------------------------------------------
     async def _brokers_changed(self) -> None:
@@ -419,6 +449,7 @@ class Controller:
             return None
 
         affected = [tp for tp in ctx.states if tp[0] not in ctx.deleting]
+        await self._refresh_unclean(tp[0] for tp in affected if ctx.states[tp].leader in dead)
         changed = await self._apply(affected, decide)
         touched = set(changed) | {tp for b in dead for tp in ctx.partitions_on(b)}
         self._send_update_metadata(sorted(touched))
@@ -427,7 +458,7 @@ class Controller:
         ctx = self.ctx
         try:
             new, unclean = election.offline_partition(
-                ctx.replicas(tp), state, ctx.live, ctx.epoch, ctx.unclean.get(tp[0], False)
+                ctx.replicas(tp), state, ctx.live, ctx.epoch, self._allows_unclean(tp[0])
             )
             if unclean:
                 log.warning("%s-%d: unclean leader election of %d", *tp, new.leader)
@@ -460,6 +491,9 @@ class Controller:
             new = self._elect_one(tp, state)
             return None if new == state else new
 
+        await self._refresh_unclean(
+            tp[0] for tp in existing if not ctx.is_live(ctx.states[tp].leader)
+        )
         changed = await self._apply(existing, decide, created)
         if changed or created:
             self._send_update_metadata(sorted({*changed, *created}))
@@ -544,11 +578,16 @@ class Controller:
         """ElectLeaders: the preferred replica (or, `unclean`, any live replica of a
         partition without a leader) becomes leader; run as an event, in order with every
         other decision. None asks for every partition. Raises NotController."""
+        return await self._call(lambda: self._elect_leaders(partitions, unclean))
+
+    async def _call(self, decision: Callable[[], Awaitable]):
+        """Run `decision` as an event (in order with every other one) and return its result
+        to a request handler."""
         done: asyncio.Future = asyncio.get_running_loop().create_future()
 
         async def event() -> None:
             try:
-                done.set_result(await self._elect_leaders(partitions, unclean))
+                done.set_result(await decision())
             except Exception as exc:
                 if not done.done():
                     done.set_exception(exc)
@@ -666,6 +705,173 @@ class Controller:
         if moving:
             await self._elect_leaders(sorted(moving), unclean=False)
 
+    # -- partition reassignment ---------------------------------------------------------
+    async def alter_reassignments(
+        self, asked: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        """AlterPartitionReassignments: move each partition to its target replicas (None:
+        cancel the move under way). Checked per partition; one refused changes nothing of
+        its own and does not stop the others. Raises NotController."""
+        return await self._call(lambda: self._alter_reassignments(asked))
+
+    def reassignments(self, partitions: Iterable[TopicPartition] | None) -> dict:
+        """ListPartitionReassignments: the moves under way (all, or of `partitions`), each
+        as (replicas, adding, removing). Raises NotController."""
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        wanted = ctx.reassigning if partitions is None else partitions
+        return {
+            tp: (ctx.replicas(tp), list(m.adding), list(m.removing))
+            for tp in sorted(wanted)
+            if (m := ctx.reassigning.get(tp)) is not None
+        }
+
+    async def _alter_reassignments(
+        self, asked: dict[TopicPartition, list[int] | None]
+    ) -> dict[TopicPartition, tuple[ErrorCode, str | None]]:
+        ctx = self.ctx
+        if ctx is None:
+            raise NotController(f"broker {self.broker_id} is not the controller")
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        for tp, target in sorted(asked.items()):
+            if not ctx.replicas(tp) or tp not in ctx.states or tp[0] in ctx.deleting:
+                results[tp] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"The partition {tp[0]}-{tp[1]} does not exist.",
+                )
+                continue
+            ongoing = ctx.reassigning.get(tp)
+            if target is None:
+                if ongoing is None:
+                    results[tp] = (
+                        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"No reassignment of {tp[0]}-{tp[1]} is in progress.",
+                    )
+                    continue
+                target = ongoing.original
+            else:
+                problem = reassignment.target_problem(target, ctx.live)
+                if problem is not None:
+                    results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+                    continue
+            await self._move(tp, list(target))
+            results[tp] = (ErrorCode.NONE, None)
+        return results
+
+    async def _move(self, tp: TopicPartition, target: list[int]) -> None:
+        """Start (or redirect) the move of `tp` to `target`: its replicas become the
+        target followed by the leaving ones, under a new leader epoch; replicas an earlier
+        target added and this one does not want are stopped again."""
+        ctx = self.ctx
+        before = ctx.replicas(tp)
+        ongoing = ctx.reassigning.get(tp)
+        moving = reassignment.redirect(before, ongoing, target)
+        if ongoing == moving:
+            return  # asked again (e.g. /admin/reassign_partitions rewritten): under way
+        if not moving.adding and not moving.removing:
+            if ongoing is not None or before != target:
+                await self._finish_move(tp, target)  # back to the original: cancelled
+            return
+        dropped = [r for r in before if r not in moving.replicas]
+        ctx.assignments[tp[0]][tp[1]] = moving.replicas
+        ctx.reassigning[tp] = moving
+        await self._write_assignment(tp[0])
+        log.info(
+            "%s-%d: reassigning %s -> %s (adding %s, removing %s)",
+            *tp,
+            moving.original,
+            list(moving.target),
+            list(moving.adding),
+            list(moving.removing),
+        )
+        await self._apply(
+            [tp],
+            lambda tp, state: election.replicas_moved(
+                moving.replicas, dropped, state, ctx.live, ctx.epoch
+            ),
+        )
+        self._send_update_metadata([tp])
+        self._stop_moved_replicas(tp, dropped)
+        await self._finish_moves([tp])
+
+    async def _finish_moves(self, partitions: Iterable[TopicPartition]) -> None:
+        ctx = self.ctx
+        for tp in partitions:
+            moving = ctx.reassigning.get(tp)
+            if moving is not None and reassignment.is_complete(moving, ctx.states.get(tp)):
+                await self._finish_move(tp, list(moving.target))
+
+    async def _finish_move(self, tp: TopicPartition, target: list[int]) -> None:
+        """The partition's replicas become `target`: leadership and ISR first (a
+        controller taking over after this still sees the move in the assignment znode and
+        finishes it), then the assignment, then the leaving replicas are deleted."""
+        ctx = self.ctx
+        leaving = [r for r in ctx.replicas(tp) if r not in target]
+        ctx.assignments[tp[0]][tp[1]] = target
+        ctx.reassigning.pop(tp, None)
+        await self._apply(
+            [tp],
+            lambda tp, state: election.replicas_moved(target, leaving, state, ctx.live, ctx.epoch),
+        )
+        await self._write_assignment(tp[0])
+        self._send_update_metadata([tp])
+        self._stop_moved_replicas(tp, leaving)
+        log.info("%s-%d: reassignment done, replicas %s", *tp, target)
+        await self._forget_reassign_request(tp)
+
+    def _stop_moved_replicas(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
+        # A broker that is down keeps its copy on disk; nothing leads it there again.
+        for broker_id in brokers:
+            self._send_stop_replica(broker_id, [tp], delete=True)
+
+    async def _write_assignment(self, topic: str) -> None:
+        """The topic's assignment znode as the controller knows it, fenced by its epoch."""
+        ctx = self.ctx
+        moving = {p: r for (t, p), r in ctx.reassigning.items() if t == topic}
+        data = z.encode_assignment(ctx.assignments[topic], moving)
+        try:
+            await self.zk.commit([self._fence(), ("set", z.topic_path(topic), data, -1)])
+        except (BadVersionError, NoNodeError) as exc:
+            if getattr(exc, "failed_operation", None) == 0:
+                raise Fenced(f"/controller_epoch moved on while writing {topic}") from None
+            raise
+
+    async def _reassign_requested(self) -> None:
+        """`/admin/reassign_partitions` (Kafka's reassignment tool writes it): start each
+        move; the znode keeps the moves under way and goes when they are all done."""
+        if self.ctx is None:
+            return
+        found = await self.zk.get(z.REASSIGN_PARTITIONS)
+        await self.zk.exists(z.REASSIGN_PARTITIONS, watch=self._reassign_watch)
+        if found is None:
+            return
+        try:
+            asked = z.decode_reassign_request(found[0])
+        except z.ZkDataError as exc:
+            log.error("ignoring %s: %s", z.REASSIGN_PARTITIONS, exc)
+            asked = {}
+        results = await self._alter_reassignments(asked)
+        for tp, (code, message) in results.items():
+            if code != ErrorCode.NONE:
+                log.warning("reassignment of %s-%d refused: %s", *tp, message or code.name)
+        await self._forget_reassign_request(None)
+
+    async def _forget_reassign_request(self, done: TopicPartition | None) -> None:
+        """Keep in `/admin/reassign_partitions` only the moves still under way."""
+        found = await self.zk.get(z.REASSIGN_PARTITIONS)
+        if found is None:
+            return
+        try:
+            asked = z.decode_reassign_request(found[0])
+        except z.ZkDataError:
+            asked = {}
+        remaining = {tp: r for tp, r in asked.items() if tp in self.ctx.reassigning}
+        if not remaining:
+            await self.zk.delete(z.REASSIGN_PARTITIONS)
+        elif remaining != asked:
+            await self.zk.set(z.REASSIGN_PARTITIONS, z.encode_reassign_request(remaining))
+
     # -- topics --------------------------------------------------------------------------
     async def _topics_changed(self) -> None:
         if self.ctx is None:
@@ -698,6 +904,7 @@ class Controller:
         ctx.unclean.pop(topic, None)
         ctx.deleting.discard(topic)
         ctx.deleted_replicas = {r for r in ctx.deleted_replicas if r[0] != topic}
+        ctx.reassigning = {tp: r for tp, r in ctx.reassigning.items() if tp[0] != topic}
 
     async def _deletions_changed(self) -> None:
         ctx = self.ctx
@@ -779,6 +986,7 @@ class Controller:
                 fresh.append(tp)
         if fresh:
             self._send_update_metadata(fresh)
+            await self._finish_moves([tp for tp in fresh if tp in ctx.reassigning])
 
     # -- writing decisions --------------------------------------------------------------
     async def _apply(
@@ -889,6 +1097,7 @@ class Controller:
             if state is None:
                 continue
             replicas = ctx.replicas(tp)
+            moving = ctx.reassigning.get(tp)
             for broker_id in replicas:
                 if not ctx.is_live(broker_id) or (only is not None and broker_id not in only):
                     continue
@@ -903,8 +1112,8 @@ class Controller:
                         "isr": list(state.isr),
                         "zk_version": state.zk_version,
                         "replicas": list(replicas),
-                        "adding_replicas": [],
-                        "removing_replicas": [],
+                        "adding_replicas": list(moving.adding) if moving else [],
+                        "removing_replicas": list(moving.removing) if moving else [],
                         "is_new": tp in new,
                     }
                 )

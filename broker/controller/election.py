@@ -106,3 +106,24 @@ def _next(
     return LeaderAndIsr(
         leader, current.leader_epoch + 1, tuple(isr), controller_epoch, current.zk_version
     )
+
+
+def replicas_moved(
+    replicas: Sequence[int],
+    leaving: Collection[int],
+    current: LeaderAndIsr,
+    live: Collection[int],
+    controller_epoch: int,
+) -> LeaderAndIsr:
+    """The partition's replicas became `replicas` (a reassignment started, was redirected,
+    finished or was cancelled): the `leaving` ones drop out of the ISR, the leader stays
+    when it is still a live replica, else the first live, in-sync one of `replicas` leads
+    (none: the partition is offline until one returns). A new leader epoch either way, so
+    every replica takes the new replica list."""
+    isr = [r for r in current.isr if r not in leaving]
+    if current.leader in replicas and current.leader in live:
+        leader = current.leader
+    else:
+        candidates = [r for r in replicas if r in live and r in isr]
+        leader = candidates[0] if candidates else NO_LEADER
+    return _next(current, leader, isr or list(current.isr[:1]), controller_epoch)

@@ -5,7 +5,9 @@ its ISR; leader epochs carry on from the log's checkpoint) and applies the decis
 way a cluster's broker receives them: leadership through the replica manager (as a
 LeaderAndIsr would), the metadata cache through `update` (as an UpdateMetadata would).
 So the handlers, the replica manager and the cache have one code path in both modes.
-Topic overrides are kept in `topic-configs.json` in the first log dir.
+Topic overrides are kept in `topic-configs.json` in the first log dir, the dynamic broker
+configs (AlterConfigs of this broker or of the cluster-wide `<default>`) in
+`broker-configs.json` beside it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from broker.config.definition import ConfigError
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
+from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import (
     LEADER_DURING_DELETE,
     BrokerEndpoint,
@@ -31,15 +34,29 @@ from broker.util.files import write_atomically
 log = logging.getLogger(__name__)
 
 TOPIC_CONFIGS_FILE = "topic-configs.json"
+BROKER_CONFIGS_FILE = "broker-configs.json"
 # A single broker's controller epoch never changes (nobody else can take over).
 LOCAL_CONTROLLER_EPOCH = 1
 
 
 def read_topic_overrides(log_dir: Path) -> dict[str, dict[str, str]]:
+    return _read_json(log_dir / TOPIC_CONFIGS_FILE)
+
+
+def read_broker_overrides(log_dir: Path) -> dict[str, dict[str, str]]:
+    """entity (`<default>` or the broker id) -> its dynamic broker configs."""
+    return _read_json(log_dir / BROKER_CONFIGS_FILE)
+
+
+def _read_json(path: Path) -> dict[str, dict[str, str]]:
     try:
-        return json.loads((log_dir / TOPIC_CONFIGS_FILE).read_text())
+        return json.loads(path.read_text())
     except FileNotFoundError:
         return {}
+
+
+def _write_json(path: Path, value: dict) -> None:
+    write_atomically(path, json.dumps(value, indent=1, sort_keys=True).encode())
 
 
 class LocalController(TopicAdmin):
@@ -57,6 +74,7 @@ class LocalController(TopicAdmin):
         self.broker_id = broker_id
         self.replicas = replicas
         self._configs_path = log_dir / TOPIC_CONFIGS_FILE
+        self._broker_configs_path = log_dir / BROKER_CONFIGS_FILE
 
     def start(self, endpoint: BrokerEndpoint) -> None:
         """This broker is live and leads every partition found on disk."""
@@ -165,8 +183,22 @@ class LocalController(TopicAdmin):
         if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
             log.info("not auto-creating %r: %s", name, error.message)
 
-    def _save_overrides(self) -> None:
-        write_atomically(
-            self._configs_path,
-            json.dumps(self.topic_configs.all_overrides(), indent=1, sort_keys=True).encode(),
-        )
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        if resource == ResourceType.TOPIC:
+            return self.topic_configs.overrides(entity)
+        return read_broker_overrides(self._broker_configs_path.parent).get(entity, {})
+
+    async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
+        """Store a topic's overrides or a broker entity's dynamic configs (the caller
+        applies them)."""
+        if resource == ResourceType.TOPIC:
+            self._save_overrides({**self.topic_configs.all_overrides(), entity: overrides})
+            return
+        stored = read_broker_overrides(self._broker_configs_path.parent)
+        stored[entity] = dict(overrides)
+        _write_json(self._broker_configs_path, {e: v for e, v in stored.items() if v})
+
+    def _save_overrides(self, overrides: dict[str, dict[str, str]] | None = None) -> None:
+        if overrides is None:
+            overrides = self.topic_configs.all_overrides()
+        _write_json(self._configs_path, {t: v for t, v in overrides.items() if v})

@@ -1,7 +1,8 @@
 """A broker's life in a ZooKeeper cluster (`zookeeper.connect` set).
 
-Before the logs open: connect, check the cluster id, read the topic configs. Once the
-listener is bound: register `/brokers/ids/<id>` (ephemeral: it goes with the session;
+Before the logs open: connect, check the cluster id, read the topic configs and the
+dynamic broker configs. Once the listener is bound: follow config changes
+(config_changes.py), register `/brokers/ids/<id>` (ephemeral: it goes with the session;
 a second broker with the same id refuses to start), take part in the controller
 election, replicate (fetchers) and keep the ISRs of the partitions it leads (shrinking
 them on a timer, writing every change to the partition's state znode with a conditional
@@ -21,6 +22,7 @@ import logging
 
 from broker.config.server import BrokerConfig
 from broker.controller import zk_layout as z
+from broker.controller.config_changes import ConfigChangeListener
 from broker.controller.controller import AutoRebalance, Controller
 from broker.controller.zk import BadVersionError, NodeExistsError, SessionState, ZkClient
 from broker.controller.zk_admin import ZkTopicAdmin
@@ -31,6 +33,7 @@ from broker.server.meta import new_cluster_id
 from broker.server.partition import Partition
 from broker.server.producer_ids import ZkProducerIdBlocks
 from broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
+from broker.server.replication_quota import FOLLOWER_RATE, ReplicationQuota
 from broker.util.clock import now_ms
 
 log = logging.getLogger(__name__)
@@ -59,6 +62,7 @@ class ClusterMembership:
         self.broker_epoch = -1  # the czxid of our registration
         self.registration: z.BrokerRegistration | None = None
         self.controller: Controller | None = None
+        self.config_changes: ConfigChangeListener | None = None
         self.ctx = None
         self._tasks: set[asyncio.Task] = set()
         self._isr_changed: set[tuple[str, int]] = set()
@@ -99,6 +103,16 @@ class ClusterMembership:
                 overrides[topic] = z.decode_topic_config(topic, found[0])
         return overrides
 
+    async def broker_overrides(self) -> dict[str, dict[str, str]]:
+        """The dynamic broker configs (cluster-wide default and this broker's), so the logs
+        open with them; the config change listener follows them from then on."""
+        overrides = {}
+        for entity in (z.DEFAULT_BROKER_ENTITY, str(self.broker_id)):
+            found = await self.zk.get(z.broker_config_path(entity))
+            if found is not None:
+                overrides[entity] = z.decode_config(f"broker {entity}", found[0])
+        return overrides
+
     async def load_topic_configs(self, topics) -> None:
         """Read the configs of topics this broker is about to host (a LeaderAndIsr for
         partitions it has never had), before their logs are created."""
@@ -114,7 +128,7 @@ class ClusterMembership:
     # -- wiring -----------------------------------------------------------------------------
     def attach(self, ctx) -> None:
         """Give the broker's state its cluster parts: admin, producer ids, ISR writer,
-        replica fetchers."""
+        replica fetchers, the config change listener."""
         self.ctx = ctx
         cfg = self.config
         ctx.cluster = self
@@ -126,6 +140,7 @@ class ClusterMembership:
             cfg["default.replication.factor"],
             self.spawn,
         )
+        self.config_changes = ConfigChangeListener(self.zk, ctx.configs, self.spawn, now_ms)
         ctx.producer_ids = ZkProducerIdBlocks(self.zk, self.broker_id, self.spawn)
         ctx.replicas.isr_writer = self
         ctx.replicas.fetchers = ReplicaFetcherManager(
@@ -141,6 +156,7 @@ class ClusterMembership:
                 num_fetchers=cfg["num.replica.fetchers"],
             ),
             ctx.now_ms,
+            quota=ReplicationQuota(lambda: ctx.configs.current[FOLLOWER_RATE]),
         )
 
     def spawn(self, coro) -> asyncio.Task:
@@ -154,12 +170,14 @@ class ClusterMembership:
         self.registration = z.BrokerRegistration(
             self.broker_id, endpoints, self.config["broker.rack"], now_ms()
         )
+        await self.config_changes.start()
         await self._register()
         self.controller = Controller(
             self.broker_id,
             self.zk,
             listener=self.config.inter_broker_listener,
-            unclean_default=self.config["unclean.leader.election.enable"],
+            # The broker default as it is now (a dynamic broker config may change it).
+            unclean_default=lambda: self.ctx.replicas.topic_configs.default.unclean_leader_election,
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
             auto_rebalance=AutoRebalance(
                 self.config["leader.imbalance.per.broker.percentage"],

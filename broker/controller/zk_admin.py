@@ -5,6 +5,9 @@ Creating a topic writes its config (`/config/topics/<t>`) and then its replica
 assignment (`/brokers/topics/<t>`): the controller sees the new topic, elects leaders and
 tells every broker. Deleting one writes `/admin/delete_topics/<t>`. Any broker can do
 either; the requests complete when the metadata cache shows the controller's decision.
+Changing a config (AlterConfigs) writes the entity's znode (`/config/topics/<t>`,
+`/config/brokers/<id>` or `/config/brokers/<default>`) and then a change notification
+`/config/changes/config_change_<seq>`, which every broker follows (config_changes.py).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from broker.controller import zk_layout as z
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.protocol.errors import ErrorCode
+from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
 from broker.server.topic_config import TopicConfigs
 
@@ -119,29 +123,62 @@ class ZkTopicAdmin(TopicAdmin):
     async def _add_partitions(
         self, topic, count, assignment, brokers, validate_only
     ) -> TopicError | None:
-        found = await self.zk.get(z.topic_path(topic))
         if await self.zk.exists(z.delete_topic_path(topic)) is not None:
             return TopicError(
                 ErrorCode.INVALID_TOPIC_EXCEPTION, f"The topic '{topic}' is queued for deletion."
             )
-        current = z.decode_assignment(topic, found[0]) if found is not None else None
-        try:
-            added = self.plan_partitions(topic, current, count, assignment, brokers)
-        except TopicError as exc:
-            return exc
-        if validate_only:
+        for _ in range(3):  # another writer between our read and write: read again
+            found = await self.zk.get(z.topic_path(topic))
+            current = z.decode_assignment(topic, found[0]) if found is not None else None
+            if found is not None and z.decode_reassignments(topic, found[0]):
+                return TopicError(
+                    ErrorCode.REASSIGNMENT_IN_PROGRESS,
+                    f"A partition reassignment of '{topic}' is in progress.",
+                )
+            try:
+                added = self.plan_partitions(topic, current, count, assignment, brokers)
+            except TopicError as exc:
+                return exc
+            if validate_only:
+                return None
+            try:
+                await self.zk.set(
+                    z.topic_path(topic), z.encode_assignment({**current, **added}), found[1].version
+                )
+            except (BadVersionError, NoNodeError):
+                continue
+            log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
             return None
+        return TopicError(
+            ErrorCode.REASSIGNMENT_IN_PROGRESS,
+            f"The assignment of '{topic}' kept changing meanwhile; try again.",
+        )
+
+    async def read_config(self, resource: ResourceType, entity: str) -> dict[str, str]:
+        entity_path = f"{_entity_type(resource)}/{entity}"
+        found = await self.zk.get(z.config_path(entity_path))
+        return z.decode_config(entity_path, found[0]) if found is not None else {}
+
+    async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
+        """Store a topic's overrides or a broker entity's dynamic configs, then tell every
+        broker through a change notification (as Kafka's AdminZkClient)."""
+        kind = _entity_type(resource)
+        path = z.config_path(f"{kind}/{entity}")
+        data = z.encode_topic_config(overrides)
         try:
-            await self.zk.set(
-                z.topic_path(topic), z.encode_assignment({**current, **added}), found[1].version
-            )
-        except (BadVersionError, NoNodeError):
-            return TopicError(
-                ErrorCode.REASSIGNMENT_IN_PROGRESS,
-                f"The assignment of '{topic}' changed meanwhile; try again.",
-            )
-        log.info("topic %s: partitions %s added: %s", topic, sorted(added), added)
-        return None
+            await self.zk.set(path, data)
+        except NoNodeError:
+            try:
+                await self.zk.create(path, data, makepath=True)
+            except NodeExistsError:  # another broker created it meanwhile: ours is newer
+                await self.zk.set(path, data)
+        await self.zk.create(
+            f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+            z.encode_config_change(f"{kind}/{entity}"),
+            sequence=True,
+            makepath=True,
+        )
+        log.info("config of %s/%s written: %s", kind, entity, overrides)
 
     def auto_create(self, name: str) -> None:
         if name in self._auto_creating:
@@ -158,3 +195,8 @@ class ZkTopicAdmin(TopicAdmin):
                 self._auto_creating.discard(name)
 
         self.spawn(create())
+
+
+def _entity_type(resource: ResourceType) -> str:
+    """The config entity type (ZooKeeper path segment) of a config resource."""
+    return "topics" if resource == ResourceType.TOPIC else "brokers"

@@ -21,8 +21,11 @@ PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
+CONFIG_BROKERS = "/config/brokers"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
+# The config entity of every broker's dynamic defaults: /config/brokers/<default>.
+DEFAULT_BROKER_ENTITY = "<default>"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Paths every cluster has, created (empty) by the first broker that finds them missing.
@@ -32,6 +35,7 @@ PERSISTENT_PATHS = (
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
     CONFIG_TOPICS,
+    CONFIG_BROKERS,
     CONFIG_CHANGES,
 )
 
@@ -58,6 +62,17 @@ def delete_topic_path(topic: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """`entity`: a broker id, or DEFAULT_BROKER_ENTITY."""
+    return f"{CONFIG_BROKERS}/{entity}"
+
+
+def config_path(entity_path: str) -> str:
+    """The znode of a config entity named as change notifications name it
+    (`topics/<t>`, `brokers/<id>`, `brokers/<default>`)."""
+    return f"/config/{entity_path}"
 
 
 def _dump(value: dict) -> bytes:
@@ -154,10 +169,26 @@ def decode_broker(broker_id: int, data: bytes, epoch: int = -1) -> BrokerRegistr
 # -- topics and partitions ----------------------------------------------------------------
 
 
-def encode_assignment(partitions: dict[int, list[int]]) -> bytes:
-    return _dump(
-        {"version": 1, "partitions": {str(p): list(r) for p, r in sorted(partitions.items())}}
-    )
+def encode_assignment(
+    partitions: dict[int, list[int]],
+    reassigning: dict[int, Reassignment] | None = None,
+) -> bytes:
+    """A topic's replicas; with partitions being reassigned, Kafka 2.4's version 2 with
+    their `adding_replicas` and `removing_replicas` (the replicas written are then all of
+    them, target and original: docs/contracts/cluster.md, "Reassignment")."""
+    value: dict = {
+        "version": 1,
+        "partitions": {str(p): list(r) for p, r in sorted(partitions.items())},
+    }
+    if reassigning:
+        value["version"] = 2
+        value["adding_replicas"] = {
+            str(p): list(r.adding) for p, r in sorted(reassigning.items()) if r.adding
+        }
+        value["removing_replicas"] = {
+            str(p): list(r.removing) for p, r in sorted(reassigning.items()) if r.removing
+        }
+    return _dump(value)
 
 
 def decode_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
@@ -169,6 +200,81 @@ def decode_assignment(topic: str, data: bytes) -> dict[int, list[int]]:
         return {int(p): [int(b) for b in replicas] for p, replicas in partitions.items()}
     except (TypeError, ValueError) as exc:
         raise ZkDataError(f"topic {topic}: bad partitions map ({exc})") from None
+
+
+@dataclass(frozen=True)
+class Reassignment:
+    """A partition on its way from its original replicas to its target ones: while it
+    moves, its replicas are target + the original ones not in the target; `adding` are
+    the target's new ones, `removing` the original ones leaving."""
+
+    target: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+    @classmethod
+    def between(cls, original: list[int], target: list[int]) -> Reassignment:
+        return cls(
+            tuple(target),
+            tuple(r for r in target if r not in original),
+            tuple(r for r in original if r not in target),
+        )
+
+    @property
+    def replicas(self) -> list[int]:
+        """Every replica while moving: the target first (its first one is preferred)."""
+        return [*self.target, *self.removing]
+
+    @property
+    def original(self) -> list[int]:
+        return [r for r in self.replicas if r not in self.adding]
+
+
+def decode_reassignments(topic: str, data: bytes) -> dict[int, Reassignment]:
+    """The partitions of a topic's assignment znode being reassigned (version 2)."""
+    value = _load(data, f"topic {topic} assignment")
+    partitions = decode_assignment(topic, data)
+    try:
+        adding = {
+            int(p): [int(b) for b in r] for p, r in (value.get("adding_replicas") or {}).items()
+        }
+        removing = {
+            int(p): [int(b) for b in r] for p, r in (value.get("removing_replicas") or {}).items()
+        }
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"topic {topic}: bad adding/removing replicas ({exc})") from None
+    moving: dict[int, Reassignment] = {}
+    for p in sorted(set(adding) | set(removing)):
+        if p not in partitions:
+            continue
+        leaving = [r for r in partitions[p] if r in removing.get(p, [])]
+        target = [r for r in partitions[p] if r not in leaving]
+        moving[p] = Reassignment(tuple(target), tuple(adding.get(p, [])), tuple(leaving))
+    return moving
+
+
+def encode_reassign_request(partitions: dict[tuple[str, int], list[int]]) -> bytes:
+    """`/admin/reassign_partitions`, as Kafka's reassignment tool writes it."""
+    return _dump(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)}
+                for (t, p), r in sorted(partitions.items())
+            ],
+        }
+    )
+
+
+def decode_reassign_request(data: bytes) -> dict[tuple[str, int], list[int]]:
+    value = _load(data, "reassign partitions request")
+    try:
+        return {
+            (str(e["topic"]), int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in value.get("partitions") or []
+        }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ZkDataError(f"reassign partitions request: bad entry ({exc})") from None
 
 
 @dataclass(frozen=True)
@@ -222,10 +328,15 @@ def encode_topic_config(config: dict[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, data: bytes) -> dict[str, str]:
-    value = _load(data, f"topic {topic} config")
+    return decode_config(f"topic {topic}", data)
+
+
+def decode_config(entity: str, data: bytes) -> dict[str, str]:
+    """The `config` map of any config entity's znode (topics and brokers share the layout)."""
+    value = _load(data, f"{entity} config")
     config = value.get("config") or {}
     if not isinstance(config, dict):
-        raise ZkDataError(f"topic {topic}: config is not a map")
+        raise ZkDataError(f"{entity}: config is not a map")
     return {str(k): str(v) for k, v in config.items()}
 
 
@@ -248,10 +359,14 @@ def encode_controller_epoch(epoch: int) -> bytes:
 
 
 def decode_controller_epoch(data: bytes) -> int:
+    return _decode_decimal(data, "controller_epoch")
+
+
+def _decode_decimal(data: bytes, what: str) -> int:
     try:
-        return int(data.decode())
+        return int(data.decode().strip())
     except (UnicodeDecodeError, ValueError):
-        raise ZkDataError(f"controller_epoch: not a number: {data[:40]!r}") from None
+        raise ZkDataError(f"{what}: not a number: {data[:40]!r}") from None
 
 
 # -- notifications --------------------------------------------------------------------------
@@ -285,6 +400,24 @@ def encode_config_change(entity_path: str) -> bytes:
     return _dump({"version": 2, "entity_path": entity_path})
 
 
+def decode_config_change(data: bytes) -> str:
+    """The entity path of a change notification (`topics/<t>`, `brokers/<id>`, ...); a
+    version 1 notification (Kafka before 0.10.1, topics only) names the topic alone."""
+    value = _load(data, "config change notification")
+    if value.get("version") == 1 and value.get("entity_type") == "topics":
+        return f"topics/{value.get('entity_name')}"
+    path = value.get("entity_path")
+    if not isinstance(path, str) or "/" not in path:
+        raise ZkDataError(f"config change notification: bad entity_path {path!r}")
+    return path
+
+
+def config_change_sequence(name: str) -> int | None:
+    """The sequence number of a child of /config/changes (None for another node)."""
+    digits = name[len(CONFIG_CHANGE_PREFIX) :]
+    return int(digits) if name.startswith(CONFIG_CHANGE_PREFIX) and digits.isdigit() else None
+
+
 def encode_cluster_id(cluster_id: str) -> bytes:
     return _dump({"version": "1", "id": cluster_id})
 
@@ -309,3 +442,78 @@ def decode_producer_id_block(data: bytes) -> tuple[int, int]:
         return int(value["block_start"]), int(value["block_end"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ZkDataError(f"producer id block: bad field ({exc})") from None
+
+
+# -- the ZooKeeper-based consumer (Kafka 0.8's layout, docs/contracts/consumer-groups.md) ---
+
+CONSUMERS = "/consumers"
+
+
+def consumer_ids_path(group: str) -> str:
+    return f"{CONSUMERS}/{group}/ids"
+
+
+def consumer_id_path(group: str, consumer_id: str) -> str:
+    return f"{CONSUMERS}/{group}/ids/{consumer_id}"
+
+
+def consumer_owners_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/owners"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def consumer_owner_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/owners/{topic}/{partition}"
+
+
+def consumer_offsets_path(group: str, topic: str | None = None) -> str:
+    base = f"{CONSUMERS}/{group}/offsets"
+    return base if topic is None else f"{base}/{topic}"
+
+
+def consumer_offset_path(group: str, topic: str, partition: int) -> str:
+    return f"{CONSUMERS}/{group}/offsets/{topic}/{partition}"
+
+
+@dataclass(frozen=True)
+class ConsumerRegistration:
+    """A member's `/consumers/<group>/ids/<id>`: topic -> number of streams (threads)."""
+
+    subscription: dict[str, int]
+    timestamp_ms: int = 0
+    pattern: str = "static"
+
+
+def encode_consumer_registration(registration: ConsumerRegistration) -> bytes:
+    return _dump(
+        {
+            "version": 1,
+            "subscription": dict(sorted(registration.subscription.items())),
+            "pattern": registration.pattern,
+            "timestamp": str(registration.timestamp_ms),
+        }
+    )
+
+
+def decode_consumer_registration(consumer_id: str, data: bytes) -> ConsumerRegistration:
+    value = _load(data, f"consumer {consumer_id} registration")
+    subscription = value.get("subscription")
+    if not isinstance(subscription, dict):
+        raise ZkDataError(f"consumer {consumer_id}: no subscription map")
+    try:
+        return ConsumerRegistration(
+            {str(t): int(n) for t, n in subscription.items()},
+            int(value.get("timestamp") or 0),
+            str(value.get("pattern") or "static"),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ZkDataError(f"consumer {consumer_id}: bad subscription ({exc})") from None
+
+
+def encode_consumer_offset(offset: int) -> bytes:
+    """The next offset the group reads, as decimal text (Kafka 0.8 wrote it so)."""
+    return str(offset).encode()
+
+
+def decode_consumer_offset(data: bytes, what: str = "consumer offset") -> int:
+    return _decode_decimal(data, what)

@@ -53,11 +53,17 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
+    DESCRIBE_LOG_DIRS = 35
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -82,11 +88,17 @@ CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
+DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
+ALTER_CONFIGS = ApiKey.ALTER_CONFIGS
 CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 DELETE_GROUPS = ApiKey.DELETE_GROUPS
 ELECT_LEADERS = ApiKey.ELECT_LEADERS
+INCREMENTAL_ALTER_CONFIGS = ApiKey.INCREMENTAL_ALTER_CONFIGS
 OFFSET_DELETE = ApiKey.OFFSET_DELETE
 DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
+DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
+ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
+LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
 
 
 @dataclass(frozen=True, eq=False)
@@ -797,14 +809,18 @@ ELECT_LEADERS_API = Api(
 )
 
 DESCRIBE_CLUSTER_API = Api(
-    DESCRIBE_CLUSTER, "DescribeCluster", 0, 0, 0,
+    DESCRIBE_CLUSTER, "DescribeCluster", 0, 2, 0,
     request=Struct(
         F("include_cluster_authorized_operations", BOOL),
+        # 1: brokers (2, controllers, is KRaft's: no such endpoints here).
+        F("endpoint_type", INT8, "1+", default=1),
+        F("include_fenced_brokers", BOOL, "2+", default=False),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+", default=None),
+        F("endpoint_type", INT8, "1+", default=1),
         F("cluster_id", STRING),
         F("controller_id", INT32, default=-1),
         F("brokers", Array(Struct(
@@ -812,8 +828,182 @@ DESCRIBE_CLUSTER_API = Api(
             F("host", STRING),
             F("port", INT32),
             F("rack", STRING, nullable="0+", default=None),
+            F("is_fenced", BOOL, "2+", default=False),
         ))),
         F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
+# -- configs (resource types: 2 topic, 4 broker, 8 broker logger) --
+
+DESCRIBE_CONFIGS_API = Api(
+    DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, 4,
+    request=Struct(
+        F("resources", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            # null: every key.
+            F("configuration_keys", Array(STRING), nullable="0+", default=None),
+        ))),
+        # Kafka's JSON spells it IncludeSynoyms (sic); the bytes are what count.
+        F("include_synonyms", BOOL, "1+", default=False),
+        F("include_documentation", BOOL, "3+", default=False),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", Array(Struct(
+                F("name", STRING),
+                F("value", STRING, nullable="0+", default=None),
+                F("read_only", BOOL),
+                F("is_default", BOOL, "0"),
+                # 1 topic, 2 dynamic broker, 3 dynamic cluster default, 4 static broker,
+                # 5 default.
+                F("config_source", INT8, "1+", default=-1),
+                F("is_sensitive", BOOL),
+                F("synonyms", Array(Struct(
+                    F("name", STRING),
+                    F("value", STRING, nullable="0+", default=None),
+                    F("source", INT8),
+                )), "1+"),
+                # 1 boolean, 2 string, 3 int, 4 short, 5 long, 6 double, 7 list, 8 class,
+                # 9 password.
+                F("config_type", INT8, "3+", default=0),
+                F("documentation", STRING, "3+", nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+_ALTER_CONFIGS_RESPONSE = Struct(
+    F("throttle_time_ms", INT32),
+    F("responses", Array(Struct(
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("resource_type", INT8),
+        F("resource_name", STRING),
+    ))),
+)
+
+ALTER_CONFIGS_API = Api(
+    ALTER_CONFIGS, "AlterConfigs", 0, 2, 2,
+    request=Struct(
+        F("resources", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", Array(Struct(
+                F("name", STRING),
+                F("value", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+        F("validate_only", BOOL),
+    ),
+    response=_ALTER_CONFIGS_RESPONSE,
+)
+
+INCREMENTAL_ALTER_CONFIGS_API = Api(
+    INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 1,
+    request=Struct(
+        F("resources", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("configs", Array(Struct(
+                F("name", STRING),
+                # 0 set, 1 delete, 2 append, 3 subtract (the last two for list keys).
+                F("config_operation", INT8),
+                F("value", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+        F("validate_only", BOOL),
+    ),
+    response=_ALTER_CONFIGS_RESPONSE,
+)
+
+DESCRIBE_LOG_DIRS_API = Api(
+    DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4, 2,
+    request=Struct(
+        # null: every partition of every log dir.
+        F("topics", Array(Struct(
+            F("topic", STRING),
+            F("partitions", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "3+"),
+        F("results", Array(Struct(
+            F("error_code", INT16),
+            F("log_dir", STRING),
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partitions", Array(Struct(
+                    F("partition_index", INT32),
+                    F("partition_size", INT64),
+                    F("offset_lag", INT64),
+                    F("is_future_key", BOOL),
+                ))),
+            ))),
+            F("total_bytes", INT64, "4+", default=-1),
+            F("usable_bytes", INT64, "4+", default=-1),
+        ))),
+    ),
+)
+
+ALTER_PARTITION_REASSIGNMENTS_API = Api(
+    ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                # null: cancel the reassignment under way.
+                F("replicas", Array(INT32), nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("responses", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+            ))),
+        ))),
+    ),
+)
+
+LIST_PARTITION_REASSIGNMENTS_API = Api(
+    LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0, 0,
+    request=Struct(
+        F("timeout_ms", INT32, default=60000),
+        # null: every reassignment under way.
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        )), nullable="0+"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("replicas", Array(INT32)),
+                F("adding_replicas", Array(INT32)),
+                F("removing_replicas", Array(INT32)),
+            ))),
+        ))),
     ),
 )
 
@@ -848,9 +1038,15 @@ API_BY_KEY: dict[int, Api] = dict(
                 OFFSET_FOR_LEADER_EPOCH_API,
                 DELETE_GROUPS_API,
                 OFFSET_DELETE_API,
+                DESCRIBE_CONFIGS_API,
+                ALTER_CONFIGS_API,
                 CREATE_PARTITIONS_API,
                 ELECT_LEADERS_API,
+                INCREMENTAL_ALTER_CONFIGS_API,
                 DESCRIBE_CLUSTER_API,
+                DESCRIBE_LOG_DIRS_API,
+                ALTER_PARTITION_REASSIGNMENTS_API,
+                LIST_PARTITION_REASSIGNMENTS_API,
             )
         }.items()
     )

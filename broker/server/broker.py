@@ -8,19 +8,21 @@ import signal
 from collections.abc import Callable
 
 from broker.config.server import BrokerConfig
-from broker.controller.local import LocalController, read_topic_overrides
+from broker.controller.local import LocalController, read_broker_overrides, read_topic_overrides
 from broker.controller.membership import ClusterMembership
 from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
 from broker.server.context import BrokerContext
+from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
 from broker.server.metadata import BrokerEndpoint, MetadataCache
 from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
 
@@ -34,13 +36,15 @@ def open_broker_state(
     now_ms: Callable[[], int],
     cluster_id: str | None = None,
     topic_overrides: dict[str, dict[str, str]] | None = None,
+    broker_overrides: dict[str, dict[str, str]] | None = None,
 ) -> BrokerContext:
     """Open (and recover) the logs and build what the handlers work on: the same wiring for
     the broker process and for in-process tests of the request handling.
 
-    A single broker keeps its topic overrides in a file and is its own controller
-    (`ctx.admin`, a LocalController, started once the listener is bound); a cluster broker
-    gets its cluster id and overrides from ZooKeeper and its admin later.
+    A single broker keeps its topic overrides and dynamic broker configs in files and is
+    its own controller (`ctx.admin`, a LocalController, started once the listener is
+    bound); a cluster broker gets its cluster id and both kinds of configs from ZooKeeper
+    and its admin later.
     """
     for d in cfg.log_dirs:
         d.mkdir(parents=True, exist_ok=True)
@@ -52,7 +56,15 @@ def open_broker_state(
     )
     if topic_overrides is None:
         topic_overrides = read_topic_overrides(cfg.log_dirs[0])
+    if broker_overrides is None:
+        broker_overrides = read_broker_overrides(cfg.log_dirs[0])
     topic_configs = TopicConfigs(cfg.log_config, topic_overrides)
+    configs = DynamicConfigs(cfg, topic_configs, logs)
+    for entity, overrides in broker_overrides.items():  # before the logs open
+        try:
+            configs.apply_broker(entity, overrides)
+        except ValueError as exc:  # a hand-edited bad value: the static config stays
+            log.error("ignoring the dynamic broker configs of %s %s: %s", entity, overrides, exc)
     metadata = MetadataCache(cluster_id=ensure_meta(cfg.log_dirs[0], cfg.broker_id, cluster_id))
     replicas = ReplicaManager(
         cfg.broker_id,
@@ -65,6 +77,8 @@ def open_broker_state(
     ctx = BrokerContext(
         cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
     )
+    ctx.configs = configs
+    ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
     if not cfg.cluster_mode:
         ctx.admin = LocalController(
@@ -131,7 +145,8 @@ class Broker:
             await self.cluster.connect()
             cluster_id = await self.cluster.cluster_id(stored_cluster_id(cfg.log_dirs[0]))
             overrides = await self.cluster.topic_overrides()
-            self.ctx = open_broker_state(cfg, now_ms, cluster_id, overrides)
+            dynamic = await self.cluster.broker_overrides()
+            self.ctx = open_broker_state(cfg, now_ms, cluster_id, overrides, dynamic)
             self.cluster.attach(self.ctx)
         else:
             self.ctx = open_broker_state(cfg, now_ms)

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.server.dynamic_config import DynamicConfigs
+    from broker.server.replication_quota import ReplicationQuota
 
 
 _running: set[asyncio.Task] = set()
@@ -51,6 +53,10 @@ class BrokerContext:
     produce_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Produce"))
     # The group coordinator (broker/coordinator/), for the offsets partitions led here.
     groups: GroupCoordinator | None = None
+    # Topic overrides and dynamic broker configs in force (DescribeConfigs, AlterConfigs).
+    configs: DynamicConfigs | None = None
+    # What this broker, as a leader, sends to throttled followers (replication_quota.py).
+    leader_quota: ReplicationQuota | None = None
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)

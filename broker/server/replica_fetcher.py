@@ -21,6 +21,7 @@ from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
 from broker.server.inter_broker import NodeClient
+from broker.server.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
 
@@ -60,10 +61,18 @@ class FetcherSettings:
 class ReplicaFetcherManager:
     """The fetchers of this broker; the replica manager adds and removes partitions."""
 
-    def __init__(self, replicas, settings: FetcherSettings, now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        replicas,
+        settings: FetcherSettings,
+        now_ms: Callable[[], int],
+        quota: ReplicationQuota | None = None,
+    ) -> None:
         self.replicas = replicas
         self.settings = settings
         self.now_ms = now_ms
+        # Follower-side replication throttle (replication_quota.py); None: unthrottled.
+        self.quota = quota
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
 
@@ -251,10 +260,15 @@ class ReplicaFetcher:
         settings = self.manager.settings
         replicas = self.manager.replicas
         topics: dict[str, list[dict]] = {}
+        over_quota = self.manager.quota is not None and self.manager.quota.exceeded()
+        held_back = 0
         for tp in tps:
             partition = replicas.get(*tp)
             if partition is None:
                 self.remove(tp)
+                continue
+            if over_quota and self._throttled(tp, partition):
+                held_back += 1
                 continue
             topics.setdefault(tp[0], []).append(
                 {
@@ -266,6 +280,8 @@ class ReplicaFetcher:
                 }
             )
         if not topics:
+            if held_back:  # every partition is throttled: wait for the rate to fall
+                await self._wait(settings.backoff_ms / 1000)
             return
         body = {
             "replica_id": settings.broker_id,
@@ -289,7 +305,19 @@ class ReplicaFetcher:
         for topic in response["responses"]:
             for answer in topic["partitions"]:
                 tp = (topic["topic"], answer["partition_index"])
+                partition = replicas.get(*tp)
+                if self.manager.quota is not None and partition is not None:
+                    if self._throttled(tp, partition):
+                        self.manager.quota.record(len(answer["records"] or b""))
                 self._take(tp, answer, now)
+
+    def _throttled(self, tp: TopicPartition, partition) -> bool:
+        """A replica catching up (out of the ISR) that its topic throttles here."""
+        me = self.manager.settings.broker_id
+        if me in partition.isr:
+            return False
+        listed = self.manager.replicas.topic_configs.throttled_replicas(tp[0], FOLLOWER_REPLICAS)
+        return is_throttled(listed, tp[1], me)
 
     def _take(self, tp: TopicPartition, answer: dict, now: int) -> None:
         partition = self.manager.replicas.get(*tp)

@@ -8,9 +8,14 @@ from typing import Any
 
 from broker.config.definition import ConfigDef, at_least, between, one_of
 from broker.log.config import LogConfig, cleanup_policy_problem
+from broker.server.replication_quota import (
+    FOLLOWER_REPLICAS,
+    LEADER_REPLICAS,
+    throttled_replicas_problem,
+)
 
 TOPIC_CONFIG = (
-    ConfigDef("Topic overrides (CreateTopics configs)")
+    ConfigDef("Topic overrides (CreateTopics configs; changed by AlterConfigs)")
     .define(
         "retention.ms",
         "long",
@@ -18,6 +23,7 @@ TOPIC_CONFIG = (
         "Overrides log.retention.ms for this topic.",
         optional=True,
         validator=at_least(-1),
+        synonyms=("log.retention.ms",),
     )
     .define(
         "retention.bytes",
@@ -26,6 +32,7 @@ TOPIC_CONFIG = (
         "Overrides log.retention.bytes.",
         optional=True,
         validator=at_least(-1),
+        synonyms=("log.retention.bytes",),
     )
     .define(
         "segment.bytes",
@@ -34,9 +41,16 @@ TOPIC_CONFIG = (
         "Overrides log.segment.bytes.",
         optional=True,
         validator=at_least(1024),
+        synonyms=("log.segment.bytes",),
     )
     .define(
-        "segment.ms", "long", None, "Overrides log.roll.ms.", optional=True, validator=at_least(1)
+        "segment.ms",
+        "long",
+        None,
+        "Overrides log.roll.ms.",
+        optional=True,
+        validator=at_least(1),
+        synonyms=("log.roll.ms",),
     )
     .define(
         "max.message.bytes",
@@ -45,6 +59,7 @@ TOPIC_CONFIG = (
         "Overrides message.max.bytes.",
         optional=True,
         validator=at_least(0),
+        synonyms=("message.max.bytes",),
     )
     .define(
         "flush.messages",
@@ -53,6 +68,7 @@ TOPIC_CONFIG = (
         "Overrides log.flush.interval.messages.",
         optional=True,
         validator=at_least(1),
+        synonyms=("log.flush.interval.messages",),
     )
     .define(
         "flush.ms",
@@ -61,6 +77,7 @@ TOPIC_CONFIG = (
         "Overrides log.flush.interval.ms.",
         optional=True,
         validator=at_least(0),
+        synonyms=("log.flush.interval.ms",),
     )
     .define(
         "message.timestamp.type",
@@ -69,6 +86,7 @@ TOPIC_CONFIG = (
         "Overrides log.message.timestamp.type: `CreateTime` or `LogAppendTime`.",
         optional=True,
         validator=one_of("CreateTime", "LogAppendTime"),
+        synonyms=("log.message.timestamp.type",),
     )
     .define(
         "min.insync.replicas",
@@ -77,6 +95,7 @@ TOPIC_CONFIG = (
         "Overrides min.insync.replicas.",
         optional=True,
         validator=at_least(1),
+        synonyms=("min.insync.replicas",),
     )
     .define(
         "unclean.leader.election.enable",
@@ -84,6 +103,7 @@ TOPIC_CONFIG = (
         None,
         "Overrides unclean.leader.election.enable.",
         optional=True,
+        synonyms=("unclean.leader.election.enable",),
     )
     # -- log compaction (added with the log cleaner, broker/log/cleaner.py) --
     .define(
@@ -93,6 +113,7 @@ TOPIC_CONFIG = (
         "Overrides log.cleanup.policy: `delete`, `compact` or `compact,delete`.",
         optional=True,
         validator=cleanup_policy_problem,
+        synonyms=("log.cleanup.policy",),
     )
     .define(
         "delete.retention.ms",
@@ -101,6 +122,7 @@ TOPIC_CONFIG = (
         "Overrides log.cleaner.delete.retention.ms.",
         optional=True,
         validator=at_least(0),
+        synonyms=("log.cleaner.delete.retention.ms",),
     )
     .define(
         "min.cleanable.dirty.ratio",
@@ -109,6 +131,7 @@ TOPIC_CONFIG = (
         "Overrides log.cleaner.min.cleanable.ratio.",
         optional=True,
         validator=between(0, 1),
+        synonyms=("log.cleaner.min.cleanable.ratio",),
     )
     .define(
         "min.compaction.lag.ms",
@@ -117,6 +140,24 @@ TOPIC_CONFIG = (
         "Overrides log.cleaner.min.compaction.lag.ms.",
         optional=True,
         validator=at_least(0),
+        synonyms=("log.cleaner.min.compaction.lag.ms",),
+    )
+    # -- replication throttles (broker/server/replication_quota.py) --
+    .define(
+        LEADER_REPLICAS,
+        "list",
+        [],
+        "Replicas (`PARTITION:BROKER,...` or `*`) whose leader throttles their catching-up "
+        "followers to leader.replication.throttled.rate (set by reassignments).",
+        validator=throttled_replicas_problem,
+    )
+    .define(
+        FOLLOWER_REPLICAS,
+        "list",
+        [],
+        "Replicas (`PARTITION:BROKER,...` or `*`) that, while out of the ISR, fetch at most "
+        "follower.replication.throttled.rate (set by reassignments).",
+        validator=throttled_replicas_problem,
     )
 )
 
@@ -136,6 +177,19 @@ _LOG_FIELDS = {
 }
 
 
+def effective_value(name: str, config: LogConfig) -> str | None:
+    """Topic key `name` as it applies in `config` (a topic's LogConfig), in the key's
+    string form (what DescribeConfigs shows)."""
+    key = TOPIC_CONFIG.keys[name]
+    if name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
+        return ""  # no broker-wide value: a topic's own or none
+    if name == "cleanup.policy":
+        return key.format(config.cleanup_policy)
+    if name == "message.timestamp.type":
+        return "LogAppendTime" if config.log_append_time else "CreateTime"
+    return key.format(getattr(config, _LOG_FIELDS[name]))
+
+
 def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
     """The broker's LogConfig with this topic's validated overrides applied."""
     values = TOPIC_CONFIG.parse(overrides)
@@ -153,6 +207,7 @@ class TopicConfigs:
     its file on a single broker, from ZooKeeper (/config/topics) in a cluster."""
 
     def __init__(self, default: LogConfig, overrides: dict[str, dict[str, str]] | None = None):
+        # The broker's LogConfig; replaced when a dynamic broker config changes it.
         self.default = default
         self._overrides: dict[str, dict[str, str]] = {}
         for topic, values in (overrides or {}).items():
@@ -175,6 +230,11 @@ class TopicConfigs:
 
     def all_overrides(self) -> dict[str, dict[str, str]]:
         return {t: dict(v) for t, v in self._overrides.items()}
+
+    def throttled_replicas(self, topic: str, name: str) -> list[str]:
+        """`topic`'s leader or follower throttled replicas (`name`), parsed."""
+        raw = self._overrides.get(topic, {}).get(name)
+        return TOPIC_CONFIG.keys[name].parse(raw) if raw is not None else []
 
     def log_config(self, topic: str) -> LogConfig:
         return apply_overrides(self.default, self._overrides.get(topic, {}))

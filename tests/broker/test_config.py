@@ -88,11 +88,12 @@ def test_start_refuses_bad_config_with_the_key(tmp_path):
 
 
 def test_configuration_reference_is_generated_from_the_declarations():
+    from broker.client.zk_consumer.config import ZK_CONSUMER_CONFIG
     from broker.server.topic_config import TOPIC_CONFIG
     from ingest.config import INGEST_CONFIG
 
     text = (ROOT / "docs" / "configuration.md").read_text()
-    for definition in (SERVER_CONFIG, TOPIC_CONFIG, INGEST_CONFIG):
+    for definition in (SERVER_CONFIG, TOPIC_CONFIG, ZK_CONSUMER_CONFIG, INGEST_CONFIG):
         assert definition.to_markdown() in text, "regenerate: docs/gen_configuration.sh"
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.records.batch import iter_batches
+from broker.records.compression import CODEC_NAMES
 from tests.helpers.confluent import consume
 
 pytestmark = pytest.mark.clients
@@ -48,6 +52,14 @@ def test_producer_each_codec_consumer_assign(broker, codec):
     for p in (0, 1):
         offs = [m.offset() for m in got if m.partition() == p]
         assert offs == list(range(len(offs)))
+    # The log keeps the producer's codec (librdkafka turns lz4 on only when the broker
+    # advertises FindCoordinator: docs/contracts/wire-protocol.md).
+    stored = {
+        header.codec
+        for segment in Path(broker.log_dir).glob(f"{topic}-*/*.log")
+        for _, header in iter_batches(segment.read_bytes())
+    }
+    assert stored == {CODEC_NAMES[codec]}
 
 
 def test_metadata_lists_broker_and_controller(broker):

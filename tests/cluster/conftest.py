@@ -4,7 +4,7 @@ of namespaced hosts for partition tests (`tests/helpers/netns.py`).
 Start-up is cheap (ZooKeeper and three brokers in under two seconds, a cluster on the
 session's ZooKeeper in well under one) but not free: tests that only produce, consume and
 read metadata share the module's `cluster`; tests that kill, restart, stop or partition
-brokers own theirs (`cluster_factory`, `network`) and are marked `slow`
+brokers own theirs (`cluster_factory`, from tests/conftest.py; `network`) and are marked `slow`
 (`pytest -m "not slow"` leaves them out)."""
 
 from __future__ import annotations
@@ -21,24 +21,6 @@ def cluster(zookeeper, tmp_path_factory):
     own). Create topics of the test's own; do not stop, kill or partition these brokers."""
     with Cluster(tmp_path_factory.mktemp("cluster"), 3, zookeeper=zookeeper) as c:
         yield c
-
-
-@pytest.fixture
-def cluster_factory(zookeeper, tmp_path):
-    """`make(brokers=3, **Cluster keywords)`: a started cluster of the test's own, stopped
-    after the test. On the session's ZooKeeper (own chroot) unless `zookeeper=` says
-    otherwise (None: one of the cluster's own, which the test may stop or kill)."""
-    made: list[Cluster] = []
-
-    def make(brokers=3, **kwargs) -> Cluster:
-        kwargs.setdefault("zookeeper", zookeeper)
-        c = Cluster(tmp_path / f"cluster-{len(made)}", brokers, **kwargs)
-        made.append(c)
-        return c.start()
-
-    yield make
-    for c in made:
-        c.stop()
 
 
 @pytest.fixture

@@ -244,7 +244,15 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
             await h.create_topic(
                 "dirty", {0: [1, 2]}, config={"unclean.leader.election.enable": "true"}
             )
-            for topic in ("clean", "dirty"):
+            # Allowed after the topic was read (AlterConfigs at run time): the election
+            # follows the config as it is then.
+            await h.create_topic("later", {0: [1, 2]})
+            await eventually(lambda: h.state("later", 0))
+            await h.zk.set(
+                z.topic_config_path("later"),
+                z.encode_topic_config({"unclean.leader.election.enable": "true"}),
+            )
+            for topic in ("clean", "dirty", "later"):
                 state = await eventually(lambda t=topic: h.state(t, 0))
                 # The follower fell out of the ISR (as a leader would write it).
                 await h.zk.set(
@@ -257,6 +265,8 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
             dirty = await eventually(_leader_changed(h, "dirty", 0, 1))
             assert (clean.leader, clean.isr) == (-1, (1,))
             assert (dirty.leader, dirty.isr) == (2, (2,))
+            later = await eventually(_leader_changed(h, "later", 0, 1))
+            assert (later.leader, later.isr) == (2, (2,))
 
     run(scenario())
 
@@ -428,12 +438,12 @@ def test_the_preferred_replica_election_znode(zk_connect):
             await h.zk.create(z.PREFERRED_REPLICA_ELECTION, z.encode_partition_list([("t", 0)]))
             back = await eventually(_leader_changed(h, "t", 0, 2))
             assert back.leader == 1
-            await eventually(lambda: _gone(h, z.PREFERRED_REPLICA_ELECTION))
+            await eventually(lambda: _znode_gone(h, z.PREFERRED_REPLICA_ELECTION))
 
     run(scenario())
 
 
-async def _gone(h, path):
+async def _znode_gone(h, path):
     return await h.zk.exists(path) is None
 
 
@@ -545,3 +555,143 @@ def _isr_of(broker, topic, partition):
 @pytest.fixture(autouse=True)
 def _quiet_kazoo(caplog):
     caplog.set_level("WARNING", logger="kazoo")
+
+
+# -- partition reassignment -------------------------------------------------------------
+def _stopped(broker, topic, partition):
+    return any(
+        body["delete_partitions"]
+        and any(t["name"] == topic and partition in t["partition_indexes"] for t in body["topics"])
+        for body in broker.requests(STOP_REPLICA)
+    )
+
+
+async def _znode_replicas(h, topic):
+    found = await h.zk.get(z.topic_path(topic))
+    return z.decode_assignment(topic, found[0]), z.decode_reassignments(topic, found[0])
+
+
+def test_a_reassignment_adds_waits_for_the_isr_then_moves_and_removes(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(4):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1], 1: [1, 0]})
+            await eventually(lambda: h.state("t", 0))
+            results = await controller.alter_reassignments({("t", 0): [2, 3]})
+            assert results == {("t", 0): (ErrorCode.NONE, None)}
+            # Under way: every replica (target first), adding and removing in the znode
+            # and in what the controller lists; the new replicas are told to follow.
+            replicas, moving = await _znode_replicas(h, "t")
+            assert replicas[0] == [2, 3, 0, 1]
+            assert (moving[0].adding, moving[0].removing) == ((2, 3), (0, 1))
+            assert controller.reassignments(None) == {("t", 0): ([2, 3, 0, 1], [2, 3], [0, 1])}
+            told = await eventually(lambda: h.brokers[3].leadership("t", 0))
+            assert (told["leader"], told["replicas"], told["adding_replicas"]) == (
+                0,
+                [2, 3, 0, 1],
+                [2, 3],
+            )
+            assert (await h.state("t", 0)).leader_epoch == 1
+            # The new replicas catch up: leadership moves to 2, the old ones are deleted.
+            await h.rejoin_isr("t", 0, (0, 1, 2, 3))
+            await eventually(lambda: ("t", 0) not in controller.ctx.reassigning)
+            state = await h.state("t", 0)
+            assert (state.leader, state.isr) == (2, (2, 3))
+            assert (await _znode_replicas(h, "t")) == ({0: [2, 3], 1: [1, 0]}, {})
+            await eventually(lambda: _stopped(h.brokers[0], "t", 0))
+            await eventually(lambda: _stopped(h.brokers[1], "t", 0))
+            assert not _stopped(h.brokers[2], "t", 0)
+            assert controller.reassignments(None) == {}
+            assert (await h.state("t", 1)).leader == 1  # the other partition untouched
+
+    run(scenario())
+
+
+def test_bad_reassignments_are_refused_and_change_nothing(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            await eventually(lambda: h.state("t", 0))
+            before = await h.state("t", 0)
+            results = await controller.alter_reassignments(
+                {
+                    ("t", 0): [0, 7],
+                    ("t", 5): [0, 1],
+                    ("nope", 0): [0],
+                    ("t", 1): None,
+                }
+            )
+            assert results[("t", 0)][0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            assert "non-existent brokers [7]" in results[("t", 0)][1]
+            assert results[("t", 5)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            assert results[("nope", 0)][0] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            (dup,) = (await controller.alter_reassignments({("t", 0): [1, 1]})).values()
+            assert dup[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT and "Duplicate" in dup[1]
+            (empty,) = (await controller.alter_reassignments({("t", 0): []})).values()
+            assert empty[0] == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+            (cancel,) = (await controller.alter_reassignments({("t", 0): None})).values()
+            assert cancel[0] == ErrorCode.NO_REASSIGNMENT_IN_PROGRESS
+            assert await h.state("t", 0) == before
+            assert (await _znode_replicas(h, "t")) == ({0: [0, 1]}, {})
+
+    run(scenario())
+
+
+def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            controller = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1]})
+            await eventually(lambda: h.state("t", 0))
+            await controller.alter_reassignments({("t", 0): [1, 2]})
+            assert controller.ctx.replicas(("t", 0)) == [1, 2, 0]
+            (cancel,) = (await controller.alter_reassignments({("t", 0): None})).values()
+            assert cancel == (ErrorCode.NONE, None)
+            replicas, moving = await _znode_replicas(h, "t")
+            assert (sorted(replicas[0]), moving) == ([0, 1], {})
+            assert (await h.state("t", 0)).isr == (0, 1)
+            await eventually(lambda: _stopped(h.brokers[2], "t", 0))
+
+    run(scenario())
+
+
+def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(zk_connect):
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for i in range(3):
+                await h.broker(i)
+            first = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1], 1: [0, 1]})
+            await eventually(lambda: h.state("t", 1))
+            await h.zk.create(
+                z.REASSIGN_PARTITIONS,
+                z.encode_reassign_request({("t", 0): [2, 1], ("t", 1): [0, 9]}),
+            )
+            await eventually(lambda: ("t", 0) in first.ctx.reassigning)
+
+            # The refused entry is dropped from the znode; the move under way stays.
+            async def only_the_move_left():
+                found = await h.zk.get(z.REASSIGN_PARTITIONS)
+                return z.decode_reassign_request(found[0]) == {("t", 0): [2, 1]}
+
+            await eventually(only_the_move_left)
+            # The controller goes; the next one reads the move from the topic znode and
+            # finishes it once the new replica is in sync.
+            await first.stop()
+            second = await h.controller(1)
+            await eventually(lambda: second.is_active)
+            assert second.reassignments(None) == {("t", 0): ([2, 1, 0], [2], [0])}
+            await h.rejoin_isr("t", 0, (0, 1, 2))
+            await eventually(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
+            state = await h.state("t", 0)
+            assert (state.leader, sorted(state.isr)) == (2, [1, 2])
+            assert (await _znode_replicas(h, "t"))[0][0] == [2, 1]
+
+    run(scenario())

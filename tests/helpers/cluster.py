@@ -96,12 +96,24 @@ def log_bytes(cluster, broker_id: int, topic: str, partition: int = 0) -> bytes:
 
 class Traffic:
     """An idempotent acks=all confluent-kafka producer writing numbered values to one
-    partition in a thread; keeps what was acknowledged and every error the application
-    saw (librdkafka retries the retriable ones itself)."""
+    partition (or to `partitions` partitions in turn) in a thread, as fast as it can or
+    `rate` values a second; keeps what was acknowledged (and where it went) and every error
+    the application saw (librdkafka retries the retriable ones itself)."""
 
-    def __init__(self, bootstrap: str, topic: str, partition: int = 0) -> None:
-        self.topic, self.partition = topic, partition
+    def __init__(
+        self,
+        bootstrap: str,
+        topic: str,
+        partition: int = 0,
+        *,
+        partitions: int | None = None,
+        rate: float | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partitions = [partition] if partitions is None else list(range(partitions))
+        self.rate = rate
         self.acked: list[bytes] = []
+        self.positions: list[tuple[int, int]] = []  # (partition, offset) of each acked value
         self.errors: list[KafkaError] = []
         self.producer = Producer(
             {
@@ -120,13 +132,18 @@ class Traffic:
             self.errors.append(err)
         else:
             self.acked.append(msg.value())
+            self.positions.append((msg.partition(), msg.offset()))
 
     def _run(self) -> None:
-        i = 0
+        i, started = 0, time.monotonic()
         while not self._stop.is_set():
+            if self.rate is not None and i > self.rate * (time.monotonic() - started):
+                self.producer.poll(0.005)
+                continue
             try:
                 self.producer.produce(
-                    self.topic, value=b"%08d" % i, partition=self.partition,
+                    self.topic, value=b"%08d" % i,
+                    partition=self.partitions[i % len(self.partitions)],
                     on_delivery=self._delivered,
                 )  # fmt: skip
                 i += 1

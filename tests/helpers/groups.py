@@ -1,7 +1,7 @@
-"""Group API requests for the in-process coordinator tests: a member's requests as a
-client sends them (bodies keyed as the API declarations), answers decoded, and waiting
-answers (JoinGroup, SyncGroup) checked after the test moves the clock or another member
-acts."""
+"""Group API requests as a client sends them (`*_body`: bodies keyed as the API
+declarations, also sent to broker processes over `BrokerConnection`), and for the
+in-process coordinator tests their answers decoded, waiting answers (JoinGroup, SyncGroup)
+checked after the test moves the clock or another member acts."""
 
 from __future__ import annotations
 
@@ -76,8 +76,7 @@ def find_coordinator(broker, key: str, version: int = 2, key_type: int = 0) -> d
     return broker.call(FIND_COORDINATOR, version, body)
 
 
-def join(
-    broker,
+def join_body(
     group: str = "g",
     member_id: str = "",
     *,
@@ -86,9 +85,9 @@ def join(
     protocol_type: str = "consumer",
     session_ms: int = 10_000,
     rebalance_ms: int = 30_000,
-    version: int = 5,
-) -> Answer:
-    body = {
+) -> dict:
+    """A JoinGroup body; by default a consumer subscribing to topic "t" with `range`."""
+    return {
         "group_id": group,
         "session_timeout_ms": session_ms,
         "rebalance_timeout_ms": rebalance_ms,
@@ -100,6 +99,10 @@ def join(
             for n, m in (protocols if protocols is not None else [("range", subscription("t"))])
         ],
     }
+
+
+def join(broker, group: str = "g", member_id: str = "", *, version: int = 5, **kw) -> Answer:
+    body = join_body(group, member_id, **kw)
     return Answer(broker, JOIN_GROUP, version, broker.send(JOIN_GROUP, version, body))
 
 
@@ -110,19 +113,17 @@ def join_new(broker, group: str = "g", **kw) -> Answer:
     return join(broker, group, first["member_id"], **kw)
 
 
-def sync(
-    broker,
+def sync_body(
     group: str,
     generation: int,
     member_id: str,
     assignments: dict[str, bytes] | None = None,
     *,
     instance: str | None = None,
-    version: int = 3,
     protocol_type: str | None = None,
     protocol_name: str | None = None,
-) -> Answer:
-    body = {
+) -> dict:
+    return {
         "group_id": group,
         "generation_id": generation,
         "member_id": member_id,
@@ -131,21 +132,43 @@ def sync(
         "protocol_name": protocol_name,
         "assignments": [{"member_id": m, "assignment": a} for m, a in (assignments or {}).items()],
     }
+
+
+def sync(
+    broker,
+    group: str,
+    generation: int,
+    member_id: str,
+    assignments: dict[str, bytes] | None = None,
+    *,
+    version: int = 3,
+    **kw,
+) -> Answer:
+    body = sync_body(group, generation, member_id, assignments, **kw)
     return Answer(broker, SYNC_GROUP, version, broker.send(SYNC_GROUP, version, body))
 
 
-def heartbeat(broker, group: str, generation: int, member_id: str, instance=None) -> int:
-    body = {
+def heartbeat_body(group: str, generation: int, member_id: str, instance=None) -> dict:
+    return {
         "group_id": group,
         "generation_id": generation,
         "member_id": member_id,
         "group_instance_id": instance,
     }
+
+
+def heartbeat(broker, group: str, generation: int, member_id: str, instance=None) -> int:
+    body = heartbeat_body(group, generation, member_id, instance)
     return broker.call(HEARTBEAT, 3, body)["error_code"]
 
 
+def leave_body(group: str, member_id: str) -> dict:
+    """A LeaveGroup v0-v2 body (one member)."""
+    return {"group_id": group, "member_id": member_id}
+
+
 def leave(broker, group: str, member_id: str) -> int:
-    return broker.call(LEAVE_GROUP, 1, {"group_id": group, "member_id": member_id})["error_code"]
+    return broker.call(LEAVE_GROUP, 1, leave_body(group, member_id))["error_code"]
 
 
 def leave_batch(broker, group: str, members: list[tuple[str, str | None]]) -> dict:
@@ -156,16 +179,15 @@ def leave_batch(broker, group: str, members: list[tuple[str, str | None]]) -> di
     return broker.call(LEAVE_GROUP, 3, body)
 
 
-def commit(
-    broker,
+def commit_body(
     group: str,
     offsets: dict[tuple[str, int], int],
     generation: int = -1,
     member_id: str = "",
     metadata: str = "",
-    version: int = 7,
     instance: str | None = None,
-) -> Answer:
+) -> dict:
+    """An OffsetCommit body (v7 fields) for `offsets`, (topic, partition) -> offset."""
     topics: dict[str, list] = {}
     for (t, p), offset in offsets.items():
         topics.setdefault(t, []).append(
@@ -176,7 +198,7 @@ def commit(
                 "committed_metadata": metadata,
             }
         )
-    body = {
+    return {
         "group_id": group,
         "generation_id_or_member_epoch": generation,
         "member_id": member_id,
@@ -184,15 +206,25 @@ def commit(
         "retention_time_ms": -1,
         "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
     }
+
+
+def commit(broker, group: str, offsets, *args, version: int = 7, **kw) -> Answer:
+    body = commit_body(group, offsets, *args, **kw)
     return Answer(broker, OFFSET_COMMIT, version, broker.send(OFFSET_COMMIT, version, body))
 
 
-def commit_errors(answer: Answer) -> dict[tuple[str, int], int]:
+def partition_errors(body: dict) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> error code of an answer listing topics and their partitions
+    (OffsetCommit, OffsetDelete)."""
     return {
         (t["name"], p["partition_index"]): p["error_code"]
-        for t in answer.result()["topics"]
+        for t in body["topics"]
         for p in t["partitions"]
     }
+
+
+def commit_errors(answer: Answer) -> dict[tuple[str, int], int]:
+    return partition_errors(answer.result())
 
 
 def fetch_offsets(broker, group: str, partitions=None, version: int = 7) -> dict:

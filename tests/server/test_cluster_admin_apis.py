@@ -1,8 +1,17 @@
-"""CreatePartitions, ElectLeaders and DescribeCluster on a single broker, in process."""
+"""CreatePartitions, ElectLeaders, DescribeCluster, DescribeLogDirs and the reassignment
+APIs on a single broker, in process (tests/controller/ and tests/cluster/ have them in a
+cluster)."""
 
 from __future__ import annotations
 
-from broker.protocol.apis import CREATE_PARTITIONS, DESCRIBE_CLUSTER, ELECT_LEADERS
+from broker.protocol.apis import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    CREATE_PARTITIONS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
+)
 from broker.protocol.errors import ErrorCode as E
 from tests.helpers.server_requests import create, produce, values
 
@@ -83,6 +92,40 @@ def test_elect_leaders_on_a_single_broker(broker):
 def test_describe_cluster(broker):
     answer = broker.call(DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": False})
     assert answer["error_code"] == 0
+    asked = {"include_cluster_authorized_operations": False, "include_fenced_brokers": True}
+    assert broker.call(DESCRIBE_CLUSTER, 2, {**asked, "endpoint_type": 1})["brokers"]
+    controllers = broker.call(DESCRIBE_CLUSTER, 2, {**asked, "endpoint_type": 2})
+    assert controllers["error_code"] == E.UNSUPPORTED_ENDPOINT_TYPE
     assert answer["cluster_id"] == broker.state.metadata.cluster_id
     assert answer["controller_id"] == 0
     assert [(b["broker_id"], b["port"]) for b in answer["brokers"]] == [(0, 9092)]
+
+
+def test_describe_log_dirs(broker):
+    create(broker, "t", partitions=2)
+    produce(broker, "t", values(b"x" * 100, b"y"), partition=1)
+    answer = broker.call(DESCRIBE_LOG_DIRS, 4, {"topics": None})
+    (result,) = answer["results"]
+    assert result["error_code"] == 0 and result["total_bytes"] > result["usable_bytes"] > 0
+    sizes = {
+        (t["name"], p["partition_index"]): (p["partition_size"], p["offset_lag"])
+        for t in result["topics"]
+        for p in t["partitions"]
+    }
+    assert sizes[("t", 0)] == (0, 0)
+    assert sizes[("t", 1)][0] > 100
+    only = broker.call(DESCRIBE_LOG_DIRS, 0, {"topics": [{"topic": "t", "partitions": [1]}]})
+    assert [(t["name"], len(t["partitions"])) for t in only["results"][0]["topics"]] == [("t", 1)]
+
+
+def test_reassignment_on_a_single_broker(broker):
+    create(broker, "t")
+    body = {
+        "timeout_ms": 1000,
+        "topics": [{"name": "t", "partitions": [{"partition_index": 0, "replicas": [0]}]}],
+    }
+    answer = broker.call(ALTER_PARTITION_REASSIGNMENTS, 0, body)
+    assert answer["error_code"] == E.INVALID_REQUEST
+    assert "single broker" in answer["error_message"]
+    listed = broker.call(LIST_PARTITION_REASSIGNMENTS, 0, {"timeout_ms": 1000, "topics": None})
+    assert (listed["error_code"], listed["topics"]) == (0, [])

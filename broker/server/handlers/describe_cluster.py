@@ -1,5 +1,7 @@
 """DescribeCluster: the cluster id, the controller and the live brokers (as Metadata has
-them, at the addresses of the listener the request came on)."""
+them, at the addresses of the listener the request came on). Endpoint type 1 (brokers)
+only: controller endpoints (2) are KRaft's, UNSUPPORTED_ENDPOINT_TYPE; no broker is ever
+fenced (KRaft's notion too), so asking for fenced brokers adds none."""
 
 from __future__ import annotations
 
@@ -7,8 +9,12 @@ from broker.protocol.apis import DESCRIBE_CLUSTER_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler
 
+BROKER_ENDPOINTS = 1
+
 
 def handle(broker, request, body: dict) -> dict:
+    if body["endpoint_type"] != BROKER_ENDPOINTS:
+        return error_response(body, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
     brokers = []
     for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id):
         address = b.address(request.session.listener)
@@ -20,6 +26,7 @@ def handle(broker, request, body: dict) -> dict:
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
+        "endpoint_type": BROKER_ENDPOINTS,
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.metadata.controller_id,
         "brokers": brokers,
@@ -31,6 +38,7 @@ def error_response(body: dict, code: ErrorCode) -> dict:
         "throttle_time_ms": 0,
         "error_code": code,
         "error_message": None,
+        "endpoint_type": BROKER_ENDPOINTS,
         "cluster_id": "",
         "controller_id": -1,
         "brokers": [],

@@ -16,6 +16,7 @@ from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error
 from broker.server.purgatory import DelayedOperation
+from broker.server.replication_quota import LEADER_REPLICAS, is_throttled
 
 
 def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict:
@@ -128,6 +129,9 @@ def _fetch_partition(
     limit = min(preq["partition_max_bytes"], remaining)
     if limit <= 0 and not first:
         return _empty(index, ErrorCode.NONE, hw, log_start)
+    throttled = replica_id >= 0 and _leader_throttles(broker, partition, replica_id)
+    if throttled and broker.leader_quota.exceeded():
+        return _empty(index, ErrorCode.NONE, hw, log_start)
     try:
         # KIP-74: the first batch of the response comes whole even past the limits.
         result = partition.log.read(offset, max(limit, 1), max_offset=readable)
@@ -135,7 +139,18 @@ def _fetch_partition(
         return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start)
     entry = _empty(index, ErrorCode.NONE, hw, log_start)
     entry["records"] = result.regions
+    if throttled:
+        broker.leader_quota.record(result.size)
     return entry
+
+
+def _leader_throttles(broker, partition, replica_id: int) -> bool:
+    """A follower catching up (out of the ISR) of a replica its topic throttles here
+    (broker/server/replication_quota.py)."""
+    if broker.leader_quota is None or replica_id in partition.isr:
+        return False
+    listed = broker.replicas.topic_configs.throttled_replicas(partition.topic, LEADER_REPLICAS)
+    return is_throttled(listed, partition.index, broker.replicas.broker_id)
 
 
 def _record_follower(broker, body: dict) -> None:

@@ -1,0 +1,61 @@
+"""AlterPartitionReassignments: move partitions to new replicas, or cancel a move (null
+replicas). Answered by the active controller (NOT_CONTROLLER elsewhere; clients send it
+there), which starts each move and answers at once: the move itself goes on until the
+new replicas are in sync (ListPartitionReassignments shows it meanwhile). Each partition
+is checked on its own (unknown partition, empty or duplicate replicas, unknown brokers);
+a single broker has nowhere to move anything."""
+
+from __future__ import annotations
+
+from broker.controller.controller import NotController
+from broker.protocol.apis import ALTER_PARTITION_REASSIGNMENTS_API
+from broker.protocol.errors import ErrorCode
+from broker.server.handlers.base import ApiHandler, run_async
+
+
+def handle(broker, request, body: dict):
+    asked = {
+        (t["name"], p["partition_index"]): p["replicas"]
+        for t in body["topics"]
+        for p in t["partitions"]
+    }
+    if broker.cluster is None:
+        return error_response(
+            body,
+            ErrorCode.INVALID_REQUEST,
+            "Partitions cannot be reassigned on a single broker (no zookeeper.connect).",
+        )
+    controller = broker.cluster.controller
+    if controller is None or not controller.is_active:
+        return error_response(body, ErrorCode.NOT_CONTROLLER)
+    return run_async(broker, _alter(controller, body, asked))
+
+
+async def _alter(controller, body: dict, asked: dict) -> dict:
+    try:
+        results = await controller.alter_reassignments(asked)
+    except NotController:
+        return error_response(body, ErrorCode.NOT_CONTROLLER)
+    by_topic: dict[str, list[dict]] = {}
+    for (topic, partition), (code, message) in sorted(results.items()):
+        by_topic.setdefault(topic, []).append(
+            {"partition_index": partition, "error_code": code, "error_message": message}
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }
+
+
+def error_response(body: dict, code: ErrorCode, message: str | None = None) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": code,
+        "error_message": message,
+        "responses": [],
+    }
+
+
+HANDLER = ApiHandler(ALTER_PARTITION_REASSIGNMENTS_API, handle, error_response)

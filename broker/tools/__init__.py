@@ -1,0 +1,1 @@
+"""Command-line tools in the shape of Kafka's `bin/kafka-*.sh` (README.md here)."""

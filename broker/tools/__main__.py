@@ -1,0 +1,31 @@
+"""`python -m broker.tools TOOL [options]`: the Kafka-shaped tools, one per name."""
+
+from __future__ import annotations
+
+import sys
+
+from broker.tools import consumer_groups, dump_log, zk_offset_checker
+
+# name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
+TOOLS = {
+    "consumer-groups": consumer_groups.main,
+    "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
+    "dump-log": dump_log.main,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in TOOLS:
+        names = ", ".join(sorted(TOOLS))
+        problem = f"unknown tool {argv[0]!r}" if argv and argv[0] not in ("-h", "--help") else ""
+        print(f"usage: python -m broker.tools TOOL [options]  (tools: {names})", file=sys.stderr)
+        if problem:
+            print(f"error: {problem}", file=sys.stderr)
+            return 2
+        return 0 if argv else 2
+    return TOOLS[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
