@@ -17,6 +17,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
 from ingest.columns import SCHEMA_ID
@@ -195,9 +198,10 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                         fs.open_write, f"{stage}/errors.jsonl", spec.topic, spec.partition
                     )
                 quarantine.write(chunk.quarantined)
-                stamps = {r.offset: r.timestamp for r in records}
-                for q in chunk.quarantined:
-                    window = window_start(stamps[q.offset], window_ms)
+                bad = pa.array([q.offset for q in chunk.quarantined], pa.int64())
+                stamps = records.timestamp.take(pc.index_in(bad, records.offset))
+                for stamp in stamps.to_pylist():
+                    window = window_start(stamp, window_ms)
                     bad_windows[window] += 1
                     windows[window] += 1
                 result.quarantined += len(chunk.quarantined)

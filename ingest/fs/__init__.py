@@ -12,9 +12,7 @@ from __future__ import annotations
 from urllib.parse import urlparse
 
 from ingest.fs.base import FileStatus, FileSystem, norm
-from ingest.fs.hadoop import HadoopFileSystem
 from ingest.fs.local import LocalFileSystem
-from ingest.fs.webhdfs import WebHdfsFileSystem
 
 __all__ = [
     "FileStatus",
@@ -25,6 +23,20 @@ __all__ = [
     "filesystem_for",
     "norm",
 ]
+
+
+def __getattr__(name: str):
+    # Imported on first use: the WebHDFS client (hdfs, requests) costs ~0.6 s of every
+    # Python worker's first task, for roots that never use it (docs/benchmarks.md).
+    if name == "WebHdfsFileSystem":
+        from ingest.fs.webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem
+    if name == "HadoopFileSystem":
+        from ingest.fs.hadoop import HadoopFileSystem
+
+        return HadoopFileSystem
+    raise AttributeError(name)
 
 
 def filesystem_for(
@@ -40,10 +52,14 @@ def filesystem_for(
     if u.scheme in ("", "file"):
         return LocalFileSystem(root_uri)
     if u.scheme in ("webhdfs", "swebhdfs"):
+        from ingest.fs.webhdfs import WebHdfsFileSystem
+
         http = "https" if u.scheme == "swebhdfs" else "http"
         return WebHdfsFileSystem(
             f"{http}://{u.netloc}", u.path or "/", user=user, kerberos=kerberos
         )
     if spark is None:
         raise ValueError(f"{root_uri}: a {u.scheme}:// root needs the Spark session (spark=...)")
+    from ingest.fs.hadoop import HadoopFileSystem
+
     return HadoopFileSystem(spark, root_uri)
