@@ -240,6 +240,13 @@ INGEST_CONFIG = (
         group="output",
     )
     .define(
+        "webhdfs.kerberos",
+        "boolean",
+        False,
+        "Use Kerberos (SPNEGO) for webhdfs:// roots.",
+        group="output",
+    )
+    .define(
         "warehouse.registrar",
         "string",
         "none",
@@ -284,13 +291,6 @@ INGEST_CONFIG = (
         "external, at the root's data/<topic>); empty: Spark's default.",
         optional=True,
         group="warehouse",
-    )
-    .define(
-        "webhdfs.kerberos",
-        "boolean",
-        False,
-        "Use Kerberos (SPNEGO) for webhdfs:// roots.",
-        group="output",
     )
 )
 
