@@ -409,6 +409,13 @@ def spark_conf(config: dict[str, Any]) -> dict[str, str]:
     return conf
 
 
+def table_of(config: dict[str, Any]) -> Callable[[str], str | None]:
+    """topic -> ``database.table`` of its table, None when the load keeps no tables."""
+    if config["warehouse.registrar"] == "none":
+        return lambda topic: None
+    return lambda topic: f"{config['warehouse.database']}.{table_name(topic)}"
+
+
 def registrar_for(config: dict[str, Any], fs: FileSystem, spark=None) -> TableRegistrar:
     return REGISTRARS[config["warehouse.registrar"]](config, fs, spark)
 
