@@ -219,6 +219,12 @@ class HiveTableRegistrar:
             return result
         registry = RegistryClient(self.config["registry.url"])
         try:
+            if self.spark.conf.get("spark.sql.catalogImplementation", "") != "hive":
+                # Tables in Spark's in-memory catalog would vanish with the session.
+                raise RuntimeError(
+                    "the Spark session has no Hive catalog: create it with "
+                    "ingest.warehouse.spark_conf(config)"
+                )
             self.spark.sql(f"CREATE DATABASE IF NOT EXISTS {_quote(self.database)}")
         except Exception as exc:  # the metastore is down or misconfigured: all stay queued
             reason = f"metastore: {_first_line(exc)}"

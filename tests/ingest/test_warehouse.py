@@ -18,40 +18,32 @@ from collections import defaultdict
 
 import pytest
 
-from broker.client.admin import AdminClient, NewTopic
 from broker.processes import ROOT
 from broker.util.clock import HOUR_MS
 from ingest import layout, warehouse
 from ingest.cli import _audit_and_finalize
 from ingest.commit import list_runs
-from ingest.config import load_config
 from ingest.job import open_root, rerun, run_load
 from ingest.spark_runner import spark_session
 from schemas import catalog
 from schemas.audited_producer import AuditedProducer
 from schemas.samples import events
-from tests.ingest.test_end_to_end import H0, TOPICS, Traffic
+from tests.ingest.test_end_to_end import H0, TOPICS, Traffic, topics_and_config
 
 DB = "kafka_hourly"
 
 
 @pytest.fixture(scope="module")
 def config(broker, registry, tmp_path_factory):
-    root = tmp_path_factory.mktemp("warehouse")
     meta = tmp_path_factory.mktemp("metastore")
-    with AdminClient(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()])
-    return load_config(
-        ROOT / "conf" / "ingest.yaml",
-        [
-            f"bootstrap.servers={broker.bootstrap}",
-            f"registry.url={registry.url}",
-            f"root={root}",
-            "per.topic.format=clicks=avro",  # one Avro table beside the Parquet ones
-            "warehouse.registrar=hive",
-            f"warehouse.metastore.derby.dir={meta / 'derby'}",
-            f"warehouse.dir={meta / 'spark-warehouse'}",
-        ],
+    return topics_and_config(
+        broker,
+        registry,
+        tmp_path_factory.mktemp("warehouse"),
+        "per.topic.format=clicks=avro",  # one Avro table beside the Parquet ones
+        "warehouse.registrar=hive",
+        f"warehouse.metastore.derby.dir={meta / 'derby'}",
+        f"warehouse.dir={meta / 'spark-warehouse'}",
     )
 
 
