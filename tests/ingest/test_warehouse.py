@@ -280,3 +280,25 @@ def test_a_table_of_another_root_is_refused(spark, config, tmp_path):
     assert list(result.failed) == [directory]
     assert "exists at" in result.failed[directory]
     assert warehouse.pending(fs) == [directory]
+
+
+def test_the_queue_names_directories_and_skips_audit_verdicts(config, tmp_path):
+    from ingest.fs import LocalFileSystem
+
+    fs = LocalFileSystem(tmp_path / "root")
+    hour = layout.Hour("2026-11-22", "03")
+    markers = [
+        layout.success_marker("page-views", hour),
+        layout.success_marker("app.logs_v2", layout.Day("2026-11-22")),
+        layout.audit_marker("app-logs", hour),  # ingestion time: no directory finalized
+    ]
+    queued = warehouse.enqueue(config, fs, markers)
+    assert queued == ["data/page-views/dt=2026-11-22/hr=03", "data/app.logs_v2/dt=2026-11-22"]
+    assert fs.exists("_tables/pending/page-views+dt=2026-11-22+hr=03")
+    assert warehouse.pending(fs) == sorted(queued)
+    assert warehouse.enqueue(dict(config, **{"warehouse.registrar": "none"}), fs, markers) == []
+    assert warehouse.parse_partition_dir(queued[0]) == (
+        "page-views",
+        [("dt", "2026-11-22"), ("hr", "03")],
+    )
+    assert warehouse.table_name("app.logs-V2") == "app_logs_v2"
