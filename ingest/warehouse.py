@@ -312,11 +312,15 @@ class HiveTableRegistrar:
                     f"to {f.dataType.simpleString()}, which a table cannot follow"
                 )
         if spec.avro_schema is not None:
+            # Hive's Avro serde takes an Avro table's columns from the literal (in the
+            # files' order), so the new literal is the whole evolution; old files resolve
+            # against it, reading the added fields' defaults (null).
             self.spark.sql(
                 f"ALTER TABLE {spec.name} SET TBLPROPERTIES "
                 f"('avro.schema.literal'={_literal(json.dumps(spec.avro_schema))})"
             )
-        if widened:
+            self.spark.catalog.refreshTable(f"{self.database}.{table_name(spec.topic)}")
+        elif widened:
             wanted = {f.name.lower(): f for f in spec.columns}
             data = StructType(
                 [
@@ -326,7 +330,7 @@ class HiveTableRegistrar:
                 ]
             )
             self._alter_data_schema(spec, data)
-        if added:
+        if added and spec.avro_schema is None:
             self.spark.sql(f"ALTER TABLE {spec.name} ADD COLUMNS ({_column_ddl(added)})")
         log.info(
             "warehouse: %s evolved: added %s, widened %s",

@@ -157,10 +157,14 @@ def test_rerun_changes_no_registration(spark, config, traffic):
     assert registrations(spark) == before
 
 
-def _page_view_v4() -> dict:
-    """PageViewEvent v3 plus an optional top-level field and an optional field inside the
+# The schemas the evolution test moves to: a Parquet table and an Avro one.
+EVOLVED = {"page-views": "PageViewEvent.v3", "clicks": "ClickEvent"}
+
+
+def _evolved(schema_name: str) -> dict:
+    """The schema plus an optional top-level field and an optional field inside the
     header record: a compatible evolution (BACKWARD) the registry accepts."""
-    schema = json.loads(catalog.load_str("PageViewEvent.v3"))
+    schema = json.loads(catalog.load_str(schema_name))
     schema["fields"].append({"name": "campaign", "type": ["null", "string"], "default": None})
     header = schema["fields"][0]["type"]
     header["fields"].append({"name": "region", "type": ["null", "string"], "default": None})
@@ -169,45 +173,54 @@ def _page_view_v4() -> dict:
 
 def test_schema_evolution_adds_columns_old_hours_read_null(spark, config, traffic):
     start = H0 - HOUR_MS  # an hour of its own, not finalized yet
-    sent = {}
+    sent: dict[str, dict] = defaultdict(dict)
     with AuditedProducer(
         config["bootstrap.servers"],
         registry=config["registry.url"],
         service="warehouse",
         emit_interval_s=None,
     ) as producer:
-        for i, event in enumerate(events("page-views", 120, start, start + HOUR_MS, seed=7)):
-            event = dict(event, campaign=f"c{i % 3}", referrer=None)
-            event["header"] = dict(event["header"], region="eu")
-            producer.send_avro(
-                "page-views",
-                event,
-                _page_view_v4(),
-                key=str(event["member_id"]).encode(),
-                timestamp_ms=event["header"]["time"],
-            )
-            sent[event["header"]["event_id"]] = event
+        for topic, schema_name in EVOLVED.items():
+            schema = _evolved(schema_name)
+            for i, event in enumerate(events(topic, 120, start, start + HOUR_MS, seed=7)):
+                event = dict(event, campaign=f"c{i % 3}")
+                if topic == "page-views":
+                    event["referrer"] = None
+                event["header"] = dict(event["header"], region="eu")
+                producer.send_avro(
+                    topic,
+                    event,
+                    schema,
+                    key=str(event["member_id"]).encode(),
+                    timestamp_ms=event["header"]["time"],
+                )
+                sent[topic][event["header"]["event_id"]] = event
         producer.flush()
     _, out = load_and_finalize(config, spark)
-    assert "warehouse: evolved table kafka_hourly.page_views" in out, out
-    columns = spark.table(f"{DB}.page_views").schema
-    assert "campaign" in columns.names
-    assert "region" in columns["header"].dataType.names
-    hour = layout.Hour.of_ms(start)
-    new = spark.sql(
-        f"SELECT header.event_id AS id, header.region AS region, campaign FROM {DB}.page_views "
-        f"WHERE dt = '{hour.dt}' AND hr = '{hour.hr}'"
-    ).collect()
-    assert {r.id: (r.campaign, r.region) for r in new} == {
-        k: (e["campaign"], "eu") for k, e in sent.items()
-    }
-    old = layout.Hour.of_ms(H0)
-    rows = spark.sql(
-        f"SELECT header.region AS region, campaign FROM {DB}.page_views "
-        f"WHERE dt = '{old.dt}' AND hr = '{old.hr}'"
-    ).collect()
-    assert rows and all(r.campaign is None and r.region is None for r in rows)
-    # The other tables did not change.
+    hour, old = layout.Hour.of_ms(start), layout.Hour.of_ms(H0)
+    for topic in EVOLVED:
+        table = f"{DB}.{warehouse.table_name(topic)}"
+        assert f"warehouse: evolved table {table}" in out, out
+        columns = spark.table(table).schema
+        assert "campaign" in columns.names
+        assert "region" in columns["header"].dataType.names
+        new = spark.sql(
+            f"SELECT header.event_id AS id, header.region AS region, campaign FROM {table} "
+            f"WHERE dt = '{hour.dt}' AND hr = '{hour.hr}'"
+        ).collect()
+        assert {r.id: (r.campaign, r.region) for r in new} == {
+            k: (e["campaign"], "eu") for k, e in sent[topic].items()
+        }, topic
+        rows = spark.sql(
+            f"SELECT header.event_id AS id, header.region AS region, campaign FROM {table} "
+            f"WHERE dt = '{old.dt}' AND hr = '{old.hr}'"
+        ).collect()
+        assert rows and all(r.campaign is None and r.region is None for r in rows), topic
+        assert (
+            table_hour(spark, topic, old.dt, old.hr)
+            == produced_by_hour(traffic)[(topic, old.dt, old.hr)]
+        )
+    # The other table did not change.
     assert "evolved table kafka_hourly.searches" not in out
 
 
