@@ -51,9 +51,8 @@ def spark(faults):
     session.stop()
 
 
-@pytest.fixture(scope="module")
-def config(broker, registry, tmp_path_factory):
-    root = tmp_path_factory.mktemp("warehouse")
+def topics_and_config(broker, registry, root, *overrides: str) -> dict:
+    """Creates TOPICS on the broker; the load's config for them, writing to ``root``."""
     with AdminClient(broker.bootstrap) as admin:
         admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()])
     return load_config(
@@ -62,9 +61,16 @@ def config(broker, registry, tmp_path_factory):
             f"bootstrap.servers={broker.bootstrap}",
             f"registry.url={registry.url}",
             f"root={root}",
-            "limits.max.records.per.task=700",  # several tasks per partition
+            *overrides,
         ],
     )
+
+
+@pytest.fixture(scope="module")
+def config(broker, registry, tmp_path_factory):
+    root = tmp_path_factory.mktemp("warehouse")
+    # several tasks per partition
+    return topics_and_config(broker, registry, root, "limits.max.records.per.task=700")
 
 
 class Traffic:
