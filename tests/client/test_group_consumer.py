@@ -513,7 +513,8 @@ def test_mixed_group_shares_partitions_and_commits(kafka, assignor, kinds):
     assert watch.strays == []
     # Commits after each poll: what a member consumed, the next owner does not consume
     # again (the offsets committed by one client are read by the others).
-    twice = {k: v for k, v in watch.consumed.items() if len(v) > 1}
+    # (Except records whose commit the group refused while it rebalanced: at least once.)
+    twice = {k: v for k, v in watch.consumed.items() if len(v) > 1 and k not in watch.refused}
     assert not twice, f"consumed twice: {sorted(twice.items())[:5]}"
     with consumer(kafka, group) as c:
         committed = c.committed(sorted(partitions))
