@@ -4,13 +4,25 @@ from __future__ import annotations
 
 import sys
 
-from broker.tools import consumer_groups, dump_log, zk_offset_checker
+from broker.tools import (
+    configs,
+    consumer_groups,
+    dump_log,
+    leader_election,
+    reassign_partitions,
+    topics,
+    zk_offset_checker,
+)
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
     "consumer-groups": consumer_groups.main,
     "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
     "dump-log": dump_log.main,
+    "configs": configs.main,
+    "leader-election": leader_election.main,
+    "reassign-partitions": reassign_partitions.main,
+    "topics": topics.main,
 }
 
 
