@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     except PlanError as exc:
         parser.error(str(exc))
     out = Output()
-    action = globals()[f"_{[a for a in ACTIONS if getattr(args, a)][0]}"]
+    (action,) = [_ACTIONS[a] for a in ACTIONS if getattr(args, a)]
     return admin_command.run(args, out, lambda admin: action(admin, args, out), "")
 
 
@@ -181,6 +181,15 @@ def _moving_line(tp: tuple[str, int], r: PartitionReassignment) -> str:
         f"{label(tp)}: replicas: {_ids(r.replicas)}. adding: {_ids(r.adding_replicas)}. "
         f"removing: {_ids(r.removing_replicas)}."
     )
+
+
+_ACTIONS = {
+    "generate": _generate,
+    "execute": _execute,
+    "verify": _verify,
+    "cancel": _cancel,
+    "list": _list,
+}
 
 
 # -- checks and throttles ------------------------------------------------------------------

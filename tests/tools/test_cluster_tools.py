@@ -571,3 +571,17 @@ def test_admin_client_cluster_calls(cluster):
         assert entries["retention.ms"].source.name == "DYNAMIC_TOPIC_CONFIG"
         assert admin.create_partitions({topic: 1}) == {topic: ErrorCode.INVALID_PARTITIONS}
         assert "currently has 1 partitions" in admin.last_errors[topic][1]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="broker bug: DescribeConfigs shows '' as the value of a topic's own "
+    "*.replication.throttled.replicas (topic_config.effective_value ignores the override)",
+)
+def test_configs_describe_shows_throttled_replicas(run, cluster):
+    topic = fresh("throttled")
+    run(topics, "--create", "--topic", topic, "--replica-assignment", "0:1")
+    run(configs, "--alter", "--entity-type", "topics", "--entity-name", topic,
+        "--add-config", "leader.replication.throttled.replicas=0:0")  # fmt: skip
+    out = run(configs, "--describe", "--entity-type", "topics", "--entity-name", topic)[1]
+    assert "  leader.replication.throttled.replicas=0:0 sensitive=false" in out
