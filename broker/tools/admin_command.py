@@ -60,19 +60,25 @@ def positive_int(value: str) -> int:
     return number
 
 
-def run(
-    args,
-    out: Output,
-    action: Callable[[AdminClient], None],
-    failure: str,
+def main(
+    argv: list[str] | None,
+    parser: argparse.ArgumentParser,
+    check: Callable[[argparse.Namespace], str | None],
+    action: Callable[[AdminClient, argparse.Namespace, Output], None],
 ) -> int:
-    """Run `action` with an AdminClient on `args.bootstrap_server`; errors become
-    `Error: <failure><why>` and exit code 1."""
+    """A tool's whole run: parse `argv`; `check(args)` says what is wrong with them (exit
+    2 with argparse's usage); then `action(admin, args, out)` with an AdminClient on
+    `--bootstrap-server`, whose errors become `Error: ...` and exit code 1."""
+    args = parser.parse_args(argv)
+    problem = check(args)
+    if problem:
+        parser.error(problem)
+    out = Output()
     try:
         with AdminClient(
             args.bootstrap_server, client_id=CLIENT_ID, request_timeout_ms=args.timeout
         ) as admin:
-            action(admin)
+            action(admin, args, out)
     except (KafkaError, CommandError, ValueError) as exc:
-        out.error(f"{failure}{exc}")
+        out.error(str(exc))
     return 1 if out.failed else 0

@@ -25,35 +25,33 @@ from broker.tools.output import Output
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    scopes = sum(
-        [args.topic is not None, args.all_topic_partitions, args.path_to_json_file is not None]
-    )
-    if scopes != 1:
-        parser.error(
+    return admin_command.main(argv, _parser(), _usage_problem, _elect)
+
+
+def _usage_problem(args) -> str | None:
+    """What is wrong with the options; reads the JSON file into `args.partitions`."""
+    scopes = [args.topic is not None, args.all_topic_partitions, args.path_to_json_file]
+    if sum(map(bool, scopes)) != 1:
+        return (
             "exactly one of --topic (with --partition), --all-topic-partitions and "
             "--path-to-json-file is needed"
         )
     if (args.topic is None) != (args.partition is None):
-        parser.error("--topic and --partition go together")
-    partitions = None
+        return "--topic and --partition go together"
+    args.partitions = None
     if args.topic is not None:
-        partitions = [(args.topic, args.partition)]
+        args.partitions = [(args.topic, args.partition)]
     elif args.path_to_json_file is not None:
         try:
-            partitions = partitions_file(args.path_to_json_file)
+            args.partitions = partitions_file(args.path_to_json_file)
         except ValueError as exc:
-            parser.error(f"--path-to-json-file {args.path_to_json_file}: {exc}")
-    out = Output()
+            return f"--path-to-json-file {args.path_to_json_file}: {exc}"
+    return None
+
+
+def _elect(admin: AdminClient, args, out: Output) -> None:
     election = ElectionType[args.election_type]
-    return admin_command.run(
-        args, out, lambda admin: _elect(admin, election, partitions, args.timeout, out), ""
-    )
-
-
-def _elect(admin: AdminClient, election: ElectionType, partitions, timeout_ms: int, out):
-    outcome = admin.elect_leaders(election, partitions, timeout_ms=timeout_ms)
+    outcome = admin.elect_leaders(election, args.partitions, timeout_ms=args.timeout)
     messages = admin.last_errors
     done = [tp for tp, code in outcome.items() if code == ErrorCode.NONE]
     noop = [tp for tp, code in outcome.items() if code == ErrorCode.ELECTION_NOT_NEEDED]

@@ -48,21 +48,12 @@ FOLLOWER_RATE = "follower.replication.throttled.rate"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    problem = _usage_problem(args)
-    if problem:
-        parser.error(problem)
-    try:
-        if args.topics_to_move_json_file:
-            args.topics = read_topics_to_move(args.topics_to_move_json_file)
-        if args.reassignment_json_file:
-            args.plan = read_plan(args.reassignment_json_file)
-    except PlanError as exc:
-        parser.error(str(exc))
-    out = Output()
+    return admin_command.main(argv, _parser(), _usage_problem, _run)
+
+
+def _run(admin: AdminClient, args, out: Output) -> None:
     (action,) = [_ACTIONS[a] for a in ACTIONS if getattr(args, a)]
-    return admin_command.run(args, out, lambda admin: action(admin, args, out), "")
+    action(admin, args, out)
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -395,6 +386,8 @@ def _parser():
 
 
 def _usage_problem(args) -> str | None:
+    """What is wrong with the options or the files they name (read into `args.topics`,
+    `args.plan`), or None."""
     actions = [f"--{a}" for a in ACTIONS if getattr(args, a)]
     if len(actions) != 1:
         return "exactly one action is needed: --generate, --execute, --verify, --cancel or --list"
@@ -417,6 +410,13 @@ def _usage_problem(args) -> str | None:
         return f"--throttle must be a positive number of bytes per second, not {args.throttle}"
     if args.preserve_throttles and not (args.verify or args.cancel):
         return f"{action} takes no --preserve-throttles"
+    try:  # the files' own problems are argument problems too
+        if args.topics_to_move_json_file:
+            args.topics = read_topics_to_move(args.topics_to_move_json_file)
+        if args.reassignment_json_file:
+            args.plan = read_plan(args.reassignment_json_file)
+    except PlanError as exc:
+        return str(exc)
     return None
 
 

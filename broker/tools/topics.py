@@ -46,13 +46,7 @@ MIN_ISR = "min.insync.replicas"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    problem = _usage_problem(args)
-    if problem:
-        parser.error(problem)
-    out = Output()
-    return admin_command.run(args, out, lambda admin: _run(admin, args, out), "")
+    return admin_command.main(argv, _parser(), _usage_problem, _run)
 
 
 def _run(admin: AdminClient, args, out: Output) -> None:
