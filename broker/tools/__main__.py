@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from broker.tools import consumer_groups, dump_log, mirror_maker, zk_offset_checker
+from broker.tools import (
+    configs,
+    consumer_groups,
+    dump_log,
+    leader_election,
+    mirror_maker,
+    reassign_partitions,
+    topics,
+    zk_offset_checker,
+)
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
@@ -12,6 +21,10 @@ TOOLS = {
     "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
     "dump-log": dump_log.main,
     "mirror-maker": mirror_maker.main,
+    "configs": configs.main,
+    "leader-election": leader_election.main,
+    "reassign-partitions": reassign_partitions.main,
+    "topics": topics.main,
 }
 
 
