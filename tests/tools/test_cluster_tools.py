@@ -573,11 +573,6 @@ def test_admin_client_cluster_calls(cluster):
         assert "currently has 1 partitions" in admin.last_errors[topic][1]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="broker bug: DescribeConfigs shows '' as the value of a topic's own "
-    "*.replication.throttled.replicas (topic_config.effective_value ignores the override)",
-)
 def test_configs_describe_shows_throttled_replicas(run, cluster):
     topic = fresh("throttled")
     run(topics, "--create", "--topic", topic, "--replica-assignment", "0:1")
