@@ -87,6 +87,7 @@ class TaskSettings:
     max_bytes: int | None = None
     webhdfs_user: str | None = None
     webhdfs_kerberos: bool = False
+    root_filesystem: str = "auto"  # ingest.fs.filesystem_for's `via`
     # When the ranges were first loaded (the ingestion-time partitioner's hour): the
     # run's start, or for a rerun the start of the run it replaces. None: the run's.
     ingest_time_ms: int | None = None
@@ -141,7 +142,10 @@ def staging_dir(run_id: str, spec: TaskSpec, attempt: int) -> str:
 
 def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskResult:
     fs = filesystem_for(
-        settings.root, user=settings.webhdfs_user, kerberos=settings.webhdfs_kerberos
+        settings.root,
+        user=settings.webhdfs_user,
+        kerberos=settings.webhdfs_kerberos,
+        via=settings.root_filesystem,
     )
     registry = RegistryClient(settings.registry_url)
     consumer = SimpleConsumer(
