@@ -34,7 +34,7 @@ from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 # `kill-task-once`: the first task attempt to claim it (by renaming it away) dies after its
 # first chunk, as an executor lost mid-range would; Spark then retries the task.
 # `pause-task-once`: the first task attempt to claim it, after its first chunk, writes
-# `task-paused` (JSON: topic, partition, the planned leader, the brokers read from so far)
+# `task-paused` (JSON: topic, partition, the planned leader, the brokers read from so far, pid)
 # and waits until that file is gone, so that a test can kill or stop the leader mid-range.
 FAULTS_ENV = "INGEST_TEST_FAULTS"
 _PAUSE_MAX_S = 300.0
@@ -63,6 +63,7 @@ def _fault_point(spec: TaskSpec, reader: RangeReader) -> None:
             "read_from": reader.read_from,
             "position": reader.position,
             "end": spec.end,
+            "pid": os.getpid(),  # the Python worker: a test may kill its executor
         }
         with open(paused + ".tmp", "w") as f:
             json.dump(state, f)
