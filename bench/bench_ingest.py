@@ -5,6 +5,7 @@ one task loading a ~1 GB range.
 
     .venv/bin/python -m bench.bench_ingest [--records 1000000] [--rounds 2]
         [--memory [--memory-megabytes 1024] [--memory-page-url-bytes 0]]
+        [--standalone [--standalone-rounds 3]]
 
 Setup: our broker (`python -m broker start`) and our registry (`python -m
 schemas.registry start`, schemas in the broker's `_schemas` topic), each its own
@@ -23,6 +24,15 @@ AvroSerializer, keyed by member id, CreateTime = event time, event times spread 
   by pyarrow.parquet (one file per partition-hour, snappy, same columns as ours).
 
 Both outputs are read back and compared row for row before any figure is printed.
+
+--standalone: the same load (same records, same two partitions, so two tasks) on a Spark
+standalone cluster (ingest/spark_standalone.py: a master and workers started by
+spark-class, 1 core and 1 GiB each) with one worker, then with two, in this run. The
+driver is this process in client mode, as spark-submit's client mode runs it; each
+cluster is one application, so its round 0 is cold (executors and their Python workers
+start) and later rounds warm. Figure: the warm rate with two workers against one
+(target at least 1.7x; the ceiling on this 2-core machine is 2x, less the broker's and
+the driver's share of the same cores), and the cold rounds the same way.
 
 --memory: ~1 GB produced into a topic of 1 partition, then `ingest.task.run_task`
 over the whole range [0, end) in a child process (`python -m bench.bench_ingest
@@ -71,6 +81,7 @@ _NOW = now_ms()
 START_MS = _NOW - _NOW % HOUR_MS - 5 * HOUR_MS
 END_MS = START_MS + 3 * HOUR_MS
 TARGET_RATIO = 5.0
+STANDALONE_TARGET_RATIO = 1.7
 MEMORY_TARGET_MB = 512
 
 
@@ -374,6 +385,51 @@ def measure_task_memory(bootstrap: str, registry_url: str, megabytes: int, url_b
 # -- main ----------------------------------------------------------------------------
 
 
+def standalone_scaling(bootstrap: str, registry_url: str, records: int, rounds: int) -> None:
+    """Rates of the load on a standalone cluster of one worker, then of two."""
+    from ingest.spark_runner import spark_session
+    from ingest.spark_standalone import StandaloneCluster
+
+    work = Path(tempfile.mkdtemp(prefix="bench-standalone-"))
+    rates: dict[int, list[float]] = {}
+    try:
+        for workers in (1, 2):
+            with StandaloneCluster(work / f"spark-{workers}", workers=workers) as cluster:
+                spark = spark_session(cluster.master_url, f"bench-standalone-{workers}")
+                spark.sparkContext.setLogLevel("ERROR")
+                try:
+                    for i in range(rounds):
+                        root = work / f"root-{workers}-{i}"
+                        elapsed, manifest = run_ours(spark, bootstrap, registry_url, root)
+                        loaded = sum(p.loaded for p in manifest.partitions)
+                        if loaded != records:
+                            raise AssertionError(f"loaded {loaded:,} of {records:,}")
+                        rates.setdefault(workers, []).append(records / elapsed)
+                        print(
+                            f"standalone, {workers} worker(s), round {i}: "
+                            f"{records / elapsed:,.0f} rec/s ({elapsed:.1f}s)",
+                            flush=True,
+                        )
+                        shutil.rmtree(root)
+                finally:
+                    spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    one, two = rates[1], rates[2]
+    report("standalone, cold (round 0)", two[0], one[0], "rec/s", "one worker")
+    if rounds > 1:
+        report(
+            "standalone, warm (best later round)", max(two[1:]), max(one[1:]), "rec/s", "one worker"
+        )
+        ratios = sorted(b / a for a, b in zip(one[1:], two[1:], strict=True))
+        met = max(two[1:]) / max(one[1:]) >= STANDALONE_TARGET_RATIO
+        print(
+            f"  warm ratios by round {ratios[0]:.2f}-{ratios[-1]:.2f}; target ratio >= "
+            f"{STANDALONE_TARGET_RATIO}: {'met' if met else 'NOT met'}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -384,6 +440,10 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also the 1 GB task memory test")
     parser.add_argument("--memory-megabytes", type=int, default=1024)
     parser.add_argument("--memory-page-url-bytes", type=int, default=0)
+    parser.add_argument(
+        "--standalone", action="store_true", help="also two standalone workers against one"
+    )
+    parser.add_argument("--standalone-rounds", type=int, default=3)
     parser.add_argument("--child-task", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_task:
@@ -452,6 +512,8 @@ def main() -> None:
             "rec/s",
             "fastavro per record",
         )
+        if args.standalone:
+            standalone_scaling(bootstrap, registry_url, args.records, args.standalone_rounds)
         if args.memory:
             measure_task_memory(
                 bootstrap, registry_url, args.memory_megabytes, args.memory_page_url_bytes
