@@ -52,9 +52,8 @@ def spark(faults):
     session.stop()
 
 
-@pytest.fixture(scope="module")
-def config(broker, registry, tmp_path_factory):
-    root = tmp_path_factory.mktemp("warehouse")
+def topics_and_config(broker, registry, root, *overrides: str) -> dict:
+    """TOPICS created on the broker; the load's config for them onto `root`."""
     with AdminClient(broker.bootstrap) as admin:
         admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()])
     return load_config(
@@ -63,8 +62,18 @@ def config(broker, registry, tmp_path_factory):
             f"bootstrap.servers={broker.bootstrap}",
             f"registry.url={registry.url}",
             f"root={root}",
-            "limits.max.records.per.task=700",  # several tasks per partition
+            *overrides,
         ],
+    )
+
+
+@pytest.fixture(scope="module")
+def config(broker, registry, tmp_path_factory):
+    return topics_and_config(
+        broker,
+        registry,
+        tmp_path_factory.mktemp("warehouse"),
+        "limits.max.records.per.task=700",  # several tasks per partition
     )
 
 

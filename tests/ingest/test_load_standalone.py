@@ -21,17 +21,21 @@ from pathlib import Path
 
 import pytest
 
-from broker.client.admin import AdminClient, NewTopic
 from broker.processes import ROOT
 from broker.util.clock import HOUR_MS
 from ingest.commit import list_runs, load_manifest
-from ingest.config import load_config
 from ingest.job import CRASH_ENV, open_root
 from ingest.spark_standalone import StandaloneCluster, spark_env, submit_command
 from ingest.task import FAULTS_ENV
-from tests.ingest.test_end_to_end import H0, TOPICS, Traffic, assert_output_is_exactly
+from tests.ingest.test_end_to_end import (
+    H0,
+    Traffic,
+    assert_output_is_exactly,
+    topics_and_config,
+)
 
 pytestmark = pytest.mark.slow
+TASK_RECORDS = 500  # several tasks per partition
 
 
 @pytest.fixture(scope="module")
@@ -47,18 +51,8 @@ def faults(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def config(broker, registry, tmp_path_factory):
-    with AdminClient(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic(t, n) for t, n in TOPICS.items()])
-    return load_config(
-        ROOT / "conf" / "ingest.yaml",
-        [
-            f"bootstrap.servers={broker.bootstrap}",
-            f"registry.url={registry.url}",
-            f"root={tmp_path_factory.mktemp('warehouse')}",
-            "root.filesystem=hadoop",
-            "limits.max.records.per.task=500",
-        ],
-    )
+    hadoop_root = ("root.filesystem=hadoop", f"limits.max.records.per.task={TASK_RECORDS}")
+    return topics_and_config(broker, registry, tmp_path_factory.mktemp("warehouse"), *hadoop_root)
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +69,7 @@ def _command(cluster, config, faults, *args: str) -> list[str]:
         cli += ["--set", f"{key}={','.join(value) if isinstance(value, list) else value}"]
     # The driver builds its session on the master it is given, as the DAG passes it.
     cli += ["--set", f"spark.master={cluster.master_url}"]
-    cli += ["--set", "limits.max.records.per.task=500", *args]
+    cli += ["--set", f"limits.max.records.per.task={TASK_RECORDS}", *args]
     conf = {"spark.executor.memory": "512m", f"spark.executorEnv.{FAULTS_ENV}": str(faults)}
     return submit_command(cluster.master_url, cli, conf)
 
@@ -111,7 +105,7 @@ def test_load_submitted_to_a_standalone_cluster(cluster, config, traffic, faults
     (run,) = list_runs(fs)
     manifest = load_manifest(fs, run)
     assert manifest.ledger_balances() and not manifest.problems()
-    tasks = sum(-(-(p.next - p.first) // 500) for p in manifest.partitions)
+    tasks = sum(-(-(p.next - p.first) // TASK_RECORDS) for p in manifest.partitions)
     assert progress[-1].startswith(f"[load] tasks {tasks}/{tasks} ")
     records = sum(p.loaded + p.quarantined for p in manifest.partitions)
     assert f"records {records:,}" in progress[-1]
