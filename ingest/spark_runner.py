@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ingest.fs.hadoop import CONF_PROPERTY, spark_hadoop_conf
 from ingest.plan import TaskSpec
 from ingest.task import TaskResult, TaskSettings, run_task
 
@@ -130,6 +129,9 @@ def _stage_counts(sc, group: str) -> tuple[int, int]:
 def run_tasks(
     spark, tasks: list[TaskSpec], settings: TaskSettings, show_progress: bool = True
 ) -> list[TaskResult]:
+    # Here, not at the top: executors import this module to run _run_on_executor.
+    from ingest.fs.hadoop import CONF_PROPERTY, spark_hadoop_conf
+
     if not tasks:
         return []
     sc = spark.sparkContext

@@ -18,10 +18,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from ingest.fs.base import FileStatus, FileSystem, norm
-from ingest.fs.hadoop import HadoopFileSystem, task_hadoop_conf
-from ingest.fs.jvm import hadoop_jvm
 from ingest.fs.local import LocalFileSystem
-from ingest.fs.webhdfs import WebHdfsFileSystem
 
 # How a root is reached: by its scheme, or Hadoop's FileSystem API whatever the scheme.
 VIA = ("auto", "hadoop")
@@ -35,6 +32,20 @@ __all__ = [
     "filesystem_for",
     "norm",
 ]
+
+
+def __getattr__(name: str):
+    # Imported on first use: the WebHDFS client (hdfs, requests) and py4j cost every
+    # Python worker's first task time, for roots that never use them.
+    if name == "WebHdfsFileSystem":
+        from ingest.fs.webhdfs import WebHdfsFileSystem
+
+        return WebHdfsFileSystem
+    if name == "HadoopFileSystem":
+        from ingest.fs.hadoop import HadoopFileSystem
+
+        return HadoopFileSystem
+    raise AttributeError(name)
 
 
 def filesystem_for(
@@ -58,6 +69,8 @@ def filesystem_for(
     if u.scheme in ("", "file"):
         return LocalFileSystem(root_uri)
     if u.scheme in ("webhdfs", "swebhdfs"):
+        from ingest.fs.webhdfs import WebHdfsFileSystem
+
         http = "https" if u.scheme == "swebhdfs" else "http"
         return WebHdfsFileSystem(
             f"{http}://{u.netloc}", u.path or "/", user=user, kerberos=kerberos
@@ -65,7 +78,10 @@ def filesystem_for(
     return _hadoop(root_uri, spark)
 
 
-def _hadoop(root_uri: str, spark) -> HadoopFileSystem:
+def _hadoop(root_uri: str, spark):
+    from ingest.fs.hadoop import HadoopFileSystem, task_hadoop_conf
+    from ingest.fs.jvm import hadoop_jvm
+
     if spark is not None:
         return HadoopFileSystem(spark, root_uri)
     return HadoopFileSystem(hadoop_jvm(), root_uri, conf=task_hadoop_conf())
