@@ -35,8 +35,8 @@ __all__ = [
 
 
 def __getattr__(name: str):
-    # Imported on first use: the WebHDFS client (hdfs, requests) and py4j cost every
-    # Python worker's first task time, for roots that never use them.
+    # Imported on first use: the WebHDFS client (hdfs, requests) costs ~0.6 s of every
+    # Python worker's first task, for roots that never use it (docs/benchmarks.md).
     if name == "WebHdfsFileSystem":
         from ingest.fs.webhdfs import WebHdfsFileSystem
 
