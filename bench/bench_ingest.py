@@ -82,7 +82,6 @@ _NOW = now_ms()
 START_MS = _NOW - _NOW % HOUR_MS - 5 * HOUR_MS
 END_MS = START_MS + 3 * HOUR_MS
 TARGET_RATIO = 5.0
-STANDALONE_TARGET_RATIO = 1.7
 MEMORY_TARGET_MB = 512
 
 
@@ -384,6 +383,9 @@ def measure_task_memory(bootstrap: str, registry_url: str, megabytes: int, url_b
 
 
 # -- main ----------------------------------------------------------------------------
+
+
+STANDALONE_TARGET_RATIO = 1.7  # two workers against one
 
 
 def child_driver(arg: str) -> None:
