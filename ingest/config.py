@@ -78,6 +78,16 @@ INGEST_CONFIG = (
         group="output",
     )
     .define(
+        "root.filesystem",
+        "string",
+        "auto",
+        "How the driver and the tasks reach the root: auto (by its scheme: local disk, "
+        "WebHDFS, else Hadoop's FileSystem API) or hadoop (Hadoop's FileSystem API whatever "
+        "the scheme: the hdfs:// code path on a file:// root).",
+        validator=one_of("auto", "hadoop"),
+        group="output",
+    )
+    .define(
         "decoder",
         "string",
         "confluent-avro",
