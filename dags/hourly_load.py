@@ -1,4 +1,6 @@
-"""The hourly load: plan -> load (spark-submit of `python -m ingest run`) -> audit -> finalize.
+"""The hourly load: plan -> load (spark-submit of `python -m ingest run`) -> audit -> finalize
+-> register (spark-submit of `python -m ingest register`: the finalized hours' partitions
+in their warehouse tables, when `warehouse.registrar` keeps tables).
 
 Scheduling only; the load, the audit and _SUCCESS are ingest's (docs/dags.md).
 """
@@ -17,6 +19,7 @@ from ingest_airflow.alerts import hourly_load_missed_deadline
 from ingest_airflow.spark import submit_ingest
 
 from ingest import audit as ingest_audit
+from ingest import warehouse
 from ingest.job import open_root
 
 log = logging.getLogger(__name__)
@@ -66,6 +69,7 @@ def kafka_hourly_load():
             "baseline": baseline,
             # The audit is its own task, so the job does not audit.
             "spark_args": [*resolved.cli_args(), "run", "--no-audit"],
+            "register_args": [*resolved.cli_args(), "register"],
         }
 
     @task
@@ -101,7 +105,8 @@ def kafka_hourly_load():
     @task(trigger_rule="all_done", outlets=[assets.ALIAS])
     def finalize(planned: dict, ti=None, outlet_events=None) -> list[str]:
         """_SUCCESS and an Asset event for every hour the audit found complete, whatever
-        its verdict on the others: one late hour must not hold back the rest."""
+        its verdict on the others: one late hour must not hold back the rest. The hours
+        are queued for their tables, which the register task (in Spark) fills."""
         path = ti.xcom_pull(task_ids="audit", key="report_path")
         if not path:
             raise AirflowFailException("no audit report: the load or the audit failed")
@@ -109,15 +114,21 @@ def kafka_hourly_load():
         fs = open_root(config)
         data = json.loads(fs.read_bytes(path))
         done = ingest_audit.finalize(fs, gate.report_from_dict(data))
+        warehouse.enqueue(config, fs, [h.marker for h in done])
         uris = assets.emit_hours(
-            outlet_events, [h.to_dict() for h in done], fs.uri(), run_id=data["run_id"]
+            outlet_events,
+            [h.to_dict() for h in done],
+            fs.uri(),
+            table_of=warehouse.table_of(config),
+            run_id=data["run_id"],
         )
         log.info("_SUCCESS written for %d hour(s): %s", len(uris), uris)
         return uris
 
     planned = plan()
     load = submit_ingest("load", args_from="plan")
-    planned >> load >> audit(planned) >> finalize(planned)
+    register = submit_ingest("register", args_from="plan", key="register_args")
+    planned >> load >> audit(planned) >> finalize(planned) >> register
 
 
 kafka_hourly_load()

@@ -1,4 +1,4 @@
-"""`python -m ingest run|rerun|history|audit --config conf/ingest.yaml [--set key=value ...]`."""
+"""`python -m ingest run|rerun|history|audit|register --config conf/ingest.yaml [--set key=value ...]`."""
 
 from __future__ import annotations
 
@@ -68,7 +68,7 @@ def _parse_time(text: str) -> int:
     return int(stamp.timestamp() * SECOND_MS)
 
 
-def _audit_and_finalize(config, fs, manifest, out) -> int:
+def _audit_and_finalize(config, fs, manifest, out, spark=None) -> int:
     from ingest import audit
 
     if config["audit.publish"]:
@@ -82,7 +82,39 @@ def _audit_and_finalize(config, fs, manifest, out) -> int:
         f"{len(report.incomplete_hours)} not yet",
         file=out,
     )
+    _register(config, fs, out, spark, finalized=[h.marker for h in done])
     return len(report.incomplete_hours)
+
+
+def _register(config, fs, out, spark=None, finalized=(), everything=False) -> bool:
+    """Queue the finalized hours for their tables and register what is queued (or every
+    finalized hour); False when some stay queued. The data is committed either way."""
+    from ingest import warehouse
+
+    if config["warehouse.registrar"] == "none":
+        return True
+    warehouse.enqueue(config, fs, finalized)
+    if not everything and not warehouse.pending(fs):
+        return True
+    session = spark or _session(config)
+    try:
+        if everything:
+            result = warehouse.register_all(config, fs, session)
+        else:
+            result = warehouse.register_pending(config, fs, session)
+    finally:
+        if spark is None:
+            session.stop()
+    print(result.text(), file=out)
+    return not result.failed
+
+
+def _session(config):
+    """The job's Spark session, with the warehouse's catalog when tables are kept."""
+    from ingest.spark_runner import spark_session
+    from ingest.warehouse import spark_conf
+
+    return spark_session(config["spark.master"], config["spark.app.name"], spark_conf(config))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -111,6 +143,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     rerun.add_argument("--to", dest="time_to", type=_parse_time, help="with --from")
     sub.add_parser("history", help="list the committed runs")
+    reg = sub.add_parser(
+        "register", help="register the finalized hours still queued in their warehouse tables"
+    )
+    reg.add_argument(
+        "--all", action="store_true", help="register every finalized hour (a new metastore)"
+    )
     sub.add_parser("config-docs", help="print the reference of conf/ingest.yaml's keys (Markdown)")
     aud = sub.add_parser("audit", help="audit the live runs and write _SUCCESS for complete hours")
     aud.add_argument(
@@ -136,27 +174,36 @@ def main(argv: list[str] | None = None) -> int:
     from ingest.commit import list_runs, load_manifest
 
     if args.command == "run":
-        result = job.run_load(config)
-        for run in result.recovered.rolled_forward:
-            print(f"rolled forward the interrupted commit of {run}", file=out)
-        print(_summary(result.manifest), file=out)
-        if not args.no_audit:
-            _audit_and_finalize(config, job.open_root(config), result.manifest, out)
+        spark = _session(config)
+        try:
+            result = job.run_load(config, spark=spark)
+            for run in result.recovered.rolled_forward:
+                print(f"rolled forward the interrupted commit of {run}", file=out)
+            print(_summary(result.manifest), file=out)
+            if not args.no_audit:
+                _audit_and_finalize(config, job.open_root(config), result.manifest, out, spark)
+        finally:
+            spark.stop()
         return 0
     if args.command == "rerun":
         if args.time_from is not None and args.time_to is None:
             parser.error("--from needs --to")
-        results = job.rerun(
-            config,
-            run_id=args.run,
-            ranges=args.range,
-            time_range=(args.time_from, args.time_to) if args.time_from is not None else None,
-        )
-        for r in results:
-            print(f"{r.manifest.replaces} replaced by {r.run_id}", file=out)
-            print(_summary(r.manifest), file=out)
-        if results:
-            _audit_and_finalize(config, job.open_root(config), results[-1].manifest, out)
+        spark = _session(config)
+        try:
+            results = job.rerun(
+                config,
+                spark=spark,
+                run_id=args.run,
+                ranges=args.range,
+                time_range=(args.time_from, args.time_to) if args.time_from is not None else None,
+            )
+            for r in results:
+                print(f"{r.manifest.replaces} replaced by {r.run_id}", file=out)
+                print(_summary(r.manifest), file=out)
+            if results:
+                _audit_and_finalize(config, job.open_root(config), results[-1].manifest, out, spark)
+        finally:
+            spark.stop()
         return 0
     fs = job.open_root(config)
     if args.command == "history":
@@ -173,6 +220,11 @@ def main(argv: list[str] | None = None) -> int:
                 file=out,
             )
         return 0
+    if args.command == "register":
+        if config["warehouse.registrar"] == "none":
+            print("warehouse.registrar is none: no tables to register", file=out)
+            return 0
+        return 0 if _register(config, fs, out, everything=args.all) else 1
     if args.command == "audit":
         runs = list_runs(fs)
         if not runs:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from broker.records.batch import Record
+from broker.records.columnar import RecordColumns
 
 
 @dataclass(frozen=True)
@@ -63,24 +63,22 @@ def with_metadata(
     schema: pa.Schema,
     values: pa.StructArray,
     partition: int,
-    records: Sequence[Record],
+    records: RecordColumns,
     rows: pa.Array | None = None,
     schema_ids: pa.Array | None = None,
 ) -> pa.RecordBatch:
     """A batch of ``schema`` (the value's fields, then metadata columns): the value
     columns of ``values`` and the metadata of the records they came from, which are
-    ``records[rows[i]]`` (all of ``records``, in order, when ``rows`` is None).
+    the rows ``rows`` of ``records`` (all of them, in order, when ``rows`` is None).
     ``schema_ids`` (one per record) fills ``_schema_id`` when the schema has it."""
     count = len(values)
     if count == 0:
         return pa.RecordBatch.from_pylist([], schema=schema)
     every = rows is None or count == len(records)
     per_record = {
-        OFFSET.name: lambda: pa.array([r.offset for r in records], OFFSET.arrow),
-        TIMESTAMP.name: lambda: pa.array([r.timestamp for r in records], pa.int64()).cast(
-            TIMESTAMP.arrow
-        ),
-        KEY.name: lambda: pa.array([r.key for r in records], KEY.arrow),
+        OFFSET.name: lambda: records.offset,
+        TIMESTAMP.name: lambda: records.timestamp.cast(TIMESTAMP.arrow),
+        KEY.name: lambda: records.key,
         SCHEMA_ID.name: lambda: schema_ids.cast(SCHEMA_ID.arrow),
     }
     metadata = []

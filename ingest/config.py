@@ -4,6 +4,7 @@ dotted keys: `topics: {whitelist: [...]}` is `topics.whitelist`."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ import yaml
 
 from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
 from broker.util.clock import HOUR_MS, SECOND_MS
-from ingest import plugins
+from ingest import plugins, warehouse
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS
 
 
@@ -20,9 +21,13 @@ def _per_topic(kind: str):
     return lambda entries: plugins.per_topic_problem(kind, entries)
 
 
-def _regexes(value: list[str]) -> str | None:
-    import re
+def _hive_name(value: str) -> str | None:
+    if not re.fullmatch(r"[A-Za-z0-9_]+", value):
+        return f"{value!r} is not a Hive database name (letters, digits and _)"
+    return None
 
+
+def _regexes(value: list[str]) -> str | None:
     for item in value:
         try:
             re.compile(item)
@@ -70,6 +75,16 @@ INGEST_CONFIG = (
         "var/warehouse",
         "Root of the load: a path or file:// URI, "
         "webhdfs://host:port/path, or hdfs://namenode/path.",
+        group="output",
+    )
+    .define(
+        "root.filesystem",
+        "string",
+        "auto",
+        "How the driver and the tasks reach the root: auto (by its scheme: local disk, "
+        "WebHDFS, else Hadoop's FileSystem API) or hadoop (Hadoop's FileSystem API whatever "
+        "the scheme: the hdfs:// code path on a file:// root).",
+        validator=one_of("auto", "hadoop"),
         group="output",
     )
     .define(
@@ -240,6 +255,52 @@ INGEST_CONFIG = (
         False,
         "Use Kerberos (SPNEGO) for webhdfs:// roots.",
         group="output",
+    )
+    .define(
+        "warehouse.registrar",
+        "string",
+        "none",
+        "Tables for the loaded data: none, or hive (a table per topic in Spark's "
+        "Hive-compatible catalog, each finalized hour or day registered as a partition "
+        "right after its _SUCCESS; ingest/warehouse.py).",
+        validator=one_of(*warehouse.REGISTRARS),
+        group="warehouse",
+    )
+    .define(
+        "warehouse.database",
+        "string",
+        "kafka_hourly",
+        "Database of the topics' tables (created if missing); a topic's table is its name "
+        "with every character other than letters, digits and _ turned into _.",
+        validator=_hive_name,
+        group="warehouse",
+    )
+    .define(
+        "warehouse.metastore.uris",
+        "string",
+        "",
+        "Thrift URIs of an external Hive metastore (thrift://host:9083[,...]); empty: "
+        "Spark's embedded Derby metastore in warehouse.metastore.derby.dir.",
+        optional=True,
+        group="warehouse",
+    )
+    .define(
+        "warehouse.metastore.derby.dir",
+        "string",
+        "var/metastore",
+        "Directory of the embedded Derby metastore (its database metastore_db and "
+        "derby.log; one Spark driver at a time may open it); unused with "
+        "warehouse.metastore.uris.",
+        group="warehouse",
+    )
+    .define(
+        "warehouse.dir",
+        "string",
+        "",
+        "spark.sql.warehouse.dir: where new databases live (the tables themselves are "
+        "external, at the root's data/<topic>); empty: Spark's default.",
+        optional=True,
+        group="warehouse",
     )
 )
 

@@ -93,6 +93,7 @@ def open_root(config: dict[str, Any], spark=None) -> FileSystem:
         spark,
         user=config["webhdfs.user"] or None,
         kerberos=config["webhdfs.kerberos"],
+        via=config["root.filesystem"],
     )
 
 
@@ -109,6 +110,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
         max_bytes=config["limits.max.bytes.per.partition"],
         webhdfs_user=config["webhdfs.user"] or None,
         webhdfs_kerberos=config["webhdfs.kerberos"],
+        root_filesystem=config["root.filesystem"],
     )
 
 

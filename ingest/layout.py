@@ -11,6 +11,8 @@
     _runs/<run>/COMMITTED                            the commit intent: its existence IS the commit
     _runs/<run>/tmp/                                 the driver's temp files for this run
     _lock/<generation>.json                          the run lock (see ingest/commit.py)
+    _tables/pending/<topic>+dt=...+hr=...            a finalized directory not yet registered
+                                                     in its warehouse table (ingest/warehouse.py)
 
 All paths are relative to the root (see ingest/fs). Names starting with ``_`` or ``.`` are
 skipped by Spark, Hive and Trino, so staging, the lock and markers never leak into queries.
@@ -44,6 +46,8 @@ SUCCESS = "_SUCCESS"
 MANIFEST = "manifest.json"
 INTENT = "COMMITTED"
 AUDIT_MARKERS = "_audit"
+TABLES = "_tables"
+TABLES_PENDING = f"{TABLES}/pending"
 
 _RUN_TIME = "%Y%m%dT%H%M%S"
 RUN_ID_RE = re.compile(r"^(\d{8}T\d{6})\.(\d{3})Z-([0-9a-f]{8})$")
@@ -220,6 +224,23 @@ def intent_file(run_id: str) -> str:
 
 def driver_tmp_dir(run_id: str) -> str:
     return f"{run_dir(run_id)}/tmp"
+
+
+def table_pending_file(directory: str) -> str:
+    """The queue entry of a finalized partition directory (``data/<topic>/dt=.../hr=...``)
+    awaiting registration in its table: one flat name, ``<topic>+dt=...+hr=...`` (``+``
+    is in no topic name and no level)."""
+    prefix = f"{DATA}/"
+    if not directory.startswith(prefix):
+        raise ValueError(f"not a data directory: {directory!r}")
+    return f"{TABLES_PENDING}/{directory.removeprefix(prefix).strip('/').replace('/', '+')}"
+
+
+def pending_table_dir(name: str) -> str | None:
+    """The directory a queue entry's name stands for, None for strays (temp files)."""
+    if name.startswith((".", "_")) or "+" not in name:
+        return None
+    return f"{DATA}/{name.replace('+', '/')}"
 
 
 def lock_file(generation: int) -> str:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import KafkaError
-from broker.records.batch import Record
+from broker.records.columnar import RecordColumns, fetched_columns
 
 
 class RangeStalled(RuntimeError):
@@ -51,8 +51,10 @@ class RangeReader:
     def stopped_early(self) -> bool:
         return self.position < self.end
 
-    def chunks(self) -> Iterator[list[Record]]:
-        """Lists of records in offset order, one per fetch, until `end` (or the byte budget)."""
+    def chunks(self) -> Iterator[RecordColumns]:
+        """The records of each fetch as columns, in offset order, until `end` (or the byte
+        budget). A fetch's batches are parsed column-wise (broker/records/columnar.py),
+        never into one object per record."""
         stalled_since = None
         while self.position < self.end:
             if self.max_bytes is not None and self.bytes_read >= self.max_bytes:
@@ -67,9 +69,7 @@ class RangeReader:
                 stalled_since = self._wait(stalled_since, exc)
                 continue
             result.raise_for_error()
-            batch = list(result.records())
-            if batch and batch[-1].offset >= self.end:  # only the last fetch runs past the end
-                batch = [r for r in batch if r.offset < self.end]
+            batch = fetched_columns(result.records_bytes, self.position, self.end)
             next_offset = min(result.next_offset, self.end)
             if next_offset <= self.position:
                 # Below the planned end there must be data; the leader may be moving.
@@ -81,7 +81,7 @@ class RangeReader:
             self.bytes_read += len(result.records_bytes)
             self.records += len(batch)
             self.position = next_offset
-            if batch:
+            if len(batch):
                 yield batch
 
     def _wait(self, since: float | None, error: Exception | None) -> float:

@@ -7,10 +7,12 @@ results Spark collects -- those of the attempts that finished -- are committed.
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from ingest.plan import TaskSpec
 from ingest.task import TaskResult, TaskSettings, run_task
@@ -54,13 +56,27 @@ def _run_on_executor(settings: TaskSettings, records_acc, bytes_acc, tasks_acc):
     return run
 
 
+@dataclass(frozen=True)
+class Counts:
+    """Where a run's tasks stand. `done`, `records` and `bytes` come from accumulators,
+    which executors send with each finished task (so they count whole tasks, on any
+    master); `running` and `failed` (attempts that died and are retried) from Spark's
+    status tracker, which follows the attempts as the scheduler sees them."""
+
+    done: int
+    records: int
+    bytes: int
+    running: int = 0
+    failed: int = 0
+
+
 class Progress:
-    """Prints partitions done, records and bytes every few seconds while tasks run."""
+    """Prints tasks done, records, bytes and the rate every few seconds while tasks run."""
 
     def __init__(
         self,
         total_tasks: int,
-        counters: Callable[[], tuple[int, int, int]],
+        counters: Callable[[], Counts],
         out=sys.stderr,
         interval_s: float = 2.0,
     ) -> None:
@@ -73,11 +89,13 @@ class Progress:
         self.started = time.monotonic()
 
     def line(self) -> str:
-        done, records, nbytes = self.counters()
+        c = self.counters()
         elapsed = max(time.monotonic() - self.started, 1e-9)
+        failed = f"  {c.failed} failed attempt(s) retried" if c.failed else ""
         return (
-            f"[load] tasks {done}/{self.total}  records {records:,}  {nbytes / 1e6:,.1f} MB  "
-            f"{records / elapsed:,.0f} rec/s  {elapsed:,.0f}s"
+            f"[load] tasks {c.done}/{self.total} ({c.running} running)  records "
+            f"{c.records:,}  {c.bytes / 1e6:,.1f} MB  {c.records / elapsed:,.0f} rec/s  "
+            f"{c.bytes / 1e6 / elapsed:,.1f} MB/s  {elapsed:,.0f}s{failed}"
         )
 
     def _loop(self) -> None:
@@ -94,9 +112,26 @@ class Progress:
         print(self.line(), file=self.out, flush=True)
 
 
+def _stage_counts(sc, group: str) -> tuple[int, int]:
+    """(running, failed) task attempts of the job group's stages."""
+    tracker = sc.statusTracker()
+    running = failed = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage:
+                running += stage.numActiveTasks
+                failed += stage.numFailedTasks
+    return running, failed
+
+
 def run_tasks(
     spark, tasks: list[TaskSpec], settings: TaskSettings, show_progress: bool = True
 ) -> list[TaskResult]:
+    # Here, not at the top: executors import this module to run _run_on_executor.
+    from ingest.fs.hadoop import CONF_PROPERTY, spark_hadoop_conf
+
     if not tasks:
         return []
     sc = spark.sparkContext
@@ -104,8 +139,16 @@ def run_tasks(
     rdd = sc.parallelize(tasks, len(tasks)).mapPartitions(
         _run_on_executor(settings, records_acc, bytes_acc, tasks_acc)
     )
-    sc.setJobDescription(f"load {settings.run_id}: {len(tasks)} ranges")
+    group = f"load-{settings.run_id}"
+    sc.setJobGroup(group, f"load {settings.run_id}: {len(tasks)} ranges")
+    # Tasks reaching a Hadoop root through their own JVM configure it as the driver's.
+    sc.setLocalProperty(CONF_PROPERTY, json.dumps(spark_hadoop_conf(spark)))
     if not show_progress:
         return rdd.collect()
-    with Progress(len(tasks), lambda: (tasks_acc.value, records_acc.value, bytes_acc.value)):
+
+    def counts() -> Counts:
+        running, failed = _stage_counts(sc, group)
+        return Counts(tasks_acc.value, records_acc.value, bytes_acc.value, running, failed)
+
+    with Progress(len(tasks), counts):
         return rdd.collect()

@@ -17,6 +17,9 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
 from ingest.columns import SCHEMA_ID
@@ -34,7 +37,7 @@ from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 # `kill-task-once`: the first task attempt to claim it (by renaming it away) dies after its
 # first chunk, as an executor lost mid-range would; Spark then retries the task.
 # `pause-task-once`: the first task attempt to claim it, after its first chunk, writes
-# `task-paused` (JSON: topic, partition, the planned leader, the brokers read from so far)
+# `task-paused` (JSON: topic, partition, the planned leader, the brokers read from so far, pid)
 # and waits until that file is gone, so that a test can kill or stop the leader mid-range.
 FAULTS_ENV = "INGEST_TEST_FAULTS"
 _PAUSE_MAX_S = 300.0
@@ -63,6 +66,7 @@ def _fault_point(spec: TaskSpec, reader: RangeReader) -> None:
             "read_from": reader.read_from,
             "position": reader.position,
             "end": spec.end,
+            "pid": os.getpid(),  # the Python worker: a test may kill its executor
         }
         with open(paused + ".tmp", "w") as f:
             json.dump(state, f)
@@ -87,6 +91,7 @@ class TaskSettings:
     max_bytes: int | None = None
     webhdfs_user: str | None = None
     webhdfs_kerberos: bool = False
+    root_filesystem: str = "auto"  # ingest.fs.filesystem_for's `via`
     # When the ranges were first loaded (the ingestion-time partitioner's hour): the
     # run's start, or for a rerun the start of the run it replaces. None: the run's.
     ingest_time_ms: int | None = None
@@ -141,7 +146,10 @@ def staging_dir(run_id: str, spec: TaskSpec, attempt: int) -> str:
 
 def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskResult:
     fs = filesystem_for(
-        settings.root, user=settings.webhdfs_user, kerberos=settings.webhdfs_kerberos
+        settings.root,
+        user=settings.webhdfs_user,
+        kerberos=settings.webhdfs_kerberos,
+        via=settings.root_filesystem,
     )
     registry = RegistryClient(settings.registry_url)
     consumer = SimpleConsumer(
@@ -195,9 +203,10 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
                         fs.open_write, f"{stage}/errors.jsonl", spec.topic, spec.partition
                     )
                 quarantine.write(chunk.quarantined)
-                stamps = {r.offset: r.timestamp for r in records}
-                for q in chunk.quarantined:
-                    window = window_start(stamps[q.offset], window_ms)
+                bad = pa.array([q.offset for q in chunk.quarantined], pa.int64())
+                stamps = records.timestamp.take(pc.index_in(bad, records.offset))
+                for stamp in stamps.to_pylist():
+                    window = window_start(stamp, window_ms)
                     bad_windows[window] += 1
                     windows[window] += 1
                 result.quarantined += len(chunk.quarantined)

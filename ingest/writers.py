@@ -13,7 +13,7 @@ one (topic, partition): one file per (partition, output partition) per run, as t
 layout requires, so every output partition seen in a run stays open until the task
 ends. Memory bound: the Parquet writer holds at most one row group (``row_group_size``
 rows, default 20,000, ~5 MB of PageViewEvents) before writing it out, the Avro writer
-one block (``sync_interval`` bytes, default 1 MiB); so a task holds about output
+one block (``sync_interval`` bytes of encoded rows, default 1 MiB); so a task holds about output
 partitions x that, plus the chunk being decoded. A partition's range normally spans
 a few hours.
 
@@ -21,11 +21,14 @@ Parquet: the decoder's Arrow schema (the value's columns then the metadata colum
 of ingest/columns.py), snappy by default (zstd, gzip, none too), readable by Spark
 SQL, Hive, Trino and pyarrow. Avro: the decoder's value schema with the metadata
 columns' Avro fields appended to its top-level record
-(``avro_schema_with_kafka_fields``), deflate by default (snappy, null too).
+(``avro_schema_with_kafka_fields``), deflate by default (snappy, null too). Rows are
+encoded to Avro a column at a time from Arrow (ingest/avro_encoder.py), never as one
+Python object per record; fastavro writes the container around the encoded blocks.
 """
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Callable, Sequence
 from typing import Any, BinaryIO, NamedTuple, Protocol
@@ -35,6 +38,7 @@ import pyarrow.parquet as pq
 from fastavro.write import Writer as AvroContainerWriter
 
 from ingest import columns as meta
+from ingest.avro_encoder import compile_encoder
 from ingest.decoders.arrow_types import arrow_schema_for, as_parsed
 from ingest.decoders.base import Decoder
 from ingest.partitioner import EventHourPartitioner, Partitioner, split_by
@@ -186,37 +190,61 @@ class AvroRecordWriter:
         self.file = CountingFile(file)
         self.avro_schema = avro_schema_with_kafka_fields(target, metadata)
         self.schema = arrow_schema_for(target, metadata)
+        self._encode = compile_encoder(as_parsed(self.avro_schema))
+        # fastavro writes the container: header, blocks compressed with ``codec``, syncs.
         self._writer = AvroContainerWriter(
             self.file, parse_schema(self.avro_schema), codec=codec, sync_interval=sync_interval
         )
+        self.sync_interval = sync_interval
+        self._pending: list[memoryview] = []
+        self._pending_rows = 0
+        self._pending_bytes = 0
         self.records = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
             return
-        # Timestamps as epoch integers: fastavro writes ints for timestamp-millis
-        # as they are, which skips a datetime object per value.
-        columns = [_plain(column) for column in batch.columns]
-        rows = pa.RecordBatch.from_arrays(columns, names=batch.schema.names).to_pylist()
-        for row in rows:
-            self._writer.write(row)
-        self.records += len(rows)
+        if not batch.schema.equals(self.schema):
+            batch = batch.select(self.schema.names).cast(self.schema)
+        bodies = self._encode(pa.StructArray.from_arrays(batch.columns, fields=list(self.schema)))
+        encoded = _value_view(bodies)  # keeps the Arrow buffer alive
+        self._pending.append(encoded)
+        self._pending_rows += len(bodies)
+        self._pending_bytes += encoded.nbytes
+        self.records += len(bodies)
+        if self._pending_bytes >= self.sync_interval:
+            self._flush()
+
+    def _flush(self) -> None:
+        """One container block of the pending rows: their bodies back to back."""
+        if not self._pending_rows:
+            return
+        data = b"".join(self._pending)
+        self._writer.write_block(_Block(self._pending_rows, io.BytesIO(data)))
+        self._pending, self._pending_rows, self._pending_bytes = [], 0, 0
 
     def close(self) -> WriteResult:
+        self._flush()
         self._writer.flush()
         self.file.close()
         return WriteResult(self.records, self.file.bytes)
 
 
-def _plain(column: pa.Array) -> pa.Array:
-    typ = column.type
-    if pa.types.is_timestamp(typ):
-        return column.cast(pa.int64())
-    if pa.types.is_struct(typ):
-        children = [_plain(column.field(i)) for i in range(typ.num_fields)]
-        names = [typ.field(i).name for i in range(typ.num_fields)]
-        return pa.StructArray.from_arrays(children, names=names, mask=column.is_null())
-    return column
+class _Block(NamedTuple):
+    """What fastavro's ``Writer.write_block`` reads of a block: its record count and
+    its uncompressed bytes (it compresses them with the file's codec)."""
+
+    num_records: int
+    bytes_: io.BytesIO
+
+
+def _value_view(binary: pa.Array) -> memoryview:
+    """The value bytes of a binary array, back to back, without a copy."""
+    offsets = pa.Array.from_buffers(
+        pa.int32(), len(binary) + 1, [None, binary.buffers()[1]], offset=binary.offset
+    )
+    first, last = offsets[0].as_py(), offsets[len(binary)].as_py()
+    return memoryview(binary.buffers()[2])[first:last]
 
 
 class PartitionedWriters:

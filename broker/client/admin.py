@@ -1,29 +1,45 @@
-"""Administration: topics (create, delete, list, describe) and consumer groups (list,
-describe, committed offsets, alter offsets, delete groups and offsets).
+"""Administration: topics (create, delete, list, describe, more partitions), consumer
+groups (list, describe, committed offsets, alter offsets, delete groups and offsets), and
+the cluster's operations (leader elections, partition reassignments, configs, the
+cluster and its log dirs).
 
 create_topics, delete_topics and delete_groups return the outcome of every topic or group
 as an ErrorCode (NONE on success) so a caller can treat TOPIC_ALREADY_EXISTS as fine;
 with `raise_errors=True` any failure raises TopicErrors, whose `.errors` maps each failed
 name to (ErrorCode, the broker's message). The messages are also kept, for the last
 call, in `AdminClient.last_errors`. The group requests go to the group's coordinator
-(`broker/client/coordinator.py`, which follows it when it moves).
+(`broker/client/coordinator.py`, which follows it when it moves). Requests Kafka's admin
+client sends to the controller go there (NOT_CONTROLLER, as a request's or an item's
+error code, refreshes the metadata and tries again); a broker's configs and log dirs are
+asked of that broker. A request-level refusal is raised as its `broker.protocol.errors`
+exception.
 """
 
 from __future__ import annotations
 
+import enum
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.client.cluster import BrokerInfo, ClusterMetadata
 from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
 from broker.protocol.apis import (
+    ALTER_CONFIGS,
+    ALTER_PARTITION_REASSIGNMENTS,
+    CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    INCREMENTAL_ALTER_CONFIGS,
     LIST_GROUPS,
+    LIST_PARTITION_REASSIGNMENTS,
     OFFSET_COMMIT,
     OFFSET_DELETE,
     OFFSET_FETCH,
@@ -67,6 +83,9 @@ class NewTopic:
     # -1: the broker's default.replication.factor (what Kafka's admin clients leave empty).
     replication_factor: int = -1
     configs: dict[str, str] = field(default_factory=dict)
+    # partition -> replicas, chosen by the caller (num_partitions and replication_factor
+    # are then sent as -1, as Kafka's admin client does); None: the broker places them.
+    replica_assignment: dict[int, list[int]] | None = None
 
 
 class PartitionInfo(NamedTuple):
@@ -113,6 +132,92 @@ class OffsetAndMetadata(NamedTuple):
     metadata: str = ""
 
 
+class NewPartitions(NamedTuple):
+    total_count: int  # the topic's partition count afterwards (never fewer than now)
+    # Replicas of each added partition, in order; None: the brokers place them.
+    assignments: list[list[int]] | None = None
+
+
+class ElectionType(enum.IntEnum):
+    PREFERRED = 0  # the first replica leads again, if it is live and in sync
+    UNCLEAN = 1  # any live replica of a partition without a leader (writes may be lost)
+
+
+class PartitionReassignment(NamedTuple):
+    replicas: list[int]  # the partition's replicas now: the target plus those leaving
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ConfigResourceType(enum.IntEnum):
+    TOPIC = 2
+    BROKER = 4  # name "": the cluster-wide default of every broker
+
+
+class ConfigResource(NamedTuple):
+    type: ConfigResourceType
+    name: str
+
+    def __str__(self) -> str:
+        if self.type == ConfigResourceType.BROKER and self.name == "":
+            return "default broker config"
+        return f"{self.type.name.lower()} {self.name}"
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a value in force comes from (DescribeConfigs v1+), Kafka's names."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+class ConfigSynonym(NamedTuple):
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
+class ConfigEntry(NamedTuple):
+    name: str
+    value: str | None  # None for a sensitive value
+    source: ConfigSource
+    read_only: bool
+    sensitive: bool
+    synonyms: list[ConfigSynonym]  # what the value overrides, the one in force first
+
+
+class AlterConfigOp(NamedTuple):
+    name: str
+    op: str  # SET, DELETE, APPEND, SUBTRACT (the last two on list keys)
+    value: str | None = None
+
+
+ALTER_CONFIG_OPS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str
+    controller_id: int  # -1 while there is none
+    brokers: list[BrokerInfo]  # the live brokers, by id
+
+
+class ReplicaInfo(NamedTuple):
+    size: int  # bytes
+    offset_lag: int  # how far the log end is behind the high watermark (0 on a leader)
+    is_future: bool
+
+
+class LogDirDescription(NamedTuple):
+    error: ErrorCode
+    replicas: dict[tuple[str, int], ReplicaInfo]
+    total_bytes: int  # -1 when the broker does not say (DescribeLogDirs below v4)
+    usable_bytes: int
+
+
 class AdminClient:
     def __init__(
         self,
@@ -150,9 +255,12 @@ class AdminClient:
             "topics": [
                 {
                     "name": t.name,
-                    "num_partitions": t.num_partitions,
-                    "replication_factor": t.replication_factor,
-                    "assignments": [],
+                    "num_partitions": -1 if t.replica_assignment else t.num_partitions,
+                    "replication_factor": -1 if t.replica_assignment else t.replication_factor,
+                    "assignments": [
+                        {"partition_index": p, "broker_ids": list(r)}
+                        for p, r in sorted((t.replica_assignment or {}).items())
+                    ],
                     "configs": [{"name": k, "value": v} for k, v in t.configs.items()],
                 }
                 for t in topics
@@ -209,6 +317,45 @@ class AdminClient:
                 ],
             )
         return out
+
+    def create_partitions(
+        self,
+        new_partitions: dict[str, int | NewPartitions],
+        timeout_ms: int = 30000,
+        validate_only: bool = False,
+        raise_errors: bool = False,
+    ) -> dict[str, ErrorCode]:
+        """Grow topics to a partition count (an int, or NewPartitions naming the added
+        partitions' replicas); returns name -> ErrorCode (INVALID_PARTITIONS for a count
+        that is not larger; see the module docstring). Waits (up to timeout_ms) until the
+        new partitions show leaders in the metadata."""
+        asked = {
+            name: n if isinstance(n, NewPartitions) else NewPartitions(n)
+            for name, n in new_partitions.items()
+        }
+        body = {
+            "topics": [
+                {
+                    "name": name,
+                    "count": n.total_count,
+                    "assignments": None
+                    if n.assignments is None
+                    else [{"broker_ids": list(r)} for r in n.assignments],
+                }
+                for name, n in asked.items()
+            ],
+            "timeout_ms": timeout_ms,
+            "validate_only": validate_only,
+        }
+        response = self._controller_request(CREATE_PARTITIONS, body)
+        outcome = {
+            r["name"]: (as_error_code(r["error_code"]), r["error_message"])
+            for r in response["results"]
+        }
+        grown = [n for n, (code, _) in outcome.items() if code == ErrorCode.NONE]
+        if grown and not validate_only:
+            self.cluster.wait_for_leaders(grown, timeout_ms / 1000)
+        return self._report("create partitions", outcome, raise_errors)
 
     # --- consumer groups ----------------------------------------------------------
 
@@ -428,10 +575,260 @@ class AdminClient:
                 raise failure
             time.sleep(_BACKOFF_S)
 
+    # --- cluster operations ---------------------------------------------------------
+
+    def elect_leaders(
+        self,
+        election_type: ElectionType | int = ElectionType.PREFERRED,
+        partitions: Iterable[tuple[str, int]] | None = None,
+        timeout_ms: int = 30000,
+        raise_errors: bool = False,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Elect leaders (at the controller) of `partitions`, or of every partition (None:
+        the answer then leaves out those that needed no election). Returns (topic,
+        partition) -> ErrorCode: NONE elected, ELECTION_NOT_NEEDED (the preferred
+        replica leads already), PREFERRED_LEADER_NOT_AVAILABLE, ELIGIBLE_LEADERS_NOT_AVAILABLE,
+        UNKNOWN_TOPIC_OR_PARTITION, with the broker's messages in `last_errors`."""
+        election_type = ElectionType(election_type)
+        asked = None if partitions is None else _by_topic((tp, None) for tp in partitions)
+
+        def body(version: int) -> dict:
+            if election_type != ElectionType.PREFERRED and version < 1:
+                raise UnsupportedVersionError(
+                    f"ElectLeaders v{version} elects preferred leaders only (unclean needs v1)"
+                )
+            return {
+                "election_type": int(election_type),
+                "topic_partitions": None
+                if asked is None
+                else [{"topic": t, "partitions": [p for p, _ in ps]} for t, ps in asked.items()],
+                "timeout_ms": timeout_ms,
+            }
+
+        response = self._controller_request(ELECT_LEADERS, body)
+        _raise_request_error(response, f"{election_type.name.lower()} leader election")
+        outcome = {
+            (t["topic"], p["partition_id"]): (as_error_code(p["error_code"]), p["error_message"])
+            for t in response["replica_election_results"]
+            for p in t["partition_result"]
+        }
+        return self._report(f"{election_type.name.lower()} leader election", outcome, raise_errors)
+
+    def alter_partition_reassignments(
+        self,
+        reassignments: dict[tuple[str, int], list[int] | None],
+        timeout_ms: int = 30000,
+        raise_errors: bool = False,
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Move partitions to new replicas (the first is the preferred leader), or cancel a
+        move under way (None), at the controller; the moves go on after the answer (see
+        list_partition_reassignments). Returns (topic, partition) -> ErrorCode: each
+        partition is checked on its own (UNKNOWN_TOPIC_OR_PARTITION,
+        INVALID_REPLICA_ASSIGNMENT, NO_REASSIGNMENT_IN_PROGRESS), messages in
+        `last_errors`."""
+        body = {
+            "timeout_ms": timeout_ms,
+            "topics": [
+                {
+                    "name": t,
+                    "partitions": [
+                        {
+                            "partition_index": p,
+                            "replicas": None if replicas is None else list(replicas),
+                        }
+                        for p, replicas in ps
+                    ],
+                }
+                for t, ps in _by_topic(reassignments.items()).items()
+            ],
+        }
+        response = self._controller_request(ALTER_PARTITION_REASSIGNMENTS, body)
+        _raise_request_error(response, "alter partition reassignments")
+        outcome = {
+            (t["name"], p["partition_index"]): (
+                as_error_code(p["error_code"]),
+                p["error_message"],
+            )
+            for t in response["responses"]
+            for p in t["partitions"]
+        }
+        return self._report("alter partition reassignments", outcome, raise_errors)
+
+    def list_partition_reassignments(
+        self, partitions: Iterable[tuple[str, int]] | None = None, timeout_ms: int = 30000
+    ) -> dict[tuple[str, int], PartitionReassignment]:
+        """The moves under way (of `partitions`, or all), asked of the controller; a
+        partition that is not moving is left out."""
+        asked = None if partitions is None else _by_topic((tp, None) for tp in partitions)
+        body = {
+            "timeout_ms": timeout_ms,
+            "topics": None
+            if asked is None
+            else [{"name": t, "partition_indexes": [p for p, _ in ps]} for t, ps in asked.items()],
+        }
+        response = self._controller_request(LIST_PARTITION_REASSIGNMENTS, body)
+        _raise_request_error(response, "list partition reassignments")
+        return {
+            (t["name"], p["partition_index"]): PartitionReassignment(
+                list(p["replicas"]), list(p["adding_replicas"]), list(p["removing_replicas"])
+            )
+            for t in response["topics"]
+            for p in t["partitions"]
+        }
+
+    def describe_configs(
+        self, resources: Iterable[ConfigResource], include_synonyms: bool = True
+    ) -> dict[ConfigResource, list[ConfigEntry]]:
+        """Every key of each resource with its value in force, where that comes from and
+        (with synonyms) what it overrides. A broker's resource is asked of that broker,
+        topics and the broker default of any. A resource the broker refuses (a topic that
+        does not exist: UnknownTopicOrPartitionError) is raised."""
+        out: dict[ConfigResource, list[ConfigEntry]] = {}
+        for resource in resources:
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(resource.type),
+                        "resource_name": resource.name,
+                        "configuration_keys": None,
+                    }
+                ],
+                "include_synonyms": include_synonyms,
+                "include_documentation": False,
+            }
+            response = self._broker_request(_config_node(resource), DESCRIBE_CONFIGS, body)
+            (result,) = response["results"]
+            if result["error_code"] != ErrorCode.NONE:
+                raise error_for(
+                    result["error_code"],
+                    result["error_message"] or f"describe configs of {resource}",
+                )
+            out[resource] = [_config_entry(c) for c in result["configs"]]
+        return out
+
+    def alter_configs(
+        self,
+        configs: dict[ConfigResource, dict[str, str]],
+        validate_only: bool = False,
+        raise_errors: bool = False,
+    ) -> dict[ConfigResource, ErrorCode]:
+        """Replace each resource's whole set of dynamic configs (AlterConfigs: keys left
+        out go back to their defaults). Returns resource -> ErrorCode (see the module
+        docstring); prefer incremental_alter_configs."""
+
+        def entries(values: dict[str, str]) -> list[dict]:
+            return [{"name": k, "value": v} for k, v in values.items()]
+
+        return self._alter_configs(
+            ALTER_CONFIGS, "alter configs", configs, entries, validate_only, raise_errors
+        )
+
+    def incremental_alter_configs(
+        self,
+        operations: dict[ConfigResource, list[AlterConfigOp]],
+        validate_only: bool = False,
+        raise_errors: bool = False,
+    ) -> dict[ConfigResource, ErrorCode]:
+        """SET, DELETE (back to the inherited value), APPEND or SUBTRACT (list keys) keys of
+        each resource; the rest stays. All or nothing per resource. Returns resource ->
+        ErrorCode (see the module docstring)."""
+        for ops in operations.values():
+            for op in ops:
+                if op.op not in ALTER_CONFIG_OPS:
+                    raise ValueError(
+                        f"config operation {op.op!r} for {op.name!r}: expected one of "
+                        f"{', '.join(ALTER_CONFIG_OPS)}"
+                    )
+
+        def entries(ops: list[AlterConfigOp]) -> list[dict]:
+            return [
+                {"name": o.name, "config_operation": ALTER_CONFIG_OPS[o.op], "value": o.value}
+                for o in ops
+            ]
+
+        return self._alter_configs(
+            INCREMENTAL_ALTER_CONFIGS,
+            "incremental alter configs",
+            operations,
+            entries,
+            validate_only,
+            raise_errors,
+        )
+
+    def describe_cluster(self) -> ClusterDescription:
+        """The cluster id, the controller and the live brokers (DescribeCluster)."""
+        body = {"include_cluster_authorized_operations": False, "endpoint_type": 1}
+        response = self._broker_request(None, DESCRIBE_CLUSTER, body)
+        _raise_request_error(response, "describe cluster")
+        brokers = [
+            BrokerInfo(b["broker_id"], b["host"], b["port"], b["rack"]) for b in response["brokers"]
+        ]
+        return ClusterDescription(
+            response["cluster_id"], response["controller_id"], sorted(brokers)
+        )
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        partitions: Iterable[tuple[str, int]] | None = None,
+    ) -> dict[int, dict[str, LogDirDescription]]:
+        """broker -> log dir -> its replicas (of `partitions`, or all) with their sizes and
+        offset lags; each broker of `broker_ids` (None: every live one) is asked itself."""
+        if broker_ids is None:
+            self.cluster.refresh([])
+            broker_ids = sorted(self.cluster.brokers)
+        asked = None if partitions is None else _by_topic((tp, None) for tp in partitions)
+        body = {
+            "topics": None
+            if asked is None
+            else [{"topic": t, "partitions": [p for p, _ in ps]} for t, ps in asked.items()]
+        }
+        out: dict[int, dict[str, LogDirDescription]] = {}
+        for node in broker_ids:
+            response = self._broker_request(node, DESCRIBE_LOG_DIRS, body)
+            _raise_request_error(response, f"describe log dirs of broker {node}")
+            out[node] = {
+                d["log_dir"]: LogDirDescription(
+                    as_error_code(d["error_code"]),
+                    {
+                        (t["name"], p["partition_index"]): ReplicaInfo(
+                            p["partition_size"], p["offset_lag"], p["is_future_key"]
+                        )
+                        for t in d["topics"]
+                        for p in t["partitions"]
+                    },
+                    d["total_bytes"],
+                    d["usable_bytes"],
+                )
+                for d in response["results"]
+            }
+        return out
+
+    def _alter_configs(
+        self, api_key: int, operation: str, changes: dict, entries, validate_only, raise_errors
+    ) -> dict[ConfigResource, ErrorCode]:
+        outcome: dict[ConfigResource, tuple[ErrorCode, str | None]] = {}
+        for resource, change in changes.items():
+            body = {
+                "resources": [
+                    {
+                        "resource_type": int(resource.type),
+                        "resource_name": resource.name,
+                        "configs": entries(change),
+                    }
+                ],
+                "validate_only": validate_only,
+            }
+            (result,) = self._broker_request(_config_node(resource), api_key, body)["responses"]
+            outcome[resource] = (as_error_code(result["error_code"]), result["error_message"])
+        return self._report(operation, outcome, raise_errors)
+
     # --- helpers ------------------------------------------------------------------
 
-    def _controller_request(self, api_key: int, body: dict) -> dict:
-        """Send to the controller, following it if it moves or restarts, until the timeout."""
+    def _controller_request(self, api_key: int, body: dict | Callable[[int], dict]) -> dict:
+        """Send to the controller, following it if it moves or restarts (unreachable, or
+        NOT_CONTROLLER as the answer's or any item's error code), until the timeout.
+        `body` may be a function of the version negotiated."""
         deadline = time.monotonic() + self.timeout_s
         while True:
             node = self.cluster.controller_id
@@ -441,19 +838,41 @@ class AdminClient:
                     if node in self.cluster.brokers
                     else self.cluster.any_connection()
                 )
-                response = conn.request(api_key, body)
+                version = conn.version_for(api_key)
+                request = body(version) if callable(body) else body
+                response = conn.request(api_key, request, version)
             except (NetworkError, RequestTimedOutError) as exc:
                 self.cluster.drop_connection(node)
                 if time.monotonic() + _BACKOFF_S > deadline:
                     raise NetworkError(f"controller unreachable: {exc}") from exc
             else:
-                codes = [
-                    t["error_code"] for t in response.get("topics", response.get("responses", []))
-                ]
-                if ErrorCode.NOT_CONTROLLER not in codes:
+                if ErrorCode.NOT_CONTROLLER not in _error_codes(response):
                     return response
                 if time.monotonic() + _BACKOFF_S > deadline:
                     raise error_for(ErrorCode.NOT_CONTROLLER, "no controller answered in time")
+            time.sleep(_BACKOFF_S)
+            try:
+                self.cluster.refresh([])
+            except NetworkError:
+                pass
+
+    def _broker_request(self, node: int | None, api_key: int, body: dict) -> dict:
+        """Send to broker `node` (None: any live one), reconnecting after a lost
+        connection until the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                if node is None:
+                    return self.cluster.any_connection().request(api_key, body)
+                if node not in self.cluster.brokers:
+                    self.cluster.refresh([])
+                return self.cluster.connection(node).request(api_key, body)
+            except (NetworkError, RequestTimedOutError) as exc:
+                if node is not None:
+                    self.cluster.drop_connection(node)
+                if time.monotonic() + _BACKOFF_S > deadline:
+                    where = "no broker" if node is None else f"broker {node}"
+                    raise NetworkError(f"{where} answered: {exc}") from exc
             time.sleep(_BACKOFF_S)
             try:
                 self.cluster.refresh([])
@@ -468,8 +887,60 @@ class AdminClient:
         return {name: code for name, (code, _) in outcome.items()}
 
 
-def _label(name: str | tuple[str, int]) -> str:
-    return name if isinstance(name, str) else f"{name[0]}-{name[1]}"
+def _label(name: str | tuple[str, int] | ConfigResource) -> str:
+    if isinstance(name, str | ConfigResource):
+        return str(name)
+    return f"{name[0]}-{name[1]}"
+
+
+def _error_codes(response: dict) -> list[int]:
+    """Every error code in an answer: its own and its items' (at any depth)."""
+    codes = []
+    stack: list = [response]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if "error_code" in item:
+                codes.append(item["error_code"])
+            stack.extend(v for v in item.values() if isinstance(v, list))
+        elif isinstance(item, list):
+            stack.extend(v for v in item if isinstance(v, dict))
+    return codes
+
+
+def _raise_request_error(response: dict, operation: str) -> None:
+    """Raise the answer's own error (not its items'), if it has one."""
+    code = response.get("error_code", ErrorCode.NONE)
+    if code != ErrorCode.NONE:
+        raise error_for(code, response.get("error_message") or operation)
+
+
+def _config_node(resource: ConfigResource) -> int | None:
+    """Where a config request goes: a broker's own resource to that broker, else any."""
+    if resource.type == ConfigResourceType.BROKER and resource.name != "":
+        return int(resource.name)
+    return None
+
+
+def _config_entry(c: dict) -> ConfigEntry:
+    source = c["config_source"]
+    if source < 0:  # DescribeConfigs v0: only "default or not"
+        source = ConfigSource.DEFAULT_CONFIG if c["is_default"] else ConfigSource.UNKNOWN
+    return ConfigEntry(
+        c["name"],
+        c["value"],
+        _source(source),
+        c["read_only"],
+        c["is_sensitive"],
+        [ConfigSynonym(y["name"], y["value"], _source(y["source"])) for y in c["synonyms"]],
+    )
+
+
+def _source(code: int) -> ConfigSource:
+    try:
+        return ConfigSource(code)
+    except ValueError:
+        return ConfigSource.UNKNOWN
 
 
 def _by_topic(pairs: Iterable[tuple[tuple[str, int], object]]) -> dict[str, list]:

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from broker.client.cluster import BrokerInfo, ClusterMetadata
+from broker.client.connection import BrokerConnection
 from broker.protocol.apis import FIND_COORDINATOR
 from broker.protocol.errors import (
     ErrorCode,
@@ -44,6 +45,20 @@ def coordinator_error(codes: Iterable[int]) -> ErrorCode:
         if code in COORDINATOR_ERRORS:
             return as_error_code(code)
     return ErrorCode.NONE
+
+
+def find_coordinator(conn: BrokerConnection, group_id: str) -> BrokerInfo:
+    """One FindCoordinator for a group on `conn` (v4+ asks a list of keys, KIP-699: one
+    here); raises the answer's error. The group consumer's heartbeat thread calls it on
+    a connection of its own."""
+    version = conn.version_for(FIND_COORDINATOR)
+    body = {"key": group_id, "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
+    response = conn.request(FIND_COORDINATOR, body, version)
+    answer = response["coordinators"][0] if version >= 4 else response
+    if answer["error_code"] != ErrorCode.NONE:
+        message = answer.get("error_message") or f"finding the coordinator of {group_id!r}"
+        raise error_for(answer["error_code"], message)
+    return BrokerInfo(answer["node_id"], answer["host"], answer["port"], None)
 
 
 class GroupCoordinators:
@@ -115,19 +130,11 @@ class GroupCoordinators:
         A coordinator the cached metadata does not list yet (a broker just started)
         refreshes it, so that `cluster.connection()` can reach it.
         """
-        conn = self.cluster.any_connection()
-        version = conn.version_for(FIND_COORDINATOR)
-        body = {"key": group_id, "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
         try:
-            response = conn.request(FIND_COORDINATOR, body, version)
+            found = find_coordinator(self.cluster.any_connection(), group_id)
         except _UNREACHABLE:
             self.cluster.refresh([])
             raise
-        answer = response["coordinators"][0] if version >= 4 else response
-        if answer["error_code"] != ErrorCode.NONE:
-            message = answer.get("error_message") or f"finding the coordinator of {group_id!r}"
-            raise error_for(answer["error_code"], message)
-        found = BrokerInfo(answer["node_id"], answer["host"], answer["port"], None)
         if found.node_id not in self.cluster.brokers:
             self.cluster.refresh([])
             if found.node_id not in self.cluster.brokers:

@@ -276,8 +276,12 @@ class GroupCoordinator:
         if old.sync_waiter is not None:
             old.sync_waiter.complete(SyncResult(E.FENCED_INSTANCE_ID))
         old.join_waiter = old.sync_waiter = None
-        same = old.same_protocols(req.protocols)
         member = group.replace_static_member(req.group_instance_id, old_id, new_id)
+        # As Kafka: the member's protocols are taken as sent (its subscription bytes carry
+        # its generation, so they differ after any rebalance); only a change of the
+        # protocol the group would select needs a rebalance.
+        member.protocols = list(req.protocols)
+        same = _selects(group, group.protocol_name)
         member.client_id, member.client_host = req.client_id, req.client_host
         member.session_timeout_ms = req.session_timeout_ms
         member.rebalance_timeout_ms = req.rebalance_timeout_ms
@@ -298,7 +302,6 @@ class GroupCoordinator:
 
             self.manager.write(group.group_id, [self.manager.group_record(group)], stored)
             return waiter
-        member.protocols = list(req.protocols)
         waiter = member.join_waiter = Waiter()
         self._maybe_prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
         if group.is_(S.PREPARING_REBALANCE):
@@ -991,3 +994,14 @@ class SessionTimer(DelayedOperation):
             )
             return
         self.coordinator._session_expired(self.group, self.member_id)
+
+
+def _selects(group: Group, protocol: str | None) -> bool:
+    """Whether the group, with its members' protocols as they are now, would still select
+    `protocol`."""
+    if protocol is None:
+        return False
+    try:
+        return group.select_protocol() == protocol
+    except ValueError:  # no protocol in common any more
+        return False

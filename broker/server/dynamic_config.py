@@ -246,7 +246,10 @@ class DynamicConfigs:
                 own = Synonym(key.name, overrides[key.name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
                 synonyms.insert(0, own)
             source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-            value = effective_value(key.name, config)
+            if key.name in overrides and not key.synonyms:
+                value = overrides[key.name]  # a topic-only key: nothing else to resolve
+            else:
+                value = effective_value(key.name, config)
             entries.append(ConfigEntry(key, value, source, False, synonyms))
         return entries
 

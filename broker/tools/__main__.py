@@ -5,13 +5,17 @@ from __future__ import annotations
 import sys
 
 from broker.tools import (
+    configs,
     console_consumer,
     console_producer,
     consumer_groups,
     consumer_perf,
     dump_log,
+    leader_election,
     mirror_maker,
     producer_perf,
+    reassign_partitions,
+    topics,
     zk_offset_checker,
 )
 
@@ -25,6 +29,10 @@ TOOLS = {
     "producer-perf-test": producer_perf.main,
     "consumer-perf-test": consumer_perf.main,
     "mirror-maker": mirror_maker.main,
+    "configs": configs.main,
+    "leader-election": leader_election.main,
+    "reassign-partitions": reassign_partitions.main,
+    "topics": topics.main,
 }
 
 

@@ -1,5 +1,5 @@
 """Argument types the Kafka-shaped tools share: `--topic TOPIC[:P,P...]` and
-`--to-datetime YYYY-MM-DDTHH:mm:SS.sss`, parsed as Kafka's tools parse them, with
+`--to-datetime YYYY-MM-DDTHH:mm:SS.sss` (and which options were given), parsed as Kafka's tools parse them, with
 errors that name the argument (argparse prints them with the usage)."""
 
 from __future__ import annotations
@@ -11,6 +11,12 @@ from typing import NamedTuple
 
 from broker.protocol.topic import topic_name_problem
 from broker.util.clock import SECOND_MS
+
+
+def given_options(args: argparse.Namespace, names) -> list[str]:
+    """The options among `names` (argparse dests) that were given, as `--option`s: for
+    the tools' checks of which options go together."""
+    return [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) not in (None, False)]
 
 
 class TopicSpec(NamedTuple):

@@ -21,7 +21,7 @@ import sys
 
 from broker.protocol.errors import KafkaError
 from broker.tools import group_describe, offset_reset
-from broker.tools.arguments import datetime_ms, topic_spec
+from broker.tools.arguments import datetime_ms, given_options, topic_spec
 from broker.tools.groups import (
     GROUP_STATES,
     STATES_BY_KEY,
@@ -144,13 +144,9 @@ def _parser(prog: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _given(args, names) -> list[str]:
-    return [f"--{n.replace('_', '-')}" for n in names if getattr(args, n) not in (None, False)]
-
-
 def _usage_problem(args) -> str | None:
     """What is wrong with the combination of options (Kafka's checks), or None."""
-    actions = _given(args, ACTIONS)
+    actions = given_options(args, ACTIONS)
     if len(actions) != 1:
         return "exactly one action is needed: --list, --describe, --delete, --reset-offsets or --delete-offsets"
     action = actions[0]
@@ -163,13 +159,13 @@ def _usage_problem(args) -> str | None:
         return f"{action} takes no --topic"
     if args.all_topics and not args.reset_offsets:
         return f"{action} takes no --all-topics"
-    views = _given(args, ("offsets", "members", "state"))
+    views = given_options(args, ("offsets", "members", "state"))
     if views and not (args.describe or (args.list and views == ["--state"])):
         return f"{action} takes no {', '.join(views)}"
     if args.verbose and not args.describe:
         return "--verbose goes with --describe --members"
-    scenarios = _given(args, RESET_SCENARIOS)
-    resets = scenarios + _given(args, ("dry_run", "execute"))
+    scenarios = given_options(args, RESET_SCENARIOS)
+    resets = scenarios + given_options(args, ("dry_run", "execute"))
     if resets and not args.reset_offsets:
         return f"{action} takes no {', '.join(resets)}"
     if args.describe:
@@ -208,7 +204,7 @@ def _usage_problem(args) -> str | None:
 
 
 def _reset_request(args) -> offset_reset.ResetRequest:
-    (scenario,) = _given(args, RESET_SCENARIOS)
+    (scenario,) = given_options(args, RESET_SCENARIOS)
     name = scenario.removeprefix("--").replace("-", "_")
     value = getattr(args, name)
     return offset_reset.ResetRequest(

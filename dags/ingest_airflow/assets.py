@@ -10,6 +10,8 @@ on the alias for every hour.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from airflow.sdk import Asset, AssetAlias
 
 from ingest import layout
@@ -35,12 +37,20 @@ def hour_asset(topic: str, dt: str, hr: str | None) -> Asset:
     return Asset(uri=uri, name=uri)
 
 
-def emit_hours(outlet_events, hours: list[dict], root: str, **extra) -> list[str]:
+def emit_hours(
+    outlet_events,
+    hours: list[dict],
+    root: str,
+    table_of: Callable[[str], str | None] = lambda topic: None,
+    **extra,
+) -> list[str]:
     """Attach an asset event per hour (dicts of HourReport.to_dict()) to the alias; the
-    extra tells a consumer where the hour is and what the audit counted."""
+    extra tells a consumer where the hour is, its table (``db.table``, when the load keeps
+    tables) and what the audit counted."""
     uris = []
     for h in hours:
         asset = hour_asset(h["topic"], h["dt"], h["hr"])
+        table = table_of(h["topic"])
         outlet_events[ALIAS].add(
             asset,
             extra={
@@ -51,6 +61,7 @@ def emit_hours(outlet_events, hours: list[dict], root: str, **extra) -> list[str
                 "produced": h["produced"],
                 "loaded": h["loaded"],
                 "quarantined": h["quarantined"],
+                **({"table": table} if table else {}),
                 **extra,
             },
         )

@@ -33,14 +33,16 @@ def _environment() -> dict[str, str]:
     }
 
 
-def submit_ingest(task_id: str, args_from: str, **kwargs) -> SparkSubmitOperator:
+def submit_ingest(
+    task_id: str, args_from: str, key: str = "spark_args", **kwargs
+) -> SparkSubmitOperator:
     """A spark-submit of `python -m ingest <args>`; `args_from` is the task id whose XCom
-    `spark_args` holds the arguments."""
+    return value holds the arguments under `key`."""
     return SparkSubmitOperator(
         task_id=task_id,
         conn_id=SPARK_CONN,
         application=APPLICATION,
-        application_args=f"{{{{ ti.xcom_pull(task_ids='{args_from}')['spark_args'] }}}}",
+        application_args=f"{{{{ ti.xcom_pull(task_ids='{args_from}')['{key}'] }}}}",
         name="{{ dag.dag_id }}-{{ run_id }}",
         conf={"spark.ui.enabled": "false", "spark.sql.session.timeZone": "UTC"},
         env_vars=_environment(),

@@ -11,6 +11,7 @@ from typing import Protocol
 import pyarrow as pa
 
 from broker.records.batch import Record
+from broker.records.columnar import RecordColumns
 from ingest.columns import Column
 from schemas.canonical import ParsedSchema
 
@@ -47,6 +48,9 @@ class Decoder(Protocol):
     metadata columns' Avro types appended), then the ``metadata`` columns
     (ingest/columns.py), in that order.
 
+    ``decode`` takes the records of one partition as columns (``RecordColumns``: offset,
+    timestamp, key and value arrays, as a load task fetches them); tests and tools
+    holding ``Record`` objects may pass those (``as_columns`` converts them).
     Every record given to ``decode`` comes back either as a row of the batch (in
     offset order) or quarantined with its reason, never dropped: ``len(records) ==
     batch.num_rows + len(quarantined)``. Problems that are not the record's fault (a
@@ -56,7 +60,14 @@ class Decoder(Protocol):
     value_schema: ParsedSchema
     metadata: tuple[Column, ...]
 
-    def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk: ...
+    def decode(self, partition: int, records: RecordColumns | Sequence[Record]) -> DecodedChunk: ...
+
+
+def as_columns(records: RecordColumns | Sequence[Record]) -> RecordColumns:
+    """What decoders read: the columns a load task fetched, or records held as objects."""
+    if isinstance(records, RecordColumns):
+        return records
+    return RecordColumns.from_records(records)
 
 
 def decode_stream(

@@ -25,171 +25,46 @@ Schema resolution (Avro specification: writer schema read as the reader schema)
 is compiled once per (writer, reader) pair: writer fields absent from the
 reader are skipped, reader fields absent from the writer get their default,
 int/long/float promotions and string<->bytes are casts, enum symbols are
-mapped, unions are resolved branch by branch. Shapes this module does not read
-(arrays, maps, decimals, recursive records, unions of several non-null types)
-raise ``UnsupportedSchema`` at compile time, and the caller uses the row
-decoder for that writer schema instead.
+mapped, unions are resolved branch by branch.
+
+Arrays and maps are read in rounds: a block count for every row that needs one,
+then item k of every row that still has items, until no row has any; the items
+of all rows are gathered once at the end (rows stay independent, one round reads
+all rows' k-th items with the item node). A row whose block announces more than
+``ROUND_LIMIT`` items (one long array would cost a round per item) is marked bad
+and so re-read by fastavro, which rescues it. Decimals (bytes and fixed) become
+128- or 256-bit little-endian integers by one byte ``take`` (big-endian to
+little-endian, sign-extended). Recursive records (no Arrow shape) and decimals
+read as a different precision or scale raise ``UnsupportedSchema`` at compile
+time, and the caller uses the row decoder for that writer schema instead.
 """
 
 from __future__ import annotations
 
+from decimal import Decimal as PyDecimal
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.records.vectorized import (
+    VARINT_MAX,
+    Rows,
+    arange,
+    constant,
+    interleaving,
+    values_of,
+)
 from ingest.decoders.arrow_types import UnsupportedSchema, arrow_type, logical_type
 from schemas.canonical import ParsedSchema, kind
 from schemas.compatibility import PROMOTIONS
 
 _FIXED_WIDTH = {"float": (4, pa.float32()), "double": (8, pa.float64())}
-_U64 = pa.uint64()
-_ONE = pa.scalar(1, _U64)
 _INT32_BASED = (pa.date32(), pa.time32("ms"), pa.int32())
-_VARINT_MAX = 10
 
 
 class Unresolvable(ValueError):
     """The writer schema cannot be read as the reader schema at all."""
-
-
-class Rows:
-    """The rows being decoded: a read position and an end per row (int32), over
-    one buffer, and a bad mask.
-
-    A position may run past its row's end on corrupt data (a varint read too far,
-    a fixed value cut short); that is caught once, when the row's final position
-    is compared with its end, instead of after every field. Each node bounds how
-    far it can run (``Node.overrun``), and the buffer has that much padding after
-    the last row, so every read stays inside it. Lengths of strings and bytes are
-    clamped to the room left, so they never add to the overrun.
-    """
-
-    __slots__ = ("data", "pos", "end", "bad")
-
-    def __init__(self, data: pa.Array, pos: pa.Array, end: pa.Array, bad: pa.Array) -> None:
-        self.data = data
-        self.pos = pos
-        self.end = end
-        self.bad = bad
-
-    def __len__(self) -> int:
-        return len(self.pos)
-
-    def subset(self, mask: pa.Array) -> Rows:
-        return Rows(self.data, self.pos.filter(mask), self.end.filter(mask), self.bad.filter(mask))
-
-    def merge(self, mask: pa.Array, sub: Rows) -> None:
-        self.pos = pc.replace_with_mask(self.pos, mask, sub.pos)
-        self.bad = pc.replace_with_mask(self.bad, mask, sub.bad)
-
-    def mark(self, mask: pa.Array) -> None:
-        self.bad = pc.or_(self.bad, mask)
-
-    def room(self) -> pa.Array:
-        return pc.subtract(self.end, self.pos)
-
-    def advance(self, count: pa.Array | pa.Scalar | int) -> None:
-        if isinstance(count, int):  # a bare int would widen the positions to int64
-            count = pa.scalar(count, pa.int32())
-        self.pos = pc.add(self.pos, count)
-
-    def byte(self, k: int) -> pa.Array:
-        return self.data.take(self.pos if k == 0 else pc.add(self.pos, k))
-
-    def varint(self) -> pa.Array:
-        """Raw (zigzag) varints as uint64, advancing past them."""
-        first = self.byte(0)
-        value = pc.bit_wise_and(first, 0x7F).cast(_U64)
-        more = pc.greater_equal(first, 0x80)
-        length: pa.Array | pa.Scalar = pa.scalar(1, pa.int32())
-        k = 1
-        while k < _VARINT_MAX and pc.any(more).as_py():
-            b = self.byte(k)
-            part = pc.multiply(pc.bit_wise_and(b, 0x7F).cast(_U64), pa.scalar(1 << (7 * k), _U64))
-            value = pc.if_else(more, pc.bit_wise_or(value, part), value)
-            length = pc.add(length, more.cast(pa.int32()))
-            more = pc.and_(more, pc.greater_equal(b, 0x80))
-            k += 1
-        if k == _VARINT_MAX and pc.any(more).as_py():
-            self.mark(more)  # more than 10 bytes: not an Avro varint
-        self.advance(length)
-        return value
-
-    def long(self) -> pa.Array:
-        raw = self.varint()
-        half = pc.shift_right(raw, _ONE)
-        sign = pc.subtract(pa.scalar(0, _U64), pc.bit_wise_and(raw, _ONE))
-        return pc.bit_wise_xor(half, sign).cast(pa.int64(), safe=False)
-
-    def slices(self, sizes: pa.Array) -> pa.Array:
-        """The bytes [pos, pos + size) of every row as a binary array, and advance.
-
-        Sizes must already fit their rows (the callers clamp them). Rows lie in
-        the buffer in order, so the offsets ``pos0, pos0+size0, pos1, pos1+size1,
-        ...`` never decrease: read over the buffer they make a binary array whose
-        even values are the slices wanted and whose odd values are the bytes
-        between them. Taking the even values copies each slice with one memcpy,
-        instead of gathering byte by byte."""
-        count = len(sizes)
-        ends = pc.add(self.pos, sizes)
-        if count == 0:
-            self.pos = ends
-            return pa.array([], pa.binary())
-        interleave, evens = _interleaving(count)
-        offsets = pa.concat_arrays([self.pos, ends]).take(interleave)
-        spans = pa.Array.from_buffers(
-            pa.binary(), 2 * count - 1, [None, offsets.buffers()[1], self.data.buffers()[1]]
-        )
-        self.pos = ends
-        return spans.take(evens)
-
-    def lengths(self) -> pa.Array:
-        """A bytes/string length prefix (int32), clamped to the room left in the
-        row (0 when it has run past its end); bad rows marked."""
-        size = self.long()
-        room = pc.max_element_wise(self.room(), 0)
-        self.mark(pc.or_(pc.less(size, 0), pc.greater(size, room)))
-        return pc.min_element_wise(pc.max_element_wise(size, 0), room).cast(pa.int32())
-
-
-_ARANGE: list[pa.Array] = [pa.array([], pa.int32())]
-_INTERLEAVINGS: dict[int, tuple[pa.Array, pa.Array]] = {}
-
-
-def _interleaving(count: int) -> tuple[pa.Array, pa.Array]:
-    """Indices that interleave two arrays of ``count`` (0, count, 1, count+1, ...)
-    and the even indices 0, 2, ... 2*count-2; cached, chunks repeat their sizes."""
-    found = _INTERLEAVINGS.get(count)
-    if found is None:
-        steps = _arange(2 * count)
-        halves = pc.shift_right(steps, 1)
-        odd = pc.bit_wise_and(steps, 1)
-        found = (pc.add(halves, pc.multiply(odd, count)), pc.multiply(_arange(count), 2))
-        if len(_INTERLEAVINGS) > 16:
-            _INTERLEAVINGS.clear()
-        _INTERLEAVINGS[count] = found
-    return found
-
-
-def _arange(count: int) -> pa.Array:
-    """0, 1, ..., count-1 as int32 (a slice of a cached array grown by doubling)."""
-    if len(_ARANGE[0]) < count:
-        size = max(count, 2 * len(_ARANGE[0]), 1 << 16)
-        ones = pa.nulls(size, pa.int32()).fill_null(1)
-        _ARANGE[0] = pc.subtract(pc.cumulative_sum(ones), 1)
-    return _ARANGE[0].slice(0, count)
-
-
-def _values_of(binary: pa.Array) -> pa.Buffer:
-    """The value bytes of a freshly built binary array (offsets start at 0)."""
-    data = binary.buffers()[2]
-    return pa.py_buffer(b"") if data is None else data
-
-
-def _constant(value: Any, typ: pa.DataType, count: int) -> pa.Array:
-    one = pa.array([value], typ)
-    return one.take(pa.nulls(count, pa.int32()).fill_null(0))
 
 
 # -- nodes: each reads its value for every row of a Rows ------------------------
@@ -198,6 +73,7 @@ def _constant(value: Any, typ: pa.DataType, count: int) -> pa.Array:
 class Node:
     out_type: pa.DataType
     overrun = 0  # how far past a corrupt row's end its reads can go
+    min_size = 1  # the fewest bytes a value takes (bounds an array's item count)
 
     def read(self, rows: Rows) -> pa.Array:
         raise NotImplementedError
@@ -207,6 +83,8 @@ class Node:
 
 
 class Null(Node):
+    min_size = 0
+
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
 
@@ -216,6 +94,8 @@ class Null(Node):
 
 class Refused(Node):
     """A writer branch the reader has no place for: its rows are bad."""
+
+    min_size = 0
 
     def __init__(self, out_type: pa.DataType) -> None:
         self.out_type = out_type
@@ -236,13 +116,16 @@ class Boolean(Node):
 
 
 class Varint(Node):
-    overrun = _VARINT_MAX
+    overrun = VARINT_MAX
 
-    def __init__(self, out_type: pa.DataType) -> None:
+    def __init__(self, out_type: pa.DataType, int32: bool = False) -> None:
         self.out_type = out_type
+        self.int32 = int32  # written as an Avro int: a wider value is corrupt
 
     def read(self, rows: Rows) -> pa.Array:
         value = rows.long()
+        if self.int32:
+            rows.mark(pc.or_(pc.less(value, -(2**31)), pc.greater(value, 2**31 - 1)))
         if value.type == self.out_type:
             return value
         if self.out_type in _INT32_BASED:  # Arrow casts these from int32 only
@@ -261,6 +144,7 @@ class FixedWidth(Node):
         self.raw_type = raw_type
         self.out_type = out_type
         self.overrun = size
+        self.min_size = size
 
     def read(self, rows: Rows) -> pa.Array:
         count = len(rows)
@@ -268,7 +152,7 @@ class FixedWidth(Node):
         # position check marks it.
         raw = rows.slices(pa.nulls(count, pa.int32()).fill_null(self.size))
         # Little-endian IEEE floats are Arrow's own layout on the machines we run on.
-        value = pa.Array.from_buffers(self.raw_type, count, [None, _values_of(raw)])
+        value = pa.Array.from_buffers(self.raw_type, count, [None, values_of(raw)])
         return value if value.type == self.out_type else value.cast(self.out_type)
 
     def skip(self, rows: Rows) -> None:
@@ -278,7 +162,7 @@ class FixedWidth(Node):
 class Bytes(Node):
     """bytes and string (UTF-8 checked), with string<->bytes promotion."""
 
-    overrun = _VARINT_MAX  # the length prefix; the length itself is clamped
+    overrun = VARINT_MAX  # the length prefix; the length itself is clamped
 
     def __init__(self, utf8: bool, out_type: pa.DataType) -> None:
         self.utf8 = utf8
@@ -318,7 +202,7 @@ def _not_utf8(binary: pa.Array) -> pa.Array:
 
 class Enum(Node):
     out_type = pa.string()
-    overrun = _VARINT_MAX
+    overrun = VARINT_MAX
 
     def __init__(self, symbols: list[str | None]) -> None:
         # symbols[i]: the reader symbol for writer index i, None when it has none.
@@ -348,6 +232,7 @@ class Record(Node):
         self.fields = fields
         self.out_type = pa.struct(fields)
         self.overrun = sum(node.overrun for node, _ in steps)
+        self.min_size = sum(node.min_size for node, _ in steps)
 
     def read(self, rows: Rows) -> pa.Array:
         columns: list[pa.Array | None] = [None] * len(self.fields)
@@ -357,7 +242,7 @@ class Record(Node):
             else:
                 columns[slot] = node.read(rows)
         for slot, (value, physical) in self.defaults.items():
-            columns[slot] = _constant(value, physical, len(rows)).cast(self.fields[slot].type)
+            columns[slot] = constant(value, physical, len(rows)).cast(self.fields[slot].type)
         return pa.StructArray.from_arrays(columns, fields=self.fields)
 
     def skip(self, rows: Rows) -> None:
@@ -369,7 +254,7 @@ class Union(Node):
     def __init__(self, branches: list[Node], out_type: pa.DataType) -> None:
         self.branches = branches  # per writer branch; Null for null
         self.out_type = out_type
-        self.overrun = _VARINT_MAX + max(b.overrun for b in branches)
+        self.overrun = VARINT_MAX + max(b.overrun for b in branches)
 
     def read(self, rows: Rows) -> pa.Array:
         count = len(rows)
@@ -400,21 +285,209 @@ class Union(Node):
         return values.take(index)
 
 
+class Decimal(Node):
+    """A decimal's two's-complement big-endian unscaled integer (bytes: length-prefixed;
+    fixed: ``size`` bytes) as Arrow's decimal128/256, which is the same integer
+    little-endian. Values wider than Arrow's 16 or 32 bytes mark their row (fastavro
+    then reads it)."""
+
+    def __init__(self, out_type: pa.DataType, size: int | None) -> None:
+        self.out_type = out_type
+        self.size = size  # None: bytes
+        self.width = out_type.byte_width
+        widest = pa.decimal128(38, out_type.scale) if self.width == 16 else None
+        self.wide = widest or pa.decimal256(76, out_type.scale)
+        largest = PyDecimal(10**out_type.precision - 1).scaleb(-out_type.scale)
+        self.limit = pa.scalar(largest, self.wide)
+        self.negative_limit = pa.scalar(-largest, self.wide)
+        self.overrun = VARINT_MAX if size is None else size
+        self.min_size = 1 if size is None else size
+
+    def read(self, rows: Rows) -> pa.Array:
+        count = len(rows)
+        if self.size is None:
+            sizes = rows.lengths()
+        else:
+            sizes = pa.nulls(count, pa.int32()).fill_null(self.size)
+        start = rows.pos
+        rows.advance(sizes)
+        width = self.width
+        rows.mark(pc.greater(sizes, width))
+        longest = pc.max(sizes).as_py() or 0
+        if width == 16 and longest <= 8:
+            return self._read_short(rows, start, sizes, longest)
+        # Output byte j of value i (little-endian) is input byte start+size-1-j, or
+        # the sign (0x00 / 0xFF) of the first input byte where j >= size.
+        index = arange(count * width)
+        row = pc.divide(index, pa.scalar(width, pa.int32()))
+        j = pc.subtract(index, pc.multiply(row, pa.scalar(width, pa.int32())))
+        first, size = start.take(row), sizes.take(row)
+        inside = pc.less(j, size)
+        source = pc.if_else(inside, pc.subtract(pc.add(first, size), pc.add(j, 1)), first)
+        byte = rows.data.take(source)
+        negative = pc.and_(pc.greater(size, 0), pc.greater_equal(byte, 0x80))
+        fill = pc.if_else(negative, pa.scalar(0xFF, pa.uint8()), pa.scalar(0, pa.uint8()))
+        # Where j >= size, ``byte`` is the first byte (the sign) of the value.
+        out = pc.if_else(inside, byte, fill).buffers()[1]
+        # A value with more digits than the precision is corrupt (fastavro reads it,
+        # Arrow refuses it): compared at the widest precision, where it fits.
+        wide = pa.Array.from_buffers(self.wide, count, [None, out])
+        rows.mark(pc.or_(pc.greater(wide, self.limit), pc.less(wide, self.negative_limit)))
+        return pa.Array.from_buffers(self.out_type, count, [None, out])
+
+    def _read_short(self, rows: Rows, start: pa.Array, sizes: pa.Array, longest: int) -> pa.Array:
+        """Values of at most 8 bytes (precision up to 18, the common case): accumulated
+        as int64, big-endian byte by byte, then stored as the low half of each 16-byte
+        value with the sign in the high half; a round per byte, not a kernel per byte."""
+        count = len(sizes)
+        value = pa.nulls(count, pa.int64()).fill_null(0)
+        for k in range(longest):
+            inside = pc.greater(sizes, k)
+            byte = rows.data.take(pc.add(start, pa.scalar(k, pa.int32()))).cast(pa.int64())
+            if k == 0:  # the first byte carries the sign
+                byte = pc.subtract(
+                    byte, pc.multiply(pc.greater_equal(byte, 0x80).cast(pa.int64()), 256)
+                )
+            shifted = pc.add(pc.multiply(value, 256), byte)
+            value = pc.if_else(inside, shifted, value)
+        if self.out_type.precision <= 18:
+            largest = 10**self.out_type.precision - 1
+            rows.mark(pc.or_(pc.greater(value, largest), pc.less(value, -largest)))
+        sign = pc.negate(pc.less(value, 0).cast(pa.int64()))  # 0 or -1: the high 8 bytes
+        interleave, _ = interleaving(count)
+        halves = pa.concat_arrays([value, sign]).take(interleave)
+        return pa.Array.from_buffers(self.out_type, count, [None, halves.buffers()[1]])
+
+    def skip(self, rows: Rows) -> None:
+        rows.advance(rows.lengths() if self.size is None else self.size)
+
+
+# Items per block above which a row is left to fastavro (a round per item is slow for a
+# handful of very long arrays; short arrays of many rows are the common case).
+ROUND_LIMIT = 4096
+
+
+class Blocks(Node):
+    """Avro arrays and maps: blocks of items (count, or -count then the block's byte
+    size), ended by a zero count; ``items`` reads one item of every active row."""
+
+    overrun = 2 * VARINT_MAX  # a block header; items are read only inside the row
+
+    def read(self, rows: Rows) -> pa.Array:
+        """Rounds over the rows still inside their array (``live``, which shrinks as
+        rows reach their end): a block header for those with no items left in their
+        block, then one item of each. A row leaves with its position, bad flag and item
+        count; every row leaves exactly once, so sorting what left by row index gives
+        the new positions of all rows."""
+        if not len(rows):
+            return pa.array([], self.out_type)
+        live = Rows(rows.data, rows.pos, rows.end, rows.bad)
+        index = arange(len(rows))  # each live row's index in ``rows``
+        left = pa.nulls(len(rows), pa.int64()).fill_null(0)  # items left in its block
+        taken = pa.nulls(len(rows), pa.int32()).fill_null(0)  # items read so far
+        gone: list[tuple[pa.Array, ...]] = []  # (index, pos, bad, taken) of rows that left
+        parts: list[list[pa.Array]] = []
+        owners: list[pa.Array] = []
+        while len(live):
+            # Rows past their end stop (so no read runs further than one item).
+            live.mark(pc.less(live.room(), 0))
+            header = pc.and_(pc.equal(left, 0), pc.invert(live.bad))
+            if pc.any(header).as_py():
+                sub = live.subset(header)
+                items = sub.long()
+                negative = pc.less(items, 0)
+                if pc.any(negative).as_py():
+                    sized = sub.subset(negative)
+                    sized.mark(pc.less(sized.long(), 0))
+                    sub.merge(negative, sized)
+                    items = pc.abs(items)
+                too_many = pc.greater(items, ROUND_LIMIT)
+                if self.item_min_size:  # each item takes a byte at least
+                    room = pc.max_element_wise(sub.room(), 0).cast(pa.int64())
+                    too_many = pc.or_(too_many, pc.greater(items, room))
+                sub.mark(pc.or_(too_many, pc.less(items, 0)))  # -2**63 stays negative
+                live.merge(header, sub)
+                left = pc.replace_with_mask(left, header, pc.if_else(sub.bad, 0, items))
+            leaving = pc.or_(live.bad, pc.equal(left, 0))  # bad, or read the ending 0
+            if pc.any(leaving).as_py():
+                gone.append(
+                    (
+                        index.filter(leaving),
+                        live.pos.filter(leaving),
+                        live.bad.filter(leaving),
+                        taken.filter(leaving),
+                    )
+                )
+                staying = pc.invert(leaving)
+                live = live.subset(staying)
+                index, left, taken = (
+                    index.filter(staying),
+                    left.filter(staying),
+                    taken.filter(staying),
+                )
+                if not len(live):
+                    break
+            parts.append(self.items(live))
+            owners.append(index)
+            left = pc.subtract(left, 1)
+            taken = pc.add(taken, pa.scalar(1, pa.int32()))
+        order = pc.sort_indices(pa.concat_arrays([g[0] for g in gone]))
+        rows.pos = pa.concat_arrays([g[1] for g in gone]).take(order)
+        rows.bad = pa.concat_arrays([g[2] for g in gone]).take(order)
+        lengths = pa.concat_arrays([g[3] for g in gone]).take(order)
+        return self.assemble(lengths, parts, owners)
+
+    def gathered(self, lengths, parts, owners, which: int, empty: pa.DataType) -> pa.Array:
+        """Item field ``which`` of all rounds, in row order then item order."""
+        if not parts:
+            return pa.array([], empty)
+        values = pa.concat_arrays([p[which] for p in parts])
+        if len(parts) == 1:
+            return values
+        order = pc.sort_indices(pa.concat_arrays(owners))  # stable: rounds stay in order
+        return values.take(order)
+
+    @staticmethod
+    def offsets(lengths: pa.Array) -> pa.Array:
+        return pa.concat_arrays([pa.array([0], pa.int32()), pc.cumulative_sum(lengths)])
+
+
+class Array(Blocks):
+    def __init__(self, item: Node, out_type: pa.DataType) -> None:
+        self.item = item
+        self.item_min_size = item.min_size
+        self.out_type = out_type
+        self.overrun = Blocks.overrun + item.overrun
+
+    def items(self, rows: Rows) -> list[pa.Array]:
+        return [self.item.read(rows)]
+
+    def assemble(self, lengths, parts, owners) -> pa.Array:
+        item_type = self.out_type.value_type
+        values = self.gathered(lengths, parts, owners, 0, item_type).cast(item_type)
+        return pa.ListArray.from_arrays(self.offsets(lengths), values, type=self.out_type)
+
+
+class Map(Blocks):
+    def __init__(self, value: Node, out_type: pa.DataType) -> None:
+        self.key = Bytes(utf8=True, out_type=pa.string())
+        self.value = value
+        self.item_min_size = 1 + value.min_size
+        self.out_type = out_type
+        self.overrun = Blocks.overrun + VARINT_MAX + value.overrun
+
+    def items(self, rows: Rows) -> list[pa.Array]:
+        return [self.key.read(rows), self.value.read(rows)]
+
+    def assemble(self, lengths, parts, owners) -> pa.Array:
+        item_type = self.out_type.item_type
+        # A key that is not UTF-8 marked its row bad; an empty key keeps the map valid.
+        keys = self.gathered(lengths, parts, owners, 0, pa.string()).fill_null("")
+        values = self.gathered(lengths, parts, owners, 1, item_type).cast(item_type)
+        return pa.MapArray.from_arrays(self.offsets(lengths), keys, values, type=self.out_type)
+
+
 # -- compiling a (writer, reader) pair into nodes -------------------------------
-
-
-def pack(values: list[bytes | None], pad: int = 32) -> tuple[pa.Array, pa.Array, pa.Array]:
-    """The values as one byte buffer with ``pad`` spare bytes at its end: (uint8
-    data, int64 start of each value, int64 end of each value). A None value is
-    an empty one (start == end)."""
-    count = len(values)
-    packed = pa.array([*values, bytes(pad)], pa.binary())  # raises past 2 GiB: chunk smaller
-    offsets = pa.Array.from_buffers(pa.int32(), count + 2, [None, packed.buffers()[1]])
-    data_size = offsets[-1].as_py()
-    data = pa.Array.from_buffers(pa.uint8(), data_size, [None, packed.buffers()[2]])
-    starts = offsets.slice(0, count).cast(pa.int64())
-    ends = offsets.slice(1, count).cast(pa.int64())
-    return data, starts, ends
 
 
 def decode_rows(
@@ -423,20 +496,13 @@ def decode_rows(
     """Decode the Avro bodies ``data[starts[i]:ends[i]]`` with a compiled plan: the
     rows as a struct array, and which rows are bad (drop their struct entries).
     ``data`` must have ``required_pad(plan)`` spare bytes after the last end."""
-    count = len(starts)
-    rows = Rows(
-        data,
-        starts.cast(pa.int32()),
-        ends.cast(pa.int32()),
-        pa.nulls(count, pa.bool_()).fill_null(False),
-    )
+    rows = Rows.over(data, starts, ends)
     struct = plan.read(rows)
-    rows.mark(pc.not_equal(rows.pos, rows.end))  # every byte of a row must be read
-    return struct, rows.bad
+    return struct, rows.finish()  # every byte of a row must be read
 
 
 def required_pad(plan: Node) -> int:
-    return plan.overrun + _VARINT_MAX
+    return plan.overrun + VARINT_MAX
 
 
 def compile_plan(writer: ParsedSchema, reader: ParsedSchema) -> Node:
@@ -457,13 +523,6 @@ class _Compiler:
     def resolve(self, w: Any, r: Any) -> Node:
         w, r = self.writer.resolve(w), self.reader.resolve(r)
         wk, rk = kind(self.writer, w), kind(self.reader, r)
-        if wk in ("array", "map") or rk in ("array", "map"):
-            raise UnsupportedSchema(f"{wk}/{rk}: read by the row decoder")
-        for node, schema in ((w, self.writer), (r, self.reader)):
-            if logical_type(schema, node) is not None and pa.types.is_decimal(
-                logical_type(schema, node)
-            ):
-                raise UnsupportedSchema("decimal: read by the row decoder")
         if wk == "union":
             out = self.out(r)
             return Union([self._branch(b, r, out) for b in w], out)
@@ -473,6 +532,9 @@ class _Compiler:
                 raise Unresolvable(f"no branch of the reader union reads a writer {wk}")
             node = self.resolve(w, target)
             return node
+        decimal = self._decimal(w, r)
+        if decimal is not None:
+            return decimal
         if wk != rk and (wk, rk) not in PROMOTIONS:
             raise Unresolvable(f"a writer {wk} cannot be read as a {rk}")
         out = self.out(r)
@@ -481,7 +543,7 @@ class _Compiler:
         if wk == "boolean":
             return Boolean()
         if wk in ("int", "long"):
-            return Varint(out)
+            return Varint(out, int32=wk == "int")
         if wk in _FIXED_WIDTH:
             size, raw = _FIXED_WIDTH[wk]
             return FixedWidth(size, raw, out)
@@ -495,7 +557,21 @@ class _Compiler:
             return self._enum(w, r)
         if wk == "record":
             return self._record(w, r)
+        if wk == "array":
+            return Array(self.resolve(w["items"], r["items"]), out)
+        if wk == "map":
+            return Map(self.resolve(w["values"], r["values"]), out)
         raise UnsupportedSchema(f"Avro type {wk}")
+
+    def _decimal(self, w: Any, r: Any) -> Decimal | None:
+        """The node for a decimal read as the same decimal; None when neither side is
+        a decimal; UnsupportedSchema for the other mixes (the row decoder's)."""
+        wd, rd = _decimal_type(self.writer, w), _decimal_type(self.reader, r)
+        if wd is None and rd is None:
+            return None
+        if wd is None or rd is None or wd != rd or kind(self.writer, w) != kind(self.reader, r):
+            raise UnsupportedSchema("a decimal read as another type: read by the row decoder")
+        return Decimal(rd, w["size"] if kind(self.writer, w) == "fixed" else None)
 
     def _branch(self, w: Any, r: Any, out: pa.DataType) -> Node:
         wk = kind(self.writer, w)
@@ -573,6 +649,11 @@ class _Compiler:
         return inner.resolve(w, w)
 
 
+def _decimal_type(schema: ParsedSchema, node: Any) -> pa.DataType | None:
+    found = logical_type(schema, node)
+    return found if found is not None and pa.types.is_decimal(found) else None
+
+
 def _short(name: str) -> str:
     return name.rsplit(".", 1)[-1]
 
@@ -592,4 +673,8 @@ def _default_value(schema: ParsedSchema, node: Any, value: Any) -> Any:
             f["name"]: _default_value(schema, f["type"], value.get(f["name"], f.get("default")))
             for f in node["fields"]
         }
+    if what == "array":
+        return [_default_value(schema, node["items"], v) for v in value]
+    if what == "map":
+        return [(k, _default_value(schema, node["values"], v)) for k, v in value.items()]
     return value

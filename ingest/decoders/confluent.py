@@ -46,10 +46,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from broker.records.batch import Record
+from broker.records.columnar import RecordColumns
+from broker.records.vectorized import arange, packed
 from ingest import columns as meta
 from ingest.decoders import columnar
 from ingest.decoders.arrow_types import UnsupportedSchema, arrow_schema_for, as_parsed
-from ingest.decoders.base import DecodedChunk, Quarantined, decode_stream
+from ingest.decoders.base import DecodedChunk, Quarantined, as_columns, decode_stream
 from ingest.decoders.rowwise import BadRow, RowDecoder
 from schemas.canonical import InvalidSchema, ParsedSchema, parse
 from schemas.client import RegistryClient, RegistryError
@@ -126,26 +128,31 @@ class ConfluentAvroDecoder:
 
     # -- decoding -----------------------------------------------------------
 
-    def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
+    def decode(self, partition: int, records: RecordColumns | Sequence[Record]) -> DecodedChunk:
         """Decode one chunk (bounded by the caller: see ``decode_stream``)."""
+        records = as_columns(records)
         count = len(records)
-        values = [r.value for r in records]
-        data, starts, ends = columnar.pack(values, self._pad())
-        ids, reasons = self._frames(values, data, starts, ends)
+        values = records.value
+        data, starts, ends = packed(values, self._pad())
+        ids, reasons = self._frames(values, starts, ends, data)
         schema_ids = pc.unique(ids.filter(pc.is_valid(ids))).to_pylist()
         writers = {schema_id: self._writer(schema_id) for schema_id in schema_ids}
         if self._pad() > len(data) - (ends[-1].as_py() if count else 0):
             # A writer schema new in this chunk reads further past a corrupt
             # row's end than the padding allows: pack again with more.
-            data, starts, ends = columnar.pack(values, self._pad())
+            data, starts, ends = packed(values, self._pad())
 
         parts: list[pa.StructArray] = []
         part_rows: list[pa.Array] = []
         for schema_id, writer in writers.items():
-            mask = pc.equal(ids, schema_id).fill_null(False)
-            indices = pc.indices_nonzero(mask).cast(pa.int64())
+            if len(writers) == 1 and not reasons:
+                indices = None  # every row: no masks, no takes
+            else:
+                mask = pc.equal(ids, schema_id).fill_null(False)
+                indices = pc.indices_nonzero(mask).cast(pa.int64())
             if writer.refused:
-                for i in indices.to_pylist():
+                rows = range(count) if indices is None else indices.to_pylist()
+                for i in rows:
                     reasons[i] = writer.refused
                 continue
             struct, kept = self._decode_group(writer, values, indices, data, starts, ends, reasons)
@@ -154,9 +161,11 @@ class ConfluentAvroDecoder:
 
         if parts:
             struct = parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
-            rows = part_rows[0] if len(part_rows) == 1 else pa.concat_arrays(part_rows)
-            if len(parts) > 1:  # back to offset order
-                order = pc.sort_indices(rows)
+            if len(part_rows) == 1:
+                rows = part_rows[0]
+            else:
+                rows = pa.concat_arrays(part_rows)
+                order = pc.sort_indices(rows)  # back to offset order
                 struct, rows = struct.take(order), rows.take(order)
         else:
             struct = pa.array([], self.value_type)
@@ -164,11 +173,11 @@ class ConfluentAvroDecoder:
         batch = meta.with_metadata(self.schema, struct, partition, records, rows, ids)
         quarantined = [
             Quarantined(
-                records[i].offset,
-                records[i].key,
-                records[i].value,
+                records.offset[i].as_py(),
+                records.key[i].as_py(),
+                values[i].as_py(),
                 reason,
-                frame_schema_id(records[i].value),
+                frame_schema_id(values[i].as_py()),
             )
             for i, reason in sorted(reasons.items())
         ]
@@ -185,22 +194,27 @@ class ConfluentAvroDecoder:
         plans = [w.plan for w in self._writers.values() if w.plan is not None]
         return max([columnar.required_pad(plan) for plan in plans] + [64])
 
-    def _frames(self, values, data, starts, ends) -> tuple[pa.Array, dict[int, str]]:
+    def _frames(self, values, starts, ends, data) -> tuple[pa.Array, dict[int, str]]:
         """The schema id of each row (null when unframed) and reasons for the unframed."""
         ids, unframed = frame_columns(data, starts, ends)
         reasons: dict[int, str] = {}
         if pc.any(unframed).as_py():
             for i in pc.indices_nonzero(unframed).to_pylist():
-                value = values[i]
+                value = values[i].as_py()
                 reasons[i] = "null value" if value is None else frame_problem(value)
         return ids, reasons
 
     def _decode_group(self, writer, values, indices, data, starts, ends, reasons):
-        """Decode the rows ``indices`` (all of one writer schema): the struct of the
-        decoded rows and their indices; reasons filled in for the others."""
+        """Decode the rows ``indices`` (all of one writer schema; None: every row): the
+        struct of the decoded rows and their indices; reasons filled in for the others."""
+        if indices is None:
+            indices = pc.cast(arange(len(values)), pa.int64())
+            group_starts, group_ends = starts, ends
+        else:
+            group_starts, group_ends = starts.take(indices), ends.take(indices)
         if writer.plan is not None:
             struct, bad = columnar.decode_rows(
-                writer.plan, data, pc.add(starts.take(indices), FRAME_SIZE), ends.take(indices)
+                writer.plan, data, pc.add(group_starts, FRAME_SIZE), group_ends
             )
             if not pc.any(bad).as_py():
                 return struct, indices
@@ -212,14 +226,17 @@ class ConfluentAvroDecoder:
         rescued, rescued_rows = [], []
         for i in suspects:
             try:
-                rescued.append(writer.rows.read(values[i], FRAME_SIZE))
+                rescued.append(writer.rows.read(values[i].as_py(), FRAME_SIZE))
                 rescued_rows.append(i)
             except BadRow as exc:
                 reasons[i] = str(exc)
+        rescued_struct, misfits = writer.rows.to_arrow_checked(rescued)
+        for position in sorted(misfits, reverse=True):
+            reasons[rescued_rows.pop(position)] = misfits[position]
         if writer.plan is None:
-            return writer.rows.to_arrow(rescued), pa.array(rescued_rows, pa.int64())
-        if rescued:
-            struct = pa.concat_arrays([struct, writer.rows.to_arrow(rescued)])
+            return rescued_struct, pa.array(rescued_rows, pa.int64())
+        if rescued_rows:
+            struct = pa.concat_arrays([struct, rescued_struct])
             indices = pa.concat_arrays([indices, pa.array(rescued_rows, pa.int64())])
             order = pc.sort_indices(indices)
             struct, indices = struct.take(order), indices.take(order)

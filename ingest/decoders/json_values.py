@@ -28,12 +28,14 @@ import json
 from collections.abc import Sequence
 
 import fastavro
+import pyarrow as pa
 from fastavro.validation import ValidationError, validate
 
 from broker.records.batch import Record
+from broker.records.columnar import RecordColumns
 from ingest import columns as meta
 from ingest.decoders.arrow_types import as_parsed
-from ingest.decoders.base import DecodedChunk, Quarantined
+from ingest.decoders.base import DecodedChunk, Quarantined, as_columns
 from ingest.decoders.confluent import ConfluentAvroDecoder
 from ingest.decoders.rowwise import without_logical_types
 from schemas.client import RegistryClient
@@ -78,20 +80,27 @@ class JsonDecoder:
         fastavro.schemaless_writer(out, self._plain, document)
         return out.getvalue(), None
 
-    def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
-        encoded: list[Record] = []
+    def decode(self, partition: int, records: RecordColumns | Sequence[Record]) -> DecodedChunk:
+        records = as_columns(records)
+        sent = records.value.to_pylist()
+        encoded: list[bytes] = []
+        kept: list[int] = []
         quarantined: list[Quarantined] = []
-        for record in records:
-            body, reason = self._encode(record.value)
+        for i, value in enumerate(sent):
+            body, reason = self._encode(value)
             if reason is None:
-                encoded.append(record._replace(value=body))
+                encoded.append(body)
+                kept.append(i)
             else:
-                quarantined.append(Quarantined(record.offset, record.key, record.value, reason))
-        chunk = self._avro.decode(partition, encoded)
+                offset, key = records.offset[i].as_py(), records.key[i].as_py()
+                quarantined.append(Quarantined(offset, key, value, reason))
+        good = records.take(pa.array(kept, pa.int64())).with_values(pa.array(encoded, pa.binary()))
+        chunk = self._avro.decode(partition, good)
         if chunk.quarantined:  # valid JSON the Avro pass refused: keep the bytes as sent
-            sent = {r.offset: r.value for r in records}
+            by_offset = dict(zip(records.offset.to_pylist(), sent, strict=True))
             quarantined += [
-                Quarantined(q.offset, q.key, sent[q.offset], q.reason) for q in chunk.quarantined
+                Quarantined(q.offset, q.key, by_offset[q.offset], q.reason)
+                for q in chunk.quarantined
             ]
             quarantined.sort(key=lambda q: q.offset)
         return DecodedChunk(partition, chunk.batch, quarantined)

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from broker.records.batch import Record
+from broker.records.columnar import RecordColumns
 from ingest import columns as meta
 from ingest.decoders.arrow_types import arrow_schema_for, as_parsed
-from ingest.decoders.base import DecodedChunk
+from ingest.decoders.base import DecodedChunk, as_columns
 
 RAW_VALUE = {
     "type": "record",
@@ -32,7 +33,7 @@ class RawDecoder:
         self.value_schema = as_parsed(RAW_VALUE)
         self.schema = arrow_schema_for(self.value_schema, self.metadata)
 
-    def decode(self, partition: int, records: Sequence[Record]) -> DecodedChunk:
-        values = pa.array([r.value for r in records], pa.binary())
-        struct = pa.StructArray.from_arrays([values], names=["value"])
+    def decode(self, partition: int, records: RecordColumns | Sequence[Record]) -> DecodedChunk:
+        records = as_columns(records)
+        struct = pa.StructArray.from_arrays([records.value], names=["value"])
         return DecodedChunk(partition, meta.with_metadata(self.schema, struct, partition, records))

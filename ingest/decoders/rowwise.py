@@ -1,7 +1,7 @@
 """Row-at-a-time Avro decoding with fastavro: the reference path.
 
-Used for writer schemas the columnar decoder does not read (arrays, maps,
-decimals, recursive records) and to name the reason a row is bad. Logical types other than decimal are switched
+Used for writer schemas the columnar decoder does not read (recursive records,
+a decimal read as another type) and to name the reason a row is bad. Logical types other than decimal are switched
 off in the schemas handed to fastavro (their encoding is the underlying type's),
 so it returns plain ints and strings instead of datetime and UUID objects; the
 Arrow cast to the logical type happens once per column afterwards.
@@ -63,3 +63,21 @@ class RowDecoder:
 
     def to_arrow(self, records: list[dict]) -> pa.StructArray:
         return pa.array(records, type=self.physical).cast(self.out_type)
+
+    def to_arrow_checked(self, records: list[dict]) -> tuple[pa.StructArray, dict[int, str]]:
+        """``to_arrow`` of the records that fit their Arrow types, and a reason for each
+        that does not (by position): fastavro reads an Avro int of any width and a
+        decimal of any precision, which only corrupt data holds."""
+        try:
+            return self.to_arrow(records), {}
+        except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            pass
+        kept, reasons = [], {}
+        for i, record in enumerate(records):
+            try:
+                self.to_arrow([record])
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
+                reasons[i] = f"undecodable body: a value out of its type's range: {exc}"
+                continue
+            kept.append(record)
+        return self.to_arrow(kept), reasons

@@ -1,44 +1,73 @@
-"""Any Hadoop filesystem URI (``hdfs://``, also ``file://``, ``s3a://`` ...) through Spark's JVM.
+"""Any Hadoop filesystem URI (``hdfs://``, also ``file://``, ``s3a://`` ...) through a JVM.
 
-Driver side only: it calls Hadoop's Java FileSystem API over py4j, which exists in the driver
-process. Every call is a round trip to the JVM, so files are buffered in 1 MiB chunks; bulk
-data should be written by Spark or pyarrow at ``uri(path)``, not through this class.
+Hadoop's Java FileSystem API over py4j: on the driver through the Spark session's JVM and
+Hadoop configuration; in a Spark task (or any process without a session) through a JVM of
+the process's own (``ingest.fs.jvm``) configured from ``HADOOP_CONF_DIR`` plus the
+driver's ``spark.hadoop.*`` keys. Every call is a round trip to the JVM and bytes cross
+py4j slowly, so ``open_write`` spools to a local file and has the JVM copy it on close.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import os
+import tempfile
 from typing import BinaryIO
 
+from py4j.java_gateway import JVMView
 from py4j.protocol import Py4JJavaError
 
 from ingest.fs.base import FileStatus, FileSystem, norm, temp_sibling
 
 _BUFFER = 1 << 20
 
+# The driver's spark.hadoop.* settings, as JSON, handed to the tasks' JVMs (a Spark local
+# property travels with every task the driver starts; spark_runner sets it).
+CONF_PROPERTY = "ingest.hadoop.conf"
+
+
+def spark_hadoop_conf(spark) -> dict[str, str]:
+    """The session's spark.hadoop.* keys, without the prefix: what Spark adds to Hadoop's
+    site files, so the tasks' JVMs configure Hadoop as the driver's does."""
+    prefix = "spark.hadoop."
+    return {
+        k[len(prefix) :]: v
+        for k, v in spark.sparkContext.getConf().getAll()
+        if k.startswith(prefix)
+    }
+
+
+def task_hadoop_conf() -> dict[str, str]:
+    """In a Spark task, the driver's spark.hadoop.* keys; elsewhere none."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    text = ctx.getLocalProperty(CONF_PROPERTY) if ctx is not None else None
+    return json.loads(text) if text else {}
+
 
 def _java_class(err: Py4JJavaError) -> str:
     return err.java_exception.getClass().getName()
 
 
-class _JavaOut(io.RawIOBase):
-    def __init__(self, stream):
-        self._stream = stream
+class _Upload(io.BufferedWriter):
+    """A file written to local disk, then copied into place by the JVM on close (one
+    py4j call for the whole file). A process dying before close leaves nothing there."""
 
-    def writable(self) -> bool:
-        return True
-
-    def write(self, b) -> int:
-        data = bytearray(b)  # py4j passes bytearray as a Java byte[]
-        self._stream.write(data)
-        return len(data)
+    def __init__(self, hfs: HadoopFileSystem, dst) -> None:
+        fd, self._local = tempfile.mkstemp(prefix="ingest-upload-")
+        super().__init__(io.FileIO(fd, "wb"), _BUFFER)
+        self._hfs, self._dst = hfs, dst
 
     def close(self) -> None:
-        if not self.closed:
-            try:
-                self._stream.close()
-            finally:
-                super().close()
+        if self.closed:
+            return
+        try:
+            super().close()
+            self._hfs._copy_from_local(self._local, self._dst)
+        finally:
+            os.unlink(self._local)
 
 
 class _JavaIn(io.RawIOBase):
@@ -66,7 +95,8 @@ class HadoopFileSystem(FileSystem):
 
     ``spark`` is a SparkSession (its Hadoop configuration is used: Kerberos, HA NameNodes and
     the rest come from the cluster's config as for Spark itself) or a py4j ``JVMView`` (then a
-    fresh ``Configuration()`` is used).
+    fresh ``Configuration()`` -- the site files on the JVM's classpath -- with ``conf`` set
+    on it).
 
     ``rename_if_absent`` calls ``FileContext.rename(src, dst, Options.Rename.NONE)``. On HDFS
     that is one NameNode operation that fails with FileAlreadyExistsException when ``dst``
@@ -77,13 +107,16 @@ class HadoopFileSystem(FileSystem):
     accepted the same way as for LocalFileSystem's fallback and documented in ingest/README.md.
     """
 
-    def __init__(self, spark, root: str):
-        if hasattr(spark, "_jsc"):
+    def __init__(self, spark, root: str, conf: dict[str, str] | None = None):
+        if isinstance(spark, JVMView):  # (any attribute of a JVMView exists: test the type)
+            self._jvm = spark
+            hadoop_conf = self._jvm.org.apache.hadoop.conf.Configuration()
+            for key, value in (conf or {}).items():
+                hadoop_conf.set(key, value)
+            conf = hadoop_conf
+        else:
             self._jvm = spark._jvm
             conf = spark._jsc.hadoopConfiguration()
-        else:
-            self._jvm = spark
-            conf = self._jvm.org.apache.hadoop.conf.Configuration()
         hfs = self._jvm.org.apache.hadoop.fs
         self._Path = hfs.Path
         root_path = hfs.Path(root)
@@ -136,8 +169,11 @@ class HadoopFileSystem(FileSystem):
         self._fs.mkdirs(self._p(path))
 
     def open_write(self, path: str) -> BinaryIO:
-        # create() makes missing parents; True = overwrite.
-        return io.BufferedWriter(_JavaOut(self._fs.create(self._p(path), True)), _BUFFER)
+        return _Upload(self, self._p(path))
+
+    def _copy_from_local(self, local: str, dst) -> None:
+        # FileUtil.copy under it: create(dst, overwrite) makes missing parents.
+        self._fs.copyFromLocalFile(False, True, self._Path("file", None, local), dst)
 
     def open_read(self, path: str) -> BinaryIO:
         try:

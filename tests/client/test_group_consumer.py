@@ -374,19 +374,8 @@ def test_a_member_that_stops_polling_leaves_and_loses_its_partitions(kafka):
 # --- static membership ---------------------------------------------------------------
 
 
-def test_a_static_member_restarted_within_its_session_timeout_causes_no_rebalance(kafka, request):
+def test_a_static_member_restarted_within_its_session_timeout_causes_no_rebalance(kafka):
     kafka.lacks("static membership (a static member rejoining under a new member id rebalances)")
-    if kafka.kind == "ours":
-        # Kafka keeps a Stable group when a static member rejoins unless the group's
-        # protocol would change; our coordinator also rebalances when the member's
-        # subscription bytes differ, which a restarted member's always do (generation -1).
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="broker/coordinator compares a rejoining static member's whole "
-                "subscription, Kafka only the protocol it would select",
-            )
-        )
     topic = kafka.new_topic(4)
     group = new_group()
     static = {"session_timeout_ms": 10_000}
@@ -524,7 +513,8 @@ def test_mixed_group_shares_partitions_and_commits(kafka, assignor, kinds):
     assert watch.strays == []
     # Commits after each poll: what a member consumed, the next owner does not consume
     # again (the offsets committed by one client are read by the others).
-    twice = {k: v for k, v in watch.consumed.items() if len(v) > 1}
+    # (Except records whose commit the group refused while it rebalanced: at least once.)
+    twice = {k: v for k, v in watch.consumed.items() if len(v) > 1 and k not in watch.refused}
     assert not twice, f"consumed twice: {sorted(twice.items())[:5]}"
     with consumer(kafka, group) as c:
         committed = c.committed(sorted(partitions))

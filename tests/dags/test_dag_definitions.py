@@ -22,7 +22,13 @@ def test_hourly_load_schedule(dagbag):
     assert dag.timetable.can_be_scheduled
     assert dag.max_active_runs == 1
     assert dag.catchup is False
-    assert [t.task_id for t in dag.topological_sort()] == ["plan", "load", "audit", "finalize"]
+    assert [t.task_id for t in dag.topological_sort()] == [
+        "plan",
+        "load",
+        "audit",
+        "finalize",
+        "register",
+    ]
     for task in dag.tasks:
         assert task.retries == 3
         assert task.retry_exponential_backoff
@@ -41,6 +47,11 @@ def test_hourly_load_submits_spark_and_gates_on_the_audit(dagbag):
     finalize = dag.get_task("finalize")
     assert finalize.trigger_rule == "all_done"
     assert [o.name for o in finalize.outlets] == ["kafka-hourly"]
+    # then the finalized hours' partitions go into their tables, in Spark
+    register = dag.get_task("register")
+    assert isinstance(register, SparkSubmitOperator)
+    assert "xcom_pull(task_ids='plan')['register_args']" in register.application_args
+    assert register.upstream_task_ids == {"finalize"}
 
 
 def test_hourly_load_deadline_alert(dagbag):

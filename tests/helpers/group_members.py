@@ -30,6 +30,13 @@ class GroupWatch:
         self.strays: list[str] = []
         self.consumed: dict[tuple[str, int, int], list[str]] = defaultdict(list)
         self.errors: list[str] = []
+        # Records whose commit the group refused because it was rebalancing (Kafka's
+        # CommitFailedException: legal; the next owner may consume them again).
+        self.refused: set[tuple[str, int, int]] = set()
+
+    def commit_refused(self, member: str, keys, exc: Exception) -> None:
+        with self.lock:
+            self.refused.update(keys)
 
     def gained(self, member: str, partitions) -> None:
         with self.lock:
@@ -161,6 +168,16 @@ class Member:
     def close(self, consumer) -> None:
         consumer.close()
 
+    def commit(self, commit, keys) -> None:
+        """Commit what was consumed; a commit the group refuses because it is
+        rebalancing is legal (the member rejoins on its next poll): noted, not a failure."""
+        try:
+            commit()
+        except Exception as exc:
+            if not _rebalancing(exc):
+                raise
+            self.watch.commit_refused(self.name, keys, exc)
+
 
 class _Listener(RebalanceListener):
     def __init__(self, member: Member):
@@ -199,7 +216,7 @@ class OurMember(Member):
         for r in records:
             self.watch.record(self.name, r.topic, r.partition, r.offset)
         if records:
-            consumer.commit()
+            self.commit(consumer.commit, [(r.topic, r.partition, r.offset) for r in records])
 
 
 class KafkaPythonMember(Member):
@@ -255,7 +272,8 @@ class KafkaPythonMember(Member):
             for r in records:
                 self.watch.record(self.name, tp.topic, tp.partition, r.offset)
         if batches:
-            consumer.commit()
+            keys = [(tp.topic, tp.partition, r.offset) for tp, rs in batches.items() for r in rs]
+            self.commit(consumer.commit, keys)
 
 
 class ConfluentMember(Member):
@@ -293,7 +311,29 @@ class ConfluentMember(Member):
         if msg.error():
             raise RuntimeError(str(msg.error()))
         self.watch.record(self.name, msg.topic(), msg.partition(), msg.offset())
-        consumer.commit(message=msg, asynchronous=False)
+        self.commit(
+            lambda: consumer.commit(message=msg, asynchronous=False),
+            [(msg.topic(), msg.partition(), msg.offset())],
+        )
+
+
+# What each client raises when the group refuses a commit because it is rebalancing or
+# has moved on without the member (Kafka's CommitFailedException and its causes).
+_REBALANCING = (
+    "CommitFailed",
+    "RebalanceInProgress",
+    "IllegalGeneration",
+    "UnknownMemberId",
+    "REBALANCE_IN_PROGRESS",
+    "ILLEGAL_GENERATION",
+    "UNKNOWN_MEMBER_ID",
+    "FENCED_INSTANCE_ID",
+)
+
+
+def _rebalancing(exc: Exception) -> bool:
+    text = f"{type(exc).__name__} {exc!r}"
+    return any(name in text for name in _REBALANCING)
 
 
 MEMBER_KINDS = {"ours": OurMember, "kafka-python": KafkaPythonMember, "confluent": ConfluentMember}

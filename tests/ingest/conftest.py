@@ -1,7 +1,6 @@
 """Fixtures of the load's tests: a local Spark session, and a FileSystem of every kind
-(local, Hadoop through a real Spark JVM on file://, WebHDFS through the real `hdfs` client
-against tests/helpers/webhdfs_server.py) for the filesystem contract and the commit
-protocol."""
+(local; Hadoop on file:// through a real Spark driver's JVM; WebHDFS through the real `hdfs` client against
+tests/helpers/webhdfs_server.py) for the filesystem contract and the commit protocol."""
 
 from __future__ import annotations
 

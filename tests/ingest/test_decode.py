@@ -8,6 +8,7 @@ import io
 import json
 import random
 import uuid
+from decimal import Decimal
 
 import fastavro
 import pyarrow as pa
@@ -352,25 +353,42 @@ def test_projection_of_every_primitive_promotion_enum_fixed_and_nested_union(reg
     assert a.batch.schema.field("micros").type == pa.timestamp("us", tz="UTC")
 
 
-def test_schemas_with_arrays_and_maps_are_read_row_by_row(registry):
+def test_arrays_maps_and_decimals_take_the_columnar_path(registry):
     schema = {
         "type": "record",
         "name": "Tagged",
         "fields": [
             {"name": "tags", "type": {"type": "array", "items": "string"}},
             {"name": "attrs", "type": {"type": "map", "values": "long"}},
+            {
+                "name": "price",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2},
+            },
         ],
     }
     schema_id = registry.register("tagged-value", json.dumps(schema))
-    values = [{"tags": ["a", "b"][: i % 3], "attrs": {"k": i}} for i in range(10)]
+    values = [
+        {"tags": ["a", "b"][: i % 3], "attrs": {"k": i}, "price": Decimal(i * 101 - 500) / 100}
+        for i in range(10)
+    ]
     records = []
     for i, value in enumerate(values):
         out = io.BytesIO()
         fastavro.schemaless_writer(out, parse_schema(schema), value)
         records.append(Record(i, BASE_MS, None, frame(schema_id, out.getvalue()), ()))
-    chunk = ConfluentAvroDecoder(registry, "tagged").decode(0, records)
+    # Two corrupt rows: a price with more digits than its precision, a cut-off map.
+    records.append(Record(10, BASE_MS, None, frame(schema_id, b"\x00\x00\x08" + b"\x7f" * 4), ()))
+    records.append(Record(11, BASE_MS, None, frame(schema_id, b"\x02\x02a\x00\x02"), ()))
+    decoder = ConfluentAvroDecoder(registry, "tagged")
+    chunk = decoder.decode(0, records)
+    assert decoder._writer(schema_id).plan is not None
     assert chunk.batch.column("tags").to_pylist() == [v["tags"] for v in values]
     assert chunk.batch.column("attrs").to_pylist() == [[("k", i)] for i in range(10)]
+    assert chunk.batch.column("price").to_pylist() == [v["price"] for v in values]
+    assert [q.offset for q in chunk.quarantined] == [10, 11]
+    rows = ConfluentAvroDecoder(registry, "tagged", columnar_decoding=False).decode(0, records)
+    assert rows.batch.equals(chunk.batch)
+    assert rows.quarantined == chunk.quarantined
 
 
 def test_row_decoder_reports_trailing_bytes():

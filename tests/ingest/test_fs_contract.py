@@ -177,8 +177,52 @@ def test_filesystem_for_picks_by_scheme(tmp_path, spark):
     assert web.uri("data/x") == "webhdfs://nn.example:9870/data/load/data/x"
     secure = filesystem_for("swebhdfs://nn.example:9871/data")
     assert secure.url == "https://nn.example:9871"
-    with pytest.raises(ValueError):
-        filesystem_for("hdfs://nn.example:8020/data")  # needs the Spark session
+    with pytest.raises(ValueError, match="via='nfs'"):
+        filesystem_for(str(tmp_path), via="nfs")
+    # Without a session at hand, a Hadoop root goes through the process's JVM: Spark's here.
+    via = filesystem_for(str(tmp_path / "o"), via="hadoop")
+    assert isinstance(via, HadoopFileSystem) and via.uri("a") == f"file:{tmp_path}/o/a"
     assert isinstance(filesystem_for(tmp_path.as_uri(), spark), LocalFileSystem)
     jvm_fs = HadoopFileSystem(spark, (tmp_path / "h").as_uri())
     assert jvm_fs.uri("a") == f"file:{tmp_path}/h/a"  # Hadoop's own spelling of file URIs
+
+
+# A Spark task's Python worker has no JVM: ingest.fs.jvm starts one. A fresh interpreter
+# (no Spark in it) does exactly what a task does with a Hadoop root.
+_TASK_SIDE = """
+import sys
+from pyspark import SparkContext
+from ingest.fs import HadoopFileSystem, filesystem_for
+from ingest.fs import jvm
+
+fs = filesystem_for(sys.argv[1], via="hadoop")
+assert isinstance(fs, HadoopFileSystem) and SparkContext._jvm is None and jvm._gateway
+with fs.open_write("_runs/r/staging/a/f.bin") as f:
+    f.write(b"x" * (3 << 20))
+assert fs.status("_runs/r/staging/a/f.bin").size == 3 << 20
+assert fs.rename_if_absent("_runs/r/staging/a/f.bin", "data/t/f.bin")
+fs.write_bytes("other", b"y")
+assert not fs.rename_if_absent("other", "data/t/f.bin")
+assert [s.path for s in fs.list("data/t")] == ["data/t/f.bin"]
+assert fs.status("nothing") is None
+assert fs.delete("_runs", recursive=True)
+print("ok")
+"""
+
+
+def test_hadoop_root_from_a_process_without_spark(tmp_path):
+    import subprocess
+    import sys
+
+    from broker.processes import ROOT
+
+    done = subprocess.run(
+        [sys.executable, "-c", _TASK_SIDE, tmp_path.as_uri()],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert (tmp_path / "data" / "t" / "f.bin").stat().st_size == 3 << 20
+    assert not (tmp_path / "_runs").exists()

@@ -99,7 +99,7 @@ def test_split_tasks_lets_leaders_take_turns_largest_first():
 def test_range_reader_stops_exactly_at_the_end_from_mid_batch(loaded):
     # Batches hold several records; start and end fall inside batches.
     reader = RangeReader(loaded, "plan-a", 0, 13, 77, fetch_bytes=4096)
-    offsets = [r.offset for chunk in reader.chunks() for r in chunk]
+    offsets = [o for chunk in reader.chunks() for o in chunk.offset.to_pylist()]
     assert offsets == list(range(13, 77))
     assert (reader.records, reader.skipped, reader.position) == (64, 0, 77)
     assert reader.read_from == list(loaded.cluster.brokers)  # one broker answered
@@ -107,7 +107,7 @@ def test_range_reader_stops_exactly_at_the_end_from_mid_batch(loaded):
 
 def test_range_reader_byte_budget_stops_early_at_a_batch_boundary(loaded):
     reader = RangeReader(loaded, "plan-a", 1, 0, 150, fetch_bytes=2048, max_bytes=3000)
-    offsets = [r.offset for chunk in reader.chunks() for r in chunk]
+    offsets = [o for chunk in reader.chunks() for o in chunk.offset.to_pylist()]
     assert reader.stopped_early
     assert offsets == list(range(0, reader.position))
     assert reader.bytes_read >= 3000

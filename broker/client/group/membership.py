@@ -36,10 +36,10 @@ from typing import NamedTuple, Protocol
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
+from broker.client.coordinator import find_coordinator as coordinator_lookup
 from broker.client.group.consumer_protocol import PROTOCOL_TYPE
 from broker.protocol.apis import (
     API_BY_KEY,
-    FIND_COORDINATOR,
     JOIN_GROUP,
     LEAVE_GROUP,
     SYNC_GROUP,
@@ -120,16 +120,9 @@ class _Retry(Exception):
 
 
 def find_coordinator(conn: BrokerConnection, group_id: str) -> Coordinator:
-    """FindCoordinator for a group (key type 0); raises the answer's error. v4+ asks
-    for a list of keys (KIP-699) and answers per key: one key here."""
-    body = {"key": group_id, "key_type": 0, "coordinator_keys": [group_id]}
-    response = conn.request(FIND_COORDINATOR, body)
-    if response["coordinators"]:
-        response = response["coordinators"][0]
-    code = as_error_code(response["error_code"])
-    if code != ErrorCode.NONE:
-        raise error_for(code, response.get("error_message") or f"coordinator of {group_id!r}")
-    return Coordinator(response["node_id"], response["host"], response["port"])
+    """FindCoordinator for the group on `conn`; raises the answer's error."""
+    found = coordinator_lookup(conn, group_id)
+    return Coordinator(found.node_id, found.host, found.port)
 
 
 class GroupMembership:
