@@ -22,12 +22,13 @@ import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
 
+from broker.client.group.fetcher import ConsumerRecord  # the records every consumer returns
 from broker.client.simple_consumer import FetchRequest, SimpleConsumer
 from broker.client.zk_consumer import zk_group
 from broker.client.zk_consumer.assignment import assign, thread_ids
@@ -40,16 +41,6 @@ from broker.util.clock import now_ms
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-
-
-class ConsumerRecord(NamedTuple):
-    topic: str
-    partition: int
-    offset: int
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-    headers: list[tuple[str, bytes | None]]
 
 
 class RebalanceFailedError(RuntimeError):
@@ -269,7 +260,10 @@ class ZkConsumer:
                 log.warning("%s: fetch of %s-%d: %s", self.consumer_id, *key, result.error.name)
                 continue
             topic, partition = key
-            records += [ConsumerRecord(topic, partition, *record) for record in result.records()]
+            records += [
+                ConsumerRecord(topic, partition, *record, leader_epoch=-1)
+                for record in result.records()
+            ]
             self._positions[key] = result.next_offset
         return records
 
