@@ -24,7 +24,7 @@ import argparse
 from pathlib import Path
 
 from broker.log.index import OffsetIndex, SparseIndex, TimeIndex
-from broker.records.batch import CorruptRecordError, check_batch, decode_batch
+from broker.records.batch import CorruptRecordError, check_batch, decode_batch, iter_batches
 from broker.records.compression import CODEC_NAMES
 from broker.records.header import (
     DELETE_HORIZON,
@@ -247,11 +247,13 @@ def dump_index(path: Path, out: Output, sanity_only: bool, mismatches_only: bool
 
 
 def _batches(buf) -> dict:
-    """Base offset by position and max timestamp by base offset of the framed batches."""
-    by_position, max_timestamp, pos = {}, {}, 0
-    while pos < len(buf) and _framing_problem(buf, pos) is None:
-        header = parse_header(buf, pos)
-        by_position[pos] = header.base_offset
-        max_timestamp[header.base_offset] = header.max_timestamp
-        pos += header.size
+    """Base offset by position and max timestamp by base offset of the batches that can be
+    framed (the log's own damage is dump_segment's to report)."""
+    by_position, max_timestamp = {}, {}
+    try:
+        for pos, header in iter_batches(buf):
+            by_position[pos] = header.base_offset
+            max_timestamp[header.base_offset] = header.max_timestamp
+    except CorruptRecordError:
+        pass  # nothing after bytes that cannot be framed can be indexed
     return {"by_position": by_position, "max_timestamp": max_timestamp}
