@@ -818,7 +818,7 @@ class Controller:
         self._send_update_metadata([tp])
         self._stop_moved_replicas(tp, leaving)
         log.info("%s-%d: reassignment done, replicas %s", *tp, target)
-        await self._forget_reassign_request(tp)
+        await self._forget_reassign_request()
 
     def _stop_moved_replicas(self, tp: TopicPartition, brokers: Iterable[int]) -> None:
         # A broker that is down keeps its copy on disk; nothing leads it there again.
@@ -855,9 +855,9 @@ class Controller:
         for tp, (code, message) in results.items():
             if code != ErrorCode.NONE:
                 log.warning("reassignment of %s-%d refused: %s", *tp, message or code.name)
-        await self._forget_reassign_request(None)
+        await self._forget_reassign_request()
 
-    async def _forget_reassign_request(self, done: TopicPartition | None) -> None:
+    async def _forget_reassign_request(self) -> None:
         """Keep in `/admin/reassign_partitions` only the moves still under way."""
         found = await self.zk.get(z.REASSIGN_PARTITIONS)
         if found is None:
