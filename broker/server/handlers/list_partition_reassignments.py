@@ -19,9 +19,9 @@ def handle(broker, request, body: dict) -> dict:
     if broker.cluster is None:
         return _body({})
     controller = broker.cluster.controller
+    if controller is None:
+        return error_response(body, ErrorCode.NOT_CONTROLLER)
     try:
-        if controller is None:
-            raise NotController
         return _body(controller.reassignments(asked))
     except NotController:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
