@@ -197,19 +197,14 @@ class MirrorMaker:
         partitions = {(tp[0], tp[1]) for tp in partitions}
         self.producer.flush()
         self.commit(partitions)
-        for tp in partitions:
-            self._in_flight.pop(tp, None)
-            self._acknowledged.pop(tp, None)
-            self._committed.pop(tp, None)
-            self.resumed_at.pop(tp, None)
+        self.lost(partitions)
 
     def lost(self, partitions) -> None:
-        """Partitions taken away without a chance to commit (the member was removed)."""
+        """Partitions taken away without a chance to commit (the member was removed): what
+        this mirror tracked of them goes."""
         for tp in {(tp[0], tp[1]) for tp in partitions}:
-            self._in_flight.pop(tp, None)
-            self._acknowledged.pop(tp, None)
-            self._committed.pop(tp, None)
-            self.resumed_at.pop(tp, None)
+            for tracked in (self._in_flight, self._acknowledged, self._committed, self.resumed_at):
+                tracked.pop(tp, None)
 
 
 class _Listener(RebalanceListener):
