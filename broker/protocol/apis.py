@@ -64,6 +64,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_LOG_DIRS = 35
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
+    SASL_HANDSHAKE = 17
+    SASL_AUTHENTICATE = 36
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -99,6 +103,10 @@ DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
 DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
 ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
+SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
+SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
+DESCRIBE_USER_SCRAM_CREDENTIALS = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
+ALTER_USER_SCRAM_CREDENTIALS = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 
 
 @dataclass(frozen=True, eq=False)
@@ -1007,6 +1015,84 @@ LIST_PARTITION_REASSIGNMENTS_API = Api(
     ),
 )
 
+# -- security (docs/contracts/security.md) --
+
+# SaslHandshake stays at v1 at most: clients up to Kafka 2.4 negotiate it wrongly above.
+SASL_HANDSHAKE_API = Api(
+    SASL_HANDSHAKE, "SaslHandshake", 0, 1, None,
+    request=Struct(
+        F("mechanism", STRING),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("mechanisms", Array(STRING)),
+    ),
+)
+
+SASL_AUTHENTICATE_API = Api(
+    SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 2,
+    request=Struct(
+        F("auth_bytes", BYTES),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("auth_bytes", BYTES),
+        # 0: no re-authentication asked for; else the client authenticates again before.
+        F("session_lifetime_ms", INT64, "1+", default=0),
+    ),
+)
+
+# Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (broker/security/scram.py).
+DESCRIBE_USER_SCRAM_CREDENTIALS_API = Api(
+    DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0,
+    request=Struct(
+        # null or empty: every user.
+        F("users", Array(Struct(
+            F("name", STRING),
+        )), nullable="0+", default=None),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("results", Array(Struct(
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("credential_infos", Array(Struct(
+                F("mechanism", INT8),
+                F("iterations", INT32),
+            ))),
+        ))),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_API = Api(
+    ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0,
+    request=Struct(
+        F("deletions", Array(Struct(
+            F("name", STRING),
+            F("mechanism", INT8),
+        ))),
+        F("upsertions", Array(Struct(
+            F("name", STRING),
+            F("mechanism", INT8),
+            F("iterations", INT32),
+            F("salt", BYTES),
+            F("salted_password", BYTES),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
+    ),
+)
+
 # fmt: on
 
 API_BY_KEY: dict[int, Api] = dict(
@@ -1047,6 +1133,10 @@ API_BY_KEY: dict[int, Api] = dict(
                 DESCRIBE_LOG_DIRS_API,
                 ALTER_PARTITION_REASSIGNMENTS_API,
                 LIST_PARTITION_REASSIGNMENTS_API,
+                SASL_HANDSHAKE_API,
+                SASL_AUTHENTICATE_API,
+                DESCRIBE_USER_SCRAM_CREDENTIALS_API,
+                ALTER_USER_SCRAM_CREDENTIALS_API,
             )
         }.items()
     )
