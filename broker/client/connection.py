@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import select
 import socket
+import ssl
 import struct
+import time
 from collections import deque
 from typing import NamedTuple
 
+from broker.client.sasl import SaslExchange
+from broker.client.security import PLAINTEXT, SecurityConfig, TlsError
 from broker.protocol.apis import (
     API_BY_KEY,
     API_VERSIONS,
@@ -34,6 +38,8 @@ from broker.protocol.apis import (
     OFFSET_COMMIT,
     OFFSET_FETCH,
     PRODUCE,
+    SASL_AUTHENTICATE,
+    SASL_HANDSHAKE,
     SYNC_GROUP,
 )
 from broker.protocol.errors import (
@@ -76,7 +82,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     HEARTBEAT: (0, 3),
     LEAVE_GROUP: (0, 2),
     SYNC_GROUP: (0, 3),
+    # Handshake v1 puts the tokens in SaslAuthenticate; v0's raw token frames are not spoken.
+    SASL_HANDSHAKE: (1, 1),
 }
+
+# Re-authenticate when this share of the broker's session lifetime has passed (Kafka's
+# clients pick 85-95%), so requests in flight meanwhile still finish inside the session.
+REAUTHENTICATE_AT = 0.85
 
 _SIZE = struct.Struct(">i")
 _ERROR_CODE_AFTER_CORRELATION_ID = struct.Struct(">ih")
@@ -145,7 +157,8 @@ def _unexported(buf: bytearray) -> bool:
 
 
 class BrokerConnection:
-    """A blocking connection to one broker, negotiated with ApiVersions on connect."""
+    """A blocking connection to one broker: TLS and SASL as `security` says, then
+    negotiated with ApiVersions on connect."""
 
     def __init__(
         self,
@@ -153,11 +166,15 @@ class BrokerConnection:
         port: int,
         client_id: str = "kafka-hourly",
         timeout_s: float = 30.0,
+        security: SecurityConfig | None = None,
     ):
         self.host = host
         self.port = port
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security or PLAINTEXT
+        # time.monotonic() by which to authenticate again (SASL session lifetime); 0: never.
+        self._reauthenticate_at = 0.0
         self.versions: dict[int, tuple[int, int]] = {}
         # api_key -> a version this broker advertised, then refused: the ceiling is below it.
         self.refused: dict[int, int] = {}
@@ -172,7 +189,11 @@ class BrokerConnection:
             raise NetworkError(f"cannot connect to {host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         try:
+            if self.security.uses_tls:
+                self._sock = self._wrap_tls(self._sock)
             self.versions = self._negotiate()
+            if self.security.uses_sasl:
+                self._authenticate()
         except BaseException:
             self.close()
             raise
@@ -183,6 +204,57 @@ class BrokerConnection:
     @property
     def closed(self) -> bool:
         return self._sock is None
+
+    # --- security -----------------------------------------------------------------
+
+    def _wrap_tls(self, sock: socket.socket) -> ssl.SSLSocket:
+        """TLS on the connected socket. A refused certificate is a setting to fix
+        (TlsError, not retried); anything else on the way is a network failure."""
+        context = self.security.ssl_context()
+        try:
+            return context.wrap_socket(sock, server_hostname=self.host)
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise TlsError(
+                f"TLS with {self.host}:{self.port}: {exc.verify_message or exc}"
+            ) from None
+        except OSError as exc:
+            sock.close()
+            raise NetworkError(f"TLS handshake with {self.host}:{self.port} failed: {exc}") from exc
+
+    def _authenticate(self) -> None:
+        """SaslHandshake v1 and SaslAuthenticate until the mechanism is done
+        (broker/client/sasl.py); the broker's refusal is raised with its message."""
+        if SASL_AUTHENTICATE not in self.versions:
+            raise UnsupportedVersionError(
+                f"{self.host}:{self.port} does not offer SaslAuthenticate: it does not "
+                f"speak SASL on this listener"
+            )
+        exchange = SaslExchange(self.security)
+        request = exchange.start()
+        while request is not None:
+            api_key, body = request
+            request = exchange.receive(self.receive(self._send_frame(
+                api_key, self.version_for(api_key), body, True
+            )))  # fmt: skip
+        lifetime_ms = exchange.session_lifetime_ms
+        self._reauthenticate_at = (
+            time.monotonic() + lifetime_ms * REAUTHENTICATE_AT / 1000 if lifetime_ms > 0 else 0.0
+        )
+
+    def _reauthenticate_if_due(self) -> None:
+        """Authenticate again before the broker's session ends, on the same connection;
+        answers still outstanding are read (and kept) first, as Kafka's clients do."""
+        if not self._reauthenticate_at or time.monotonic() < self._reauthenticate_at:
+            return
+        while self._pending:
+            last = self._pending[-1].origin
+            self._done[last] = self.receive(last)
+        try:
+            self._authenticate()
+        except BaseException:
+            self.close()  # the broker closes a connection whose session it did not renew
+            raise
 
     # --- versions -----------------------------------------------------------------
 
@@ -287,6 +359,7 @@ class BrokerConnection:
         With expect_response=False (Produce with acks=0) the broker sends nothing back,
         so nothing is queued for it.
         """
+        self._reauthenticate_if_due()
         if version is None:
             version = self.version_for(api_key)
         return self._send_frame(api_key, version, body, expect_response)
@@ -339,6 +412,8 @@ class BrokerConnection:
         so a caller can do other work meanwhile; receive() still reads the rest."""
         if correlation_id in self._done or self._sock is None:
             return True
+        if isinstance(self._sock, ssl.SSLSocket) and self._sock.pending():
+            return True  # decrypted bytes already read off the socket
         try:
             readable, _, _ = select.select([self._sock], [], [], max(0.0, timeout_s))
         except (OSError, ValueError):

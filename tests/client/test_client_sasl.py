@@ -1,0 +1,270 @@
+"""The client's SASL exchange, sans-I/O (answers pushed through the machine, the server
+half being broker/security/scram.py's ScramServer), its security settings under Kafka's
+and librdkafka's names, and BrokerConnection running it against a scripted peer."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from broker.client.connection import BrokerConnection
+from broker.client.sasl import SaslExchange
+from broker.client.security import (
+    SECURITY_CONFIG,
+    SecurityConfig,
+    parse_jaas_config,
+    split_security,
+)
+from broker.config.definition import ConfigError
+from broker.protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from broker.protocol.errors import (
+    ErrorCode,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from broker.protocol.framing import encode_response
+from broker.security.scram import MECHANISMS, ScramError, ScramServer, make_credential
+from tests.client.test_client_connection import OUR_RANGES, ScriptedBroker, api_versions_answer
+
+ENABLED = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+
+
+def sasl(mechanism: str, user: str = "alice", password: str = "alice-secret") -> SecurityConfig:
+    return SecurityConfig(
+        "SASL_PLAINTEXT",
+        sasl_mechanism=mechanism,
+        sasl_plain_username=user,
+        sasl_plain_password=password,
+    )
+
+
+def handshake_ok(enabled=ENABLED) -> dict:
+    return {"error_code": 0, "mechanisms": enabled}
+
+
+def auth_ok(token: bytes, lifetime_ms: int = 0) -> dict:
+    return {
+        "error_code": 0,
+        "error_message": None,
+        "auth_bytes": token,
+        "session_lifetime_ms": lifetime_ms,
+    }
+
+
+def auth_failed(message: str) -> dict:
+    return {"error_code": 58, "error_message": message, "auth_bytes": b""}
+
+
+def test_plain_sends_user_and_password_and_takes_an_empty_reply():
+    exchange = SaslExchange(sasl("PLAIN"))
+    assert exchange.start() == (SASL_HANDSHAKE, {"mechanism": "PLAIN"})
+    api_key, body = exchange.receive(handshake_ok())
+    assert (api_key, body) == (SASL_AUTHENTICATE, {"auth_bytes": b"\0alice\0alice-secret"})
+    assert exchange.receive(auth_ok(b"", lifetime_ms=60000)) is None
+    assert exchange.complete and exchange.session_lifetime_ms == 60000
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_scram_against_the_broker_side_of_the_exchange(mechanism):
+    mech = MECHANISMS[mechanism]
+    credential = make_credential(mech, "alice-secret", iterations=4096)
+    server = ScramServer(mech, {"alice": credential}.get)
+    exchange = SaslExchange(sasl(mechanism))
+    exchange.start()
+    _, first = exchange.receive(handshake_ok())
+    assert first["auth_bytes"].startswith(b"n,,n=alice,r=")
+    _, final = exchange.receive(auth_ok(server.receive(first["auth_bytes"])))
+    assert final["auth_bytes"].startswith(b"c=biws,r=")
+    assert exchange.receive(auth_ok(server.receive(final["auth_bytes"]))) is None
+    assert server.complete and server.username == "alice" and exchange.complete
+
+
+def test_a_wrong_password_surfaces_the_brokers_message():
+    mech = MECHANISMS["SCRAM-SHA-256"]
+    server = ScramServer(mech, {"alice": make_credential(mech, "right")}.get)
+    exchange = SaslExchange(sasl("SCRAM-SHA-256", password="wrong"))
+    exchange.start()
+    _, first = exchange.receive(handshake_ok())
+    _, final = exchange.receive(auth_ok(server.receive(first["auth_bytes"])))
+    with pytest.raises(ScramError) as refused:
+        server.receive(final["auth_bytes"])
+    with pytest.raises(SaslAuthenticationFailedError, match="invalid credentials") as exc:
+        exchange.receive(auth_failed(str(refused.value)))
+    assert not exc.value.retriable
+    with pytest.raises(Exception, match="no answer is expected"):
+        exchange.receive(auth_ok(b""))
+
+
+def test_a_server_that_does_not_know_the_password_is_refused():
+    """The server-final signature proves the broker holds the credential."""
+    mech = MECHANISMS["SCRAM-SHA-512"]
+    impostor = ScramServer(mech, lambda user: make_credential(mech, "another password"))
+    exchange = SaslExchange(sasl("SCRAM-SHA-512", password="another password"))
+    exchange.start()
+    _, first = exchange.receive(handshake_ok())
+    _, final = exchange.receive(auth_ok(impostor.receive(first["auth_bytes"])))
+    impostor.receive(final["auth_bytes"])
+    with pytest.raises(SaslAuthenticationFailedError, match="signature is wrong"):
+        exchange.receive(auth_ok(b"v=" + b"A" * 88))
+
+
+def test_an_unsupported_mechanism_names_the_enabled_ones():
+    exchange = SaslExchange(sasl("SCRAM-SHA-512"))
+    exchange.start()
+    with pytest.raises(UnsupportedSaslMechanismError, match="enabled: PLAIN"):
+        exchange.receive({"error_code": 33, "mechanisms": ["PLAIN"]})
+    # A successful handshake that does not list ours fails the same way.
+    exchange = SaslExchange(sasl("SCRAM-SHA-512"))
+    exchange.start()
+    with pytest.raises(UnsupportedSaslMechanismError):
+        exchange.receive(handshake_ok(["PLAIN", "SCRAM-SHA-256"]))
+
+
+def test_plain_refuses_a_challenge():
+    exchange = SaslExchange(sasl("PLAIN"))
+    exchange.start()
+    exchange.receive(handshake_ok())
+    with pytest.raises(SaslAuthenticationFailedError, match="challenge"):
+        exchange.receive(auth_ok(b"more?"))
+
+
+# -- settings --
+
+
+def test_security_config_checks_its_settings_and_hides_secrets():
+    with pytest.raises(ConfigError, match="security.protocol"):
+        SecurityConfig("TLS")
+    with pytest.raises(ConfigError, match="sasl.mechanism"):
+        SecurityConfig("SASL_SSL", sasl_mechanism="GSSAPI")
+    with pytest.raises(ConfigError, match="sasl.username"):
+        SecurityConfig("SASL_SSL", sasl_mechanism="PLAIN")
+    shown = repr(sasl("PLAIN", password="hunter2"))
+    assert "hunter2" not in shown and "alice" in shown
+
+
+def test_librdkafka_names():
+    security, rest = split_security({
+        "bootstrap.servers": "b:9092",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-256",
+        "sasl.username": "alice",
+        "sasl.password": "s3cret",
+        "ssl.ca.location": "/etc/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none",
+    })  # fmt: skip
+    assert rest == {"bootstrap.servers": "b:9092"}
+    assert security == SecurityConfig(
+        "SASL_SSL",
+        ssl_cafile="/etc/ca.pem",
+        ssl_check_hostname=False,
+        sasl_mechanism="SCRAM-SHA-256",
+        sasl_plain_username="alice",
+        sasl_plain_password="s3cret",
+    )
+
+
+def test_java_names_and_jaas_config():
+    security, _ = split_security({
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="alice" password="pa ss\\"word";',
+        "ssl.truststore.location": "/etc/ca.pem",
+    })  # fmt: skip
+    assert (security.sasl_plain_username, security.sasl_plain_password) == ("alice", 'pa ss"word')
+    assert security.ssl_cafile == "/etc/ca.pem" and security.ssl_check_hostname
+    assert parse_jaas_config(
+        "org.apache.kafka.common.security.plain.PlainLoginModule required username=bob password=x"
+    ) == ("bob", "x")
+    with pytest.raises(ConfigError, match="sasl.jaas.config"):
+        parse_jaas_config("com.sun.security.auth.module.Krb5LoginModule required;")
+    with pytest.raises(ConfigError, match="sasl.mechanism"):
+        split_security({"sasl.mechanism": "GSSAPI"})
+    assert split_security({})[0] == SecurityConfig()
+    assert "sasl.jaas.config" in SECURITY_CONFIG.to_markdown()
+
+
+# -- BrokerConnection runs the exchange on connect and before the session ends --
+
+
+class SaslPeer:
+    """Answers ApiVersions, SaslHandshake and SaslAuthenticate with a real ScramServer;
+    Metadata with an empty cluster. Session lifetime as given."""
+
+    def __init__(self, credential, lifetime_ms: int = 0, mechanism: str = "SCRAM-SHA-256"):
+        self.mech = MECHANISMS[mechanism]
+        self.credential = credential
+        self.lifetime_ms = lifetime_ms
+        self.server: ScramServer | None = None
+        self.authentications = 0
+        self.broker = ScriptedBroker(self.answer)
+
+    def answer(self, header, body):
+        if header.api_key == API_VERSIONS:
+            return api_versions_answer(header, {**OUR_RANGES, 17: (0, 1), 36: (0, 2)})
+        if header.api_key == SASL_HANDSHAKE:
+            self.server = ScramServer(self.mech, {"alice": self.credential}.get)
+            reply = handshake_ok([self.mech.name])
+        elif header.api_key == SASL_AUTHENTICATE:
+            try:
+                token = self.server.receive(body["auth_bytes"])
+            except ScramError as exc:
+                reply = auth_failed(str(exc))
+            else:
+                self.authentications += self.server.complete
+                reply = auth_ok(token, self.lifetime_ms if self.server.complete else 0)
+        else:
+            reply = {"brokers": [], "topics": [], "cluster_id": "c", "controller_id": -1}
+        return encode_response(header.api_key, header.api_version, header.correlation_id, reply)
+
+
+def test_connection_authenticates_before_its_first_request():
+    peer = SaslPeer(make_credential(MECHANISMS["SCRAM-SHA-256"], "alice-secret"))
+    try:
+        with BrokerConnection(
+            "127.0.0.1", peer.broker.port, security=sasl("SCRAM-SHA-256")
+        ) as conn:
+            assert conn.request(3, {"topics": []})["cluster_id"] == "c"
+        assert [h.api_key for h in peer.broker.requests] == [18, 17, 36, 36, 3]
+        assert [h.api_version for h in peer.broker.requests][1:4] == [1, 2, 2]
+        assert peer.authentications == 1
+    finally:
+        peer.broker.close()
+
+
+def test_connection_authenticates_again_before_the_session_ends():
+    peer = SaslPeer(make_credential(MECHANISMS["SCRAM-SHA-256"], "alice-secret"), lifetime_ms=1)
+    try:
+        with BrokerConnection(
+            "127.0.0.1", peer.broker.port, security=sasl("SCRAM-SHA-256")
+        ) as conn:
+            cid = conn.send(3, {"topics": []})
+            time.sleep(0.01)  # past 85% of the 1 ms session: the next send authenticates first
+            assert conn.request(3, {"topics": []})["cluster_id"] == "c"
+            assert conn.receive(cid)["cluster_id"] == "c"  # read and kept on the way
+        assert [h.api_key for h in peer.broker.requests] == [18, 17, 36, 36, 3, 17, 36, 36, 3]
+        assert peer.authentications == 2
+    finally:
+        peer.broker.close()
+
+
+def test_a_refused_login_fails_the_connection_with_the_brokers_message():
+    peer = SaslPeer(make_credential(MECHANISMS["SCRAM-SHA-256"], "alice-secret"))
+    try:
+        with pytest.raises(SaslAuthenticationFailedError, match="invalid credentials"):
+            BrokerConnection(
+                "127.0.0.1", peer.broker.port, security=sasl("SCRAM-SHA-256", password="nope")
+            )
+    finally:
+        peer.broker.close()
+
+
+def test_a_listener_without_sasl_is_a_clear_error():
+    broker = ScriptedBroker(lambda header, body: api_versions_answer(header, OUR_RANGES))
+    try:
+        with pytest.raises(Exception, match="does not offer SaslAuthenticate"):
+            BrokerConnection("127.0.0.1", broker.port, security=sasl("PLAIN"))
+    finally:
+        broker.close()
+    assert ErrorCode.SASL_AUTHENTICATION_FAILED.retriable is False
