@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from broker.client.cluster import BrokerInfo, ClusterMetadata
 from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
+from broker.client.security import SecurityConfig
 from broker.protocol.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
@@ -224,9 +225,10 @@ class AdminClient:
         bootstrap_servers: str | list[str],
         client_id: str = "kafka-hourly",
         request_timeout_ms: int = 30000,
+        security: SecurityConfig | None = None,
     ):
         self.timeout_s = request_timeout_ms / 1000
-        self.cluster = ClusterMetadata(bootstrap_servers, client_id, self.timeout_s)
+        self.cluster = ClusterMetadata(bootstrap_servers, client_id, self.timeout_s, security)
         self.coordinators = GroupCoordinators(self.cluster, self.timeout_s)
         self.last_errors: dict[str | tuple[str, int], tuple[ErrorCode, str | None]] = {}
 

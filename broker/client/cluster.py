@@ -14,6 +14,7 @@ import time
 from typing import NamedTuple
 
 from broker.client.connection import BrokerConnection
+from broker.client.security import SecurityConfig
 from broker.protocol.apis import METADATA
 from broker.protocol.errors import (
     ErrorCode,
@@ -96,10 +97,12 @@ class ClusterMetadata:
         bootstrap_servers: str | list[str],
         client_id: str = "kafka-hourly",
         timeout_s: float = 30.0,
+        security: SecurityConfig | None = None,
     ):
         self.bootstrap = parse_bootstrap(bootstrap_servers)
         self.client_id = client_id
         self.timeout_s = timeout_s
+        self.security = security
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.controller_id = -1
@@ -168,7 +171,7 @@ class ClusterMetadata:
         candidates = [(b.host, b.port) for b in self.brokers.values()] + self.bootstrap
         for address in dict.fromkeys(candidates):
             try:
-                conn = BrokerConnection(*address, self.client_id, self.timeout_s)
+                conn = self.open_connection(*address)
             except _UNREACHABLE as exc:
                 last_error = exc
                 continue
@@ -253,6 +256,15 @@ class ClusterMetadata:
 
     # --- connections --------------------------------------------------------------
 
+    def open_connection(
+        self, host: str, port: int, timeout_s: float | None = None
+    ) -> BrokerConnection:
+        """A new connection with this client's id and security settings: every
+        connection of a client starts here, so none goes out without TLS or SASL."""
+        return BrokerConnection(
+            host, port, self.client_id, timeout_s or self.timeout_s, self.security
+        )
+
     def connection(self, node_id: int) -> BrokerConnection:
         """The cached connection to broker `node_id`, (re)connecting if needed."""
         with self._lock:
@@ -264,7 +276,7 @@ class ClusterMetadata:
                 return conn
             if conn is not None:
                 conn.close()
-            conn = BrokerConnection(info.host, info.port, self.client_id, self.timeout_s)
+            conn = self.open_connection(info.host, info.port)
             self._conns[node_id] = conn
             return conn
 

@@ -29,6 +29,7 @@ from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.partitioner import partition_for_key
+from broker.client.security import SecurityConfig
 from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
 from broker.protocol.errors import (
     ErrorCode,
@@ -174,6 +175,7 @@ class Producer:
         delivery_timeout_ms: int = 120000,
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60000,
+        security: SecurityConfig | None = None,
     ):
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
@@ -190,7 +192,9 @@ class Producer:
         self.delivery_timeout_s = delivery_timeout_ms / 1000
         self.buffer_memory = buffer_memory
         self.max_block_s = max_block_ms / 1000
-        self.cluster = ClusterMetadata(bootstrap_servers, client_id, request_timeout_ms / 1000)
+        self.cluster = ClusterMetadata(
+            bootstrap_servers, client_id, request_timeout_ms / 1000, security
+        )
 
         self._lock = threading.Lock()
         self._wakeup = threading.Condition(self._lock)

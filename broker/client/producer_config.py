@@ -2,13 +2,15 @@
 every component uses), so tools that take `--producer-property k=v` or a
 `--producer.config` file refuse a wrong value with the key and value named, and
 docs/configuration.md lists them. `producer_kwargs()` turns parsed settings into
-`Producer(...)` keyword arguments."""
+`Producer(...)` keyword arguments; the security keys (`security.protocol`, `sasl.*`,
+`ssl.*`: broker/client/security.py) become its `security`."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from broker.client.security import split_security
 from broker.config.definition import ConfigDef, ConfigError, at_least, one_of
 from broker.records.compression import CODEC_NAMES
 from broker.util.clock import MINUTE_MS, SECOND_MS
@@ -115,9 +117,12 @@ PRODUCER_CONFIG = (
 
 def producer_kwargs(raw: Mapping[str, str]) -> tuple[list[str], dict[str, Any]]:
     """Producer properties (Kafka's names) -> (bootstrap servers, Producer keyword
-    arguments). Raises ConfigError naming the key and value that is wrong or unknown."""
-    settings = PRODUCER_CONFIG.parse(raw)
+    arguments, `security` among them). Raises ConfigError naming the key and value that
+    is wrong or unknown."""
+    security, rest = split_security(raw)
+    settings = PRODUCER_CONFIG.parse(rest)
     if not settings["bootstrap.servers"]:
         raise ConfigError("Missing required configuration bootstrap.servers")
     kwargs = {_KWARGS[k]: settings[k] for k in _KWARGS}
+    kwargs["security"] = security
     return settings["bootstrap.servers"], kwargs

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
+from broker.client.security import SecurityConfig
 from broker.protocol.apis import FETCH, LIST_OFFSETS
 from broker.protocol.errors import (
     ErrorCode,
@@ -158,9 +159,10 @@ class SimpleConsumer:
         bootstrap_servers: str | list[str],
         client_id: str = "kafka-hourly",
         timeout_s: float = 30.0,
+        security: SecurityConfig | None = None,
     ):
         self.timeout_s = timeout_s
-        self.cluster = ClusterMetadata(bootstrap_servers, client_id, timeout_s)
+        self.cluster = ClusterMetadata(bootstrap_servers, client_id, timeout_s, security)
 
     def close(self) -> None:
         self.cluster.close()

@@ -1,6 +1,8 @@
 """What the cluster tools (topics, configs, reassign-partitions, leader-election) share:
-the connection options, the program name Kafka's users see, an AdminClient for the run,
-and Kafka's way of ending: an error printed as `Error: ...` and exit code 1."""
+the connection options (`--command-config FILE`: the admin client's properties, the
+security settings of broker/client/security.py), the program name Kafka's users see, an
+AdminClient for the run, and Kafka's way of ending: an error printed as `Error: ...` and
+exit code 1."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import sys
 from collections.abc import Callable
 
 from broker.client.admin import AdminClient
+from broker.client.security import SecurityConfig, split_security
+from broker.config.definition import ConfigError, load_properties
 from broker.protocol.errors import KafkaError
 from broker.tools.output import Output
 
@@ -47,7 +51,27 @@ def parser(module: str, script: str, description: str) -> argparse.ArgumentParse
         metavar="MS",
         help=f"how long to wait for the brokers per request (default {DEFAULT_TIMEOUT_MS})",
     )
+    add_command_config(p)
     return p
+
+
+def add_command_config(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="admin client properties: security.protocol, sasl.mechanism, sasl.jaas.config, "
+        "ssl.truststore.location, ... (Kafka's and librdkafka's names)",
+    )
+
+
+def command_security(path: str | None) -> SecurityConfig:
+    """The security settings of a --command-config file. Its other admin client keys
+    (client.id, request.timeout.ms, ...) are Kafka's and have options of their own here:
+    they are accepted and not used."""
+    if path is None:
+        return SecurityConfig()
+    security, _ = split_security(load_properties(path))
+    return security
 
 
 def positive_int(value: str) -> int:
@@ -73,10 +97,17 @@ def main(
     problem = check(args)
     if problem:
         parser.error(problem)
+    try:
+        security = command_security(args.command_config)
+    except ConfigError as exc:
+        parser.error(f"--command-config {args.command_config}: {exc}")
     out = Output()
     try:
         with AdminClient(
-            args.bootstrap_server, client_id=CLIENT_ID, request_timeout_ms=args.timeout
+            args.bootstrap_server,
+            client_id=CLIENT_ID,
+            request_timeout_ms=args.timeout,
+            security=security,
         ) as admin:
             action(admin, args, out)
     except (KafkaError, CommandError, ValueError) as exc:

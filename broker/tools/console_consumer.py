@@ -3,12 +3,16 @@
     python -m broker.tools console-consumer --bootstrap-server HOST:PORT \\
         (--topic T | --include REGEX) [--from-beginning] [--partition P [--offset O]] \\
         [--group G] [--max-messages N] [--timeout-ms MS] [--skip-message-on-error] \\
-        [--property print.key=true ...] [--key-deserializer C] [--value-deserializer C]
+        [--property print.key=true ...] [--key-deserializer C] [--value-deserializer C] \\
+        [--consumer.config FILE] [--consumer-property k=v ...]
 
 Without --group the partitions are read outside any group (nothing is committed);
 with --group the tool is a member of the group and commits the offsets of the records
 it printed. It stops after --max-messages, after --timeout-ms without a record, or on
-SIGINT/SIGTERM, and then prints `Processed a total of N messages` on stderr. Exit
+SIGINT/SIGTERM, and then prints `Processed a total of N messages` on stderr. The
+`--consumer.config` file and `--consumer-property` hold the security settings
+(`security.protocol`, `sasl.*`, `ssl.*`: broker/client/security.py) and, with --group,
+the group consumer's. Exit
 codes: 0 done, 1 an error (a broker error, or a record a deserializer refused without
 --skip-message-on-error), 2 bad arguments.
 """
@@ -23,7 +27,8 @@ import time
 from typing import BinaryIO
 
 from broker.client.group.config import consumer_config
-from broker.config.definition import ConfigError
+from broker.client.security import split_security
+from broker.config.definition import ConfigError, load_properties
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
 from broker.tools.arguments import add_properties_option
@@ -53,8 +58,14 @@ def main(argv: list[str] | None = None, stdout: BinaryIO | None = None) -> int:
             properties[key] = getattr(args, option)
     try:
         formatter = RecordFormatter(properties)
-        if args.consumer_property:
-            consumer_config(dict(args.consumer_property))  # refused here, named, exit 2
+        args.security, args.settings = _consumer_settings(args)
+        if args.settings and args.group is None:
+            parser.error(
+                "--consumer-property needs --group (without one no consumer of a group "
+                f"runs): {', '.join(sorted(args.settings))}"
+            )
+        if args.settings:
+            consumer_config(args.settings)  # refused here, named, exit 2
     except ConfigError as exc:
         parser.error(str(exc))
     out = Output()
@@ -80,6 +91,15 @@ def _raise_stop(signum, frame) -> None:
     raise _Stop
 
 
+def _consumer_settings(args) -> tuple:
+    """(SecurityConfig, group consumer settings) of --consumer.config, then
+    --consumer-property; the file's bootstrap.servers gives way to --bootstrap-server."""
+    props = load_properties(args.consumer_config) if args.consumer_config else {}
+    props.pop("bootstrap.servers", None)
+    props.update(dict(args.consumer_property))
+    return split_security(props)
+
+
 def _reader(args):
     start = EARLIEST if args.from_beginning else LATEST
     if args.offset is not None:
@@ -92,6 +112,7 @@ def _reader(args):
         pattern=args.include,
         partition=args.partition,
         start=start,
+        security=args.security,
     )
 
 
@@ -102,7 +123,8 @@ def _group_reader(args, start: str) -> GroupReader:
         topics=[args.topic] if args.topic else None,
         pattern=args.include,
         reset=start,
-        settings=dict(args.consumer_property),
+        settings=args.settings,
+        security=args.security,
     )
 
 
@@ -167,8 +189,6 @@ def _usage_problem(args) -> str | None:
         return "Options from-beginning and offset cannot be specified together."
     if args.group is not None and args.partition is not None:
         return "Options group and partition cannot be specified together."
-    if args.consumer_property and args.group is None:
-        return "--consumer-property needs --group (without one no consumer of a group runs)."
     if args.max_messages is not None and args.max_messages < 1:
         return "--max-messages must be at least 1"
     if args.timeout_ms is not None and args.timeout_ms < 0:
@@ -211,7 +231,17 @@ def _parser() -> argparse.ArgumentParser:
         "print.headers, print.value, key.separator, line.separator, headers.separator, "
         "headers.key.separator, null.literal, key/value/headers.deserializer",
     )
-    add_properties_option(parser, "--consumer-property", "group consumer settings (with --group)")
+    add_properties_option(
+        parser,
+        "--consumer-property",
+        "security settings, and group consumer settings (with --group)",
+    )
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="a properties file of consumer settings (security.protocol, sasl.*, ssl.*, ...)",
+    )
     parser.add_argument("--key-deserializer", metavar="CLASS")
     parser.add_argument("--value-deserializer", metavar="CLASS")
     return parser

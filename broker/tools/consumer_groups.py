@@ -19,8 +19,10 @@ import argparse
 import os
 import sys
 
+from broker.config.definition import ConfigError
 from broker.protocol.errors import KafkaError
 from broker.tools import group_describe, offset_reset
+from broker.tools.admin_command import add_command_config, command_security
 from broker.tools.arguments import datetime_ms, given_options, topic_spec
 from broker.tools.groups import (
     GROUP_STATES,
@@ -44,9 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     problem = _usage_problem(args)
     if problem:
         parser.error(problem)
+    try:
+        security = command_security(args.command_config)
+    except ConfigError as exc:
+        parser.error(f"--command-config {args.command_config}: {exc}")
     out = Output()
     try:
-        with GroupTool(args.bootstrap_server, args.timeout, out) as tool:
+        with GroupTool(args.bootstrap_server, args.timeout, out, security) as tool:
             _run(tool, args)
     except KafkaError as exc:
         out.error(f"Executing consumer group command failed due to {exc}")
@@ -90,6 +96,7 @@ def _parser(prog: str) -> argparse.ArgumentParser:
         metavar="MS",
         help="how long to wait for the brokers, e.g. while a group stabilizes (default 5000)",
     )
+    add_command_config(parser)
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--list", action="store_true", help="list the consumer groups")
     actions.add_argument("--describe", action="store_true", help="describe groups")

@@ -10,6 +10,7 @@ import re
 import time
 
 from broker.client.group import GroupConsumer, RebalanceListener
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import FetchRequest, SimpleConsumer
 from broker.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from broker.records.batch import Record
@@ -36,8 +37,11 @@ class PartitionReader:
         partition: int | None = None,
         start: str | int = LATEST,
         timeout_s: float = 30.0,
+        security: SecurityConfig | None = None,
     ) -> None:
-        self.consumer = SimpleConsumer(bootstrap, client_id="console-consumer", timeout_s=timeout_s)
+        self.consumer = SimpleConsumer(
+            bootstrap, client_id="console-consumer", timeout_s=timeout_s, security=security
+        )
         self.pattern = re.compile(pattern) if pattern is not None else None
         self.topics = list(topics or [])
         self.partition = partition
@@ -124,12 +128,13 @@ class GroupReader(RebalanceListener):
         pattern: str | None = None,
         reset: str = LATEST,
         settings: dict[str, str] | None = None,
+        security: SecurityConfig | None = None,
     ) -> None:
         config = {"client.id": "console-consumer", **(settings or {})}
         config.update(
             {"group.id": group, "auto.offset.reset": reset, "enable.auto.commit": "false"}
         )
-        self.consumer = GroupConsumer(bootstrap, **config)
+        self.consumer = GroupConsumer(bootstrap, security, **config)
         self.finished: dict[tuple[str, int], int] = {}  # next offset to commit, not yet sent
         self._held: list[tuple[str, int, Record]] = []
         try:

@@ -6,6 +6,7 @@ offset_reset.py)."""
 from __future__ import annotations
 
 from broker.client.admin import CONSUMER_PROTOCOL_TYPE, AdminClient, GroupListing
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.tools.arguments import TopicSpec
@@ -21,11 +22,20 @@ class GroupTool:
     """The connections and output one command uses: our AdminClient for the groups, a
     SimpleConsumer (made when first needed) for the logs' offsets."""
 
-    def __init__(self, bootstrap: str, timeout_ms: int, out: Output) -> None:
+    def __init__(
+        self,
+        bootstrap: str,
+        timeout_ms: int,
+        out: Output,
+        security: SecurityConfig | None = None,
+    ) -> None:
         self.bootstrap = bootstrap
         self.timeout_ms = timeout_ms
         self.out = out
-        self.admin = AdminClient(bootstrap, client_id=CLIENT_ID, request_timeout_ms=timeout_ms)
+        self.security = security
+        self.admin = AdminClient(
+            bootstrap, client_id=CLIENT_ID, request_timeout_ms=timeout_ms, security=security
+        )
         self._consumer: SimpleConsumer | None = None
 
     def close(self) -> None:
@@ -43,7 +53,10 @@ class GroupTool:
     def consumer(self) -> SimpleConsumer:
         if self._consumer is None:
             self._consumer = SimpleConsumer(
-                self.bootstrap, client_id=CLIENT_ID, timeout_s=self.timeout_ms / 1000
+                self.bootstrap,
+                client_id=CLIENT_ID,
+                timeout_s=self.timeout_ms / 1000,
+                security=self.security,
             )
         return self._consumer
 

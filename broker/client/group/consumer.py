@@ -35,6 +35,7 @@ from broker.client.group.membership import GroupMembership
 from broker.client.group.offsets import CommitCallback, GroupOffsets, OffsetAndMetadata
 from broker.client.group.rebalance import ConsumerRebalance
 from broker.client.group.subscription import Mode, RebalanceListener, SubscriptionState
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, error_for
 
@@ -54,13 +55,18 @@ class GroupMetadata(NamedTuple):
 class GroupConsumer:
     """See the module docstring; settings are CONSUMER_CONFIG's keys in snake_case."""
 
-    def __init__(self, bootstrap_servers: str | list[str], **settings):
+    def __init__(
+        self,
+        bootstrap_servers: str | list[str],
+        security: SecurityConfig | None = None,
+        **settings,
+    ):
         self.config = config = consumer_config(settings)
         assignors = make_assignors(config["partition.assignment.strategy"])
         self.protocol = rebalance_protocol(assignors)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._simple = SimpleConsumer(
-            bootstrap_servers, config["client.id"], self._request_timeout_s
+            bootstrap_servers, config["client.id"], self._request_timeout_s, security
         )
         self.cluster = self._simple.cluster
         self._subscription = SubscriptionState(config["exclude.internal.topics"])

@@ -93,8 +93,8 @@ class HeartbeatThread(threading.Thread):
         m = self.m
         for broker in list(m.cluster.brokers.values()):
             try:
-                with BrokerConnection(
-                    broker.host, broker.port, m.client_id, m.request_timeout_s
+                with m.cluster.open_connection(
+                    broker.host, broker.port, m.request_timeout_s
                 ) as conn:
                     coordinator = find_coordinator(conn, m.group_id)
             except KafkaError as exc:
@@ -175,8 +175,8 @@ class HeartbeatThread(threading.Thread):
         if self._conn is None or self._conn.closed or self._conn_for != coordinator:
             self._close()
             m = self.m
-            self._conn = BrokerConnection(
-                coordinator.host, coordinator.port, m.client_id, m.request_timeout_s
+            self._conn = m.cluster.open_connection(
+                coordinator.host, coordinator.port, m.request_timeout_s
             )
             self._conn_for = coordinator
         return self._conn

@@ -249,8 +249,8 @@ class GroupMembership:
             return self._conn
         self.close_connection()
         try:
-            self._conn = BrokerConnection(
-                coordinator.host, coordinator.port, self.client_id, self.request_timeout_s
+            self._conn = self.cluster.open_connection(
+                coordinator.host, coordinator.port, self.request_timeout_s
             )
         except _UNREACHABLE as exc:
             self.coordinator_dead(coordinator, str(exc))
