@@ -263,3 +263,13 @@ class TopicAdmin:
         """Store the whole set of dynamic configs of a topic or a broker entity (checked
         already, broker/server/dynamic_config.py), where every broker of the mode reads it."""
         raise NotImplementedError
+
+    async def read_user_configs(self, users: list[str] | None) -> dict[str, dict[str, str]]:
+        """The stored config maps (SCRAM credentials as Kafka stores them,
+        broker/security/user_scram.py) of `users`, None: of every user; users without
+        one are left out."""
+        raise NotImplementedError
+
+    async def write_user_config(self, user: str, config: dict[str, str]) -> None:
+        """Store a user's whole config map where every broker's authenticator reads it."""
+        raise NotImplementedError

@@ -4,10 +4,11 @@ listener does (docs/contracts/cluster.md).
 Whoever changes a config (AlterConfigs on any broker, or Kafka's own tools) writes the
 entity's znode and then a persistent sequential notification
 `/config/changes/config_change_<seq>` = `{"version":2,"entity_path":"topics/<t>"}` (or
-`brokers/<id>`, `brokers/<default>`). This listener watches the children of
+`brokers/<id>`, `brokers/<default>`, `users/<user>`). This listener watches the children of
 /config/changes; for each notification after the last one it processed it re-reads the
 entity's znode and applies it (broker/server/dynamic_config.py: the topic's overrides, or
-this broker's dynamic broker configs, re-configuring the logs). Notifications are only a
+this broker's dynamic broker configs, re-configuring the logs; a user's SCRAM credentials
+go to `on_user_config`, the broker's authenticator). Notifications are only a
 nudge: at start, and after a new ZooKeeper session, every current config is read, so a
 broker never needs the notifications from before. Notifications older than 15 minutes
 are deleted (by any broker, as Kafka).
@@ -24,6 +25,8 @@ from collections.abc import Callable, Coroutine
 
 from broker.controller import zk_layout as z
 from broker.controller.zk import SessionState, ZkClient
+from broker.security.scram import ScramError
+from broker.security.user_scram import desanitize_user
 from broker.server.dynamic_config import DynamicConfigs, ResourceType
 from broker.util.clock import MINUTE_MS
 
@@ -40,11 +43,15 @@ class ConfigChangeListener:
         configs: DynamicConfigs,
         spawn: Callable[[Coroutine], object],
         now_ms: Callable[[], int],
+        on_user_config: Callable[[str, dict[str, str]], None] | None = None,
     ) -> None:
         self.zk = zk
         self.configs = configs
         self.spawn = spawn
         self.now_ms = now_ms
+        # (user, its whole config map: SCRAM credentials as Kafka stores them) on every
+        # change of /config/users/<user>, and for every user at start.
+        self.on_user_config = on_user_config
         self.last_sequence = -1  # the newest notification processed (or read past)
         self._lock = asyncio.Lock()
         self._watching = False
@@ -64,6 +71,9 @@ class ConfigChangeListener:
                 await self._reload(f"topics/{topic}")
             for entity in (z.DEFAULT_BROKER_ENTITY, str(self.configs.broker_id)):
                 await self._reload(f"brokers/{entity}")
+            if self.on_user_config is not None:
+                for user in await self.zk.get_children(z.CONFIG_USERS) or []:
+                    await self._reload(f"users/{user}")
 
     async def _watch_children(self) -> list[str]:
         watch = None if self._watching else self._changed
@@ -100,6 +110,9 @@ class ConfigChangeListener:
     async def _reload(self, entity_path: str) -> None:
         """Read one entity's config znode and apply it (a missing znode: no overrides)."""
         kind, _, name = entity_path.partition("/")
+        if kind == "users":
+            await self._reload_user(entity_path, name)
+            return
         if kind == "topics":
             resource = ResourceType.TOPIC
         elif kind == "brokers" and name in (z.DEFAULT_BROKER_ENTITY, str(self.configs.broker_id)):
@@ -112,6 +125,16 @@ class ConfigChangeListener:
             if overrides != self.configs.overrides(resource, name):
                 self.configs.apply(resource, name, overrides)
         except ValueError as exc:  # a hand-written bad value: what is in force stays
+            log.error("ignoring the config of %s: %s", entity_path, exc)
+
+    async def _reload_user(self, entity_path: str, name: str) -> None:
+        if self.on_user_config is None:
+            return
+        found = await self.zk.get(z.config_path(entity_path))
+        try:
+            config = z.decode_config(entity_path, found[0]) if found is not None else {}
+            self.on_user_config(desanitize_user(name), config)
+        except (ValueError, ScramError) as exc:  # a hand-written bad credential: what is in force stays
             log.error("ignoring the config of %s: %s", entity_path, exc)
 
     async def _purge(self, sequences: dict[int, str]) -> None:

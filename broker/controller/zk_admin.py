@@ -8,6 +8,8 @@ either; the requests complete when the metadata cache shows the controller's dec
 Changing a config (AlterConfigs) writes the entity's znode (`/config/topics/<t>`,
 `/config/brokers/<id>` or `/config/brokers/<default>`) and then a change notification
 `/config/changes/config_change_<seq>`, which every broker follows (config_changes.py).
+SCRAM credentials (AlterUserScramCredentials, or the configs tool's --zookeeper) are the
+config entity `/config/users/<user>`, written and announced the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from broker.controller import zk_layout as z
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.protocol.errors import ErrorCode
+from broker.security.user_scram import desanitize_user, sanitize_user
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
 from broker.server.topic_config import TopicConfigs
@@ -162,23 +165,13 @@ class ZkTopicAdmin(TopicAdmin):
     async def write_config(self, resource: ResourceType, entity: str, overrides: dict) -> None:
         """Store a topic's overrides or a broker entity's dynamic configs, then tell every
         broker through a change notification (as Kafka's AdminZkClient)."""
-        kind = _entity_type(resource)
-        path = z.config_path(f"{kind}/{entity}")
-        data = z.encode_topic_config(overrides)
-        try:
-            await self.zk.set(path, data)
-        except NoNodeError:
-            try:
-                await self.zk.create(path, data, makepath=True)
-            except NodeExistsError:  # another broker created it meanwhile: ours is newer
-                await self.zk.set(path, data)
-        await self.zk.create(
-            f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-            z.encode_config_change(f"{kind}/{entity}"),
-            sequence=True,
-            makepath=True,
-        )
-        log.info("config of %s/%s written: %s", kind, entity, overrides)
+        await write_entity_config(self.zk, f"{_entity_type(resource)}/{entity}", overrides)
+
+    async def read_user_configs(self, users: list[str] | None) -> dict[str, dict[str, str]]:
+        return await read_user_configs(self.zk, users)
+
+    async def write_user_config(self, user: str, config: dict[str, str]) -> None:
+        await write_entity_config(self.zk, user_entity(user), config)
 
     def auto_create(self, name: str) -> None:
         if name in self._auto_creating:
@@ -195,6 +188,46 @@ class ZkTopicAdmin(TopicAdmin):
                 self._auto_creating.discard(name)
 
         self.spawn(create())
+
+
+async def write_entity_config(zk: ZkClient, entity_path: str, config: dict[str, str]) -> None:
+    """Store a config entity's map (`topics/<t>`, `brokers/<id>`, `users/<u>`), then the
+    change notification every broker follows."""
+    path = z.config_path(entity_path)
+    data = z.encode_topic_config(config)
+    try:
+        await zk.set(path, data)
+    except NoNodeError:
+        try:
+            await zk.create(path, data, makepath=True)
+        except NodeExistsError:  # another broker created it meanwhile: ours is newer
+            await zk.set(path, data)
+    await zk.create(
+        f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
+        z.encode_config_change(entity_path),
+        sequence=True,
+        makepath=True,
+    )
+    # Never the values: a user's entity holds credentials.
+    log.info("config of %s written: keys %s", entity_path, sorted(config))
+
+
+def user_entity(user: str) -> str:
+    return f"users/{sanitize_user(user)}"
+
+
+async def read_user_configs(zk: ZkClient, users: list[str] | None) -> dict[str, dict[str, str]]:
+    """The stored config maps of `users` (None: every user with an entity); users with
+    none are left out."""
+    if users is None:
+        users = [desanitize_user(c) for c in await zk.get_children(z.CONFIG_USERS) or []]
+    found = {}
+    for user in users:
+        entity = user_entity(user)
+        data = await zk.get(z.config_path(entity))
+        if data is not None:
+            found[user] = z.decode_config(entity, data[0])
+    return found
 
 
 def _entity_type(resource: ResourceType) -> str:

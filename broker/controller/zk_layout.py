@@ -22,6 +22,8 @@ ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
+# A user's SCRAM credentials (and Kafka's quotas): /config/users/<sanitized user>.
+CONFIG_USERS = "/config/users"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 # The config entity of every broker's dynamic defaults: /config/brokers/<default>.

@@ -1,0 +1,157 @@
+"""DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) in process, stored
+in a real ZooKeeper as a cluster stores them: /config/users/<user> in Kafka's layout and
+a change notification per changed user; and the config change listener handing a
+user's credentials to the broker's authenticator."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+
+from broker.config.server import BrokerConfig
+from broker.controller import zk_layout as z
+from broker.controller.config_changes import ConfigChangeListener
+from broker.controller.zk import ZkClient
+from broker.controller.zk_admin import ZkTopicAdmin, write_entity_config
+from broker.log.manager import LogManager
+from broker.protocol.apis import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
+from broker.protocol.errors import ErrorCode
+from broker.security.scram import MECHANISMS, ScramCredential, salted_password
+from broker.server.dynamic_config import DynamicConfigs
+from broker.server.topic_config import TopicConfigs
+from broker.util.clock import now_ms
+from tests.helpers.inprocess_broker import InProcessBroker
+
+SHA256, SHA512 = MECHANISMS["SCRAM-SHA-256"], MECHANISMS["SCRAM-SHA-512"]
+
+
+@pytest.fixture
+def zk_broker(tmp_path, zk_connect):
+    """An in-process broker whose admin is the cluster's (ZooKeeper)."""
+    broker = InProcessBroker(tmp_path / "logs")
+    zk = ZkClient(zk_connect, session_timeout_ms=6000)
+    broker.loop.run_until_complete(zk.start())
+    broker.loop.run_until_complete(zk.ensure_paths(z.PERSISTENT_PATHS))
+    state = broker.state
+    state.admin = ZkTopicAdmin(
+        zk, state.metadata, state.replicas.topic_configs, 1, 1, broker.loop.create_task
+    )
+    broker.zk = zk
+    yield broker
+    broker.loop.run_until_complete(zk.close())
+    broker.close()
+
+
+def upsertion(user: str, mech=SHA256, password="secret", iterations=4096) -> dict:
+    salt = os.urandom(16)
+    return {
+        "name": user,
+        "mechanism": mech.type_code,
+        "iterations": iterations,
+        "salt": salt,
+        "salted_password": salted_password(mech, password, salt, iterations),
+    }
+
+
+def znode(broker, path: str):
+    found = broker.loop.run_until_complete(broker.zk.get(path))
+    return None if found is None else json.loads(found[0])
+
+
+def test_alter_and_describe_through_zookeeper(zk_broker):
+    body = {
+        "deletions": [{"name": "bob", "mechanism": 1}],
+        "upsertions": [upsertion("alice", SHA512, iterations=8192), upsertion("alice")],
+    }
+    answer = zk_broker.call(ALTER_USER_SCRAM_CREDENTIALS, 0, body)
+    assert [(r["user"], r["error_code"]) for r in answer["results"]] == [
+        ("bob", ErrorCode.RESOURCE_NOT_FOUND),
+        ("alice", 0),
+    ]
+    stored = znode(zk_broker, "/config/users/alice")
+    assert stored["version"] == 1 and sorted(stored["config"]) == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    assert ScramCredential.from_config(stored["config"]["SCRAM-SHA-512"]).iterations == 8192
+    assert znode(zk_broker, "/config/users/bob") is None  # refused: nothing written
+    changes = zk_broker.loop.run_until_complete(zk_broker.zk.get_children(z.CONFIG_CHANGES))
+    assert [znode(zk_broker, f"{z.CONFIG_CHANGES}/{c}") for c in changes] == [
+        {"version": 2, "entity_path": "users/alice"}
+    ]
+
+    described = zk_broker.call(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None})
+    assert described["results"] == [
+        {
+            "user": "alice",
+            "error_code": 0,
+            "error_message": None,
+            "credential_infos": [
+                {"mechanism": 1, "iterations": 4096},
+                {"mechanism": 2, "iterations": 8192},
+            ],
+        }
+    ]
+    named = zk_broker.call(
+        DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": [{"name": "alice"}, {"name": "nobody"}]}
+    )
+    assert [(r["user"], r["error_code"]) for r in named["results"]] == [
+        ("alice", 0),
+        ("nobody", ErrorCode.RESOURCE_NOT_FOUND),
+    ]
+
+    deleted = zk_broker.call(
+        ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {"deletions": [{"name": "alice", "mechanism": 2}], "upsertions": []},
+    )
+    assert deleted["results"][0]["error_code"] == 0
+    assert sorted(znode(zk_broker, "/config/users/alice")["config"]) == ["SCRAM-SHA-256"]
+
+
+def test_a_user_name_kafka_sanitizes(zk_broker):
+    answer = zk_broker.call(
+        ALTER_USER_SCRAM_CREDENTIALS, 0, {"deletions": [], "upsertions": [upsertion("CN=a b")]}
+    )
+    assert answer["results"][0]["error_code"] == 0
+    assert znode(zk_broker, "/config/users/CN%3Da%20b") is not None
+    described = zk_broker.call(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": []})
+    assert [r["user"] for r in described["results"]] == ["CN=a b"]
+
+
+def test_the_listener_hands_users_credentials_to_the_authenticator(tmp_path, zk_connect):
+    cfg = BrokerConfig.from_mapping({"broker.id": "1", "log.dirs": str(tmp_path)})
+    configs = DynamicConfigs(
+        cfg, TopicConfigs(cfg.log_config), LogManager(cfg.log_dirs, cfg.log_config)
+    )
+    seen: dict[str, dict[str, str]] = {}
+
+    async def scenario():
+        zk = ZkClient(zk_connect, session_timeout_ms=6000)
+        await zk.start()
+        await zk.ensure_paths(z.PERSISTENT_PATHS)
+        tasks: set = set()
+
+        def spawn(coro):
+            task = asyncio.get_running_loop().create_task(coro)
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+        try:
+            await write_entity_config(zk, "users/alice", {"SCRAM-SHA-256": "salt=YQ==,x"})
+            listener = ConfigChangeListener(zk, configs, spawn, now_ms, seen.__setitem__)
+            await listener.start()
+            assert seen == {"alice": {"SCRAM-SHA-256": "salt=YQ==,x"}}  # read at start
+            await write_entity_config(zk, "users/CN%3Db", {"SCRAM-SHA-512": "s"})
+            await write_entity_config(zk, "users/alice", {})
+            for _ in range(300):
+                if seen.get("alice") == {} and "CN=b" in seen:
+                    break
+                await asyncio.sleep(0.05)
+            assert seen == {"alice": {}, "CN=b": {"SCRAM-SHA-512": "s"}}
+        finally:
+            for task in list(tasks):
+                task.cancel()
+            await zk.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))
