@@ -1,7 +1,7 @@
 """Administration: topics (create, delete, list, describe, more partitions), consumer
 groups (list, describe, committed offsets, alter offsets, delete groups and offsets), and
 the cluster's operations (leader elections, partition reassignments, configs, the
-cluster and its log dirs).
+cluster and its log dirs), and users' SCRAM credentials.
 
 create_topics, delete_topics and delete_groups return the outcome of every topic or group
 as an ErrorCode (NONE on success) so a caller can treat TOPIC_ALREADY_EXISTS as fine;
@@ -18,6 +18,7 @@ exception.
 from __future__ import annotations
 
 import enum
+import secrets
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from broker.client.security import SecurityConfig
 from broker.protocol.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
     DELETE_GROUPS,
@@ -37,6 +39,7 @@ from broker.protocol.apis import (
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
     LIST_GROUPS,
@@ -58,6 +61,12 @@ from broker.protocol.errors import (
     error_for,
 )
 from broker.protocol.types import DecodeError
+from broker.security.scram import (
+    MAX_ITERATIONS,
+    MECHANISMS,
+    MECHANISMS_BY_CODE,
+    salted_password,
+)
 
 _BACKOFF_S = 0.1
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -217,6 +226,27 @@ class LogDirDescription(NamedTuple):
     replicas: dict[tuple[str, int], ReplicaInfo]
     total_bytes: int  # -1 when the broker does not say (DescribeLogDirs below v4)
     usable_bytes: int
+
+
+class ScramCredentialInfo(NamedTuple):
+    mechanism: str  # SCRAM-SHA-256 or SCRAM-SHA-512
+    iterations: int
+
+
+class UserScramCredentialUpsertion(NamedTuple):
+    """Set `user`'s credential for `mechanism`: the password is salted here (a fresh
+    random salt unless given) and only the salted password is sent."""
+
+    user: str
+    mechanism: str
+    password: str
+    iterations: int = 4096
+    salt: bytes | None = None
+
+
+class UserScramCredentialDeletion(NamedTuple):
+    user: str
+    mechanism: str
 
 
 class AdminClient:
@@ -806,6 +836,46 @@ class AdminClient:
             }
         return out
 
+    # --- SCRAM credentials ------------------------------------------------------------
+
+    def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None
+    ) -> dict[str, list[ScramCredentialInfo]]:
+        """user -> its SCRAM mechanisms and iterations (never a secret); None: every user
+        with a credential. A user asked for by name that has none is raised
+        (ResourceNotFoundError), as Kafka's admin client does."""
+        body = {"users": None if users is None else [{"name": u} for u in users]}
+        response = self._broker_request(None, DESCRIBE_USER_SCRAM_CREDENTIALS, body)
+        _raise_request_error(response, "describe user SCRAM credentials")
+        out: dict[str, list[ScramCredentialInfo]] = {}
+        for result in response["results"]:
+            if result["error_code"] != ErrorCode.NONE:
+                raise error_for(
+                    result["error_code"], result["error_message"] or f"user {result['user']}"
+                )
+            out[result["user"]] = [
+                ScramCredentialInfo(_mechanism_name(i["mechanism"]), i["iterations"])
+                for i in result["credential_infos"]
+            ]
+        return out
+
+    def alter_user_scram_credentials(
+        self,
+        alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+        raise_errors: bool = False,
+    ) -> dict[str, ErrorCode]:
+        """Upsert and delete credentials; returns user -> ErrorCode (see the module
+        docstring: RESOURCE_NOT_FOUND deleting what is not there, UNACCEPTABLE_CREDENTIAL
+        for iterations outside 4096-16384, DUPLICATE_RESOURCE for one user and mechanism
+        twice). A user with a refused item keeps its credentials untouched."""
+        body = scram_alteration_request(alterations)
+        response = self._broker_request(None, ALTER_USER_SCRAM_CREDENTIALS, body)
+        outcome = {
+            r["user"]: (as_error_code(r["error_code"]), r["error_message"])
+            for r in response["results"]
+        }
+        return self._report("alter user SCRAM credentials", outcome, raise_errors)
+
     def _alter_configs(
         self, api_key: int, operation: str, changes: dict, entries, validate_only, raise_errors
     ) -> dict[ConfigResource, ErrorCode]:
@@ -915,6 +985,45 @@ def _raise_request_error(response: dict, operation: str) -> None:
     code = response.get("error_code", ErrorCode.NONE)
     if code != ErrorCode.NONE:
         raise error_for(code, response.get("error_message") or operation)
+
+
+def scram_alteration_request(
+    alterations: Iterable[UserScramCredentialUpsertion | UserScramCredentialDeletion],
+) -> dict:
+    """The AlterUserScramCredentials body of `alterations`: passwords salted here, so only
+    salted passwords leave the client. An unknown mechanism name is a ValueError."""
+    deletions, upsertions = [], []
+    for change in alterations:
+        mech = MECHANISMS.get(change.mechanism)
+        if mech is None:
+            raise ValueError(
+                f"SCRAM mechanism {change.mechanism!r}: expected one of {', '.join(MECHANISMS)}"
+            )
+        if isinstance(change, UserScramCredentialDeletion):
+            deletions.append({"name": change.user, "mechanism": mech.type_code})
+            continue
+        salt = change.salt or secrets.token_bytes(32)
+        # Iterations the broker refuses anyway are not worked through here.
+        salted = (
+            salted_password(mech, change.password, salt, change.iterations)
+            if 0 < change.iterations <= MAX_ITERATIONS
+            else b""
+        )
+        upsertions.append(
+            {
+                "name": change.user,
+                "mechanism": mech.type_code,
+                "iterations": change.iterations,
+                "salt": salt,
+                "salted_password": salted,
+            }
+        )
+    return {"deletions": deletions, "upsertions": upsertions}
+
+
+def _mechanism_name(code: int) -> str:
+    mech = MECHANISMS_BY_CODE.get(code)
+    return mech.name if mech is not None else f"UNKNOWN({code})"
 
 
 def _config_node(resource: ConfigResource) -> int | None:

@@ -31,8 +31,11 @@ def prog(module: str, script: str) -> str:
     return script if os.path.basename(sys.argv[0]) == script else f"python -m broker.tools {module}"
 
 
-def parser(module: str, script: str, description: str) -> argparse.ArgumentParser:
-    """An argument parser with the options every cluster tool takes."""
+def parser(
+    module: str, script: str, description: str, bootstrap_required: bool = True
+) -> argparse.ArgumentParser:
+    """An argument parser with the options every cluster tool takes (`bootstrap_required`
+    False: the tool has another way in, and checks itself that one is given)."""
     p = argparse.ArgumentParser(
         prog=prog(module, script),
         description=description,
@@ -40,7 +43,7 @@ def parser(module: str, script: str, description: str) -> argparse.ArgumentParse
     )
     p.add_argument(
         "--bootstrap-server",
-        required=True,
+        required=bootstrap_required,
         metavar="HOST:PORT",
         help="brokers to connect to (HOST:PORT[,HOST:PORT...])",
     )

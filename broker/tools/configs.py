@@ -1,9 +1,14 @@
-"""kafka-configs: describe and change the dynamic configs of topics and brokers.
+"""kafka-configs: describe and change the dynamic configs of topics and brokers, and
+users' SCRAM credentials (user_credentials.py, also through --zookeeper before any broker
+runs).
 
     python -m broker.tools configs --bootstrap-server HOST:PORT --describe
         --entity-type topics|brokers [--entity-name NAME | --entity-default] [--all]
     ... --alter --entity-type topics|brokers (--entity-name NAME | --entity-default)
         [--add-config K=V[,K=V...]] [--delete-config K[,K...]]
+    ... --alter --entity-type users --entity-name alice
+        --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
+    python -m broker.tools configs --zookeeper HOST:PORT[/chroot] --entity-type users ...
 
 A change is incremental (IncrementalAlterConfigs: the keys named are set or deleted, the
 rest stays), asked of the broker it concerns (a broker's own configs) or of any (topics,
@@ -25,9 +30,11 @@ from broker.client.admin import (
     ConfigSource,
 )
 from broker.protocol.topic import topic_name_problem
-from broker.tools import admin_command
+from broker.tools import admin_command, user_credentials
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
+
+USERS = "users"
 
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
 # Without --all, Kafka shows the values set on the entity itself.
@@ -38,10 +45,38 @@ _OWN_SOURCE = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    return admin_command.main(argv, _parser(), _usage_problem, _run)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.zookeeper is None:
+        return admin_command.main(argv, parser, _usage_problem, _run)
+    problem = _usage_problem(args)
+    if problem:
+        parser.error(problem)
+    out = Output()
+    try:
+        if args.alter:
+            changes = _user_changes(args)
+            user_credentials.zk_alter(args.zookeeper, args.entity_name, changes, out)
+        else:
+            user_credentials.zk_show(args.zookeeper, args.entity_name, out)
+    except (CommandError, TimeoutError) as exc:
+        out.error(str(exc))
+    return 1 if out.failed else 0
+
+
+def _user_changes(args) -> list:
+    added = dict(pair for group in args.add_config or [] for pair in group)
+    deleted = [key for group in args.delete_config or [] for key in group]
+    return user_credentials.scram_changes(args.entity_name, added, deleted)
 
 
 def _run(admin: AdminClient, args, out: Output) -> None:
+    if args.entity_type == USERS:
+        if args.alter:
+            user_credentials.alter(admin, args.entity_name, _user_changes(args), out)
+        else:
+            user_credentials.show(admin, args.entity_name, out)
+        return
     kind = ENTITY_TYPES[args.entity_type]
     if args.alter:
         _alter(admin, _resource(kind, args), args, out)
@@ -153,14 +188,24 @@ def _parser():
     parser = admin_command.parser(
         "configs",
         "kafka-configs",
-        "Describe and change the dynamic configs of topics and brokers.",
+        "Describe and change the dynamic configs of topics and brokers, and users' SCRAM "
+        "credentials.",
+        bootstrap_required=False,
+    )
+    parser.add_argument(
+        "--zookeeper",
+        metavar="HOST:PORT[/CHROOT]",
+        help="users only: write SCRAM credentials to the cluster's ZooKeeper directly "
+        "(the first ones, before any broker runs)",
     )
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--describe", action="store_true", help="show configs")
     actions.add_argument("--alter", action="store_true", help="set or delete configs")
-    parser.add_argument("--entity-type", choices=sorted(ENTITY_TYPES), required=True)
+    parser.add_argument("--entity-type", choices=sorted([*ENTITY_TYPES, USERS]), required=True)
     parser.add_argument(
-        "--entity-name", metavar="NAME", help="the topic, or the broker id (describe: all)"
+        "--entity-name",
+        metavar="NAME",
+        help="the topic, the broker id or the user (describe: all)",
     )
     parser.add_argument(
         "--entity-default",
@@ -190,6 +235,12 @@ def _parser():
 def _usage_problem(args) -> str | None:
     if args.describe == args.alter:
         return "exactly one action is needed: --describe or --alter"
+    if (args.bootstrap_server is None) == (args.zookeeper is None):
+        return "exactly one of --bootstrap-server and --zookeeper is needed"
+    if args.zookeeper is not None and args.entity_type != USERS:
+        return "--zookeeper goes with --entity-type users only (other configs: --bootstrap-server)"
+    if args.entity_type == USERS:
+        return _users_usage_problem(args)
     if args.entity_name is not None and args.entity_default:
         return "--entity-name and --entity-default exclude each other"
     if args.entity_default and args.entity_type != "brokers":
@@ -214,6 +265,27 @@ def _usage_problem(args) -> str | None:
         both = sorted(added & {k for group in args.delete_config or [] for k in group})
         if both:
             return f"keys both added and deleted: {', '.join(both)}"
+    return None
+
+
+def _users_usage_problem(args) -> str | None:
+    if args.entity_default:
+        return "--entity-default is not supported for users (no default SCRAM credentials)"
+    if args.entity_name == "":
+        return "--entity-name must not be empty"
+    if args.all:
+        return "--all does not go with --entity-type users"
+    if args.describe and (args.add_config or args.delete_config):
+        return "--describe takes no --add-config or --delete-config"
+    if args.alter:
+        if args.entity_name is None:
+            return "--alter needs --entity-name"
+        if not (args.add_config or args.delete_config):
+            return "--alter needs --add-config or --delete-config"
+        try:
+            _user_changes(args)
+        except CommandError as exc:
+            return str(exc)
     return None
 
 
