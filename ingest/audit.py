@@ -34,6 +34,7 @@ from broker.util.clock import DAY_MS, HOUR_MS, SECOND_MS
 from broker.util.clock import now_ms as wall_clock_ms
 from ingest import layout
 from ingest.commit import list_runs, load_manifest
+from ingest.config import kafka_security
 from ingest.fs import FileSystem
 from ingest.manifest import Manifest
 from ingest.plugins import TopicContext, TopicPlugins
@@ -161,7 +162,7 @@ def producer_counts(config: dict[str, Any], registry: RegistryClient) -> dict[tu
     topic = config["audit.topic"]
     decode = AvroDeserializer(registry)
     counts: dict[tuple[str, int], int] = defaultdict(int)
-    with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+    with SimpleConsumer(config["bootstrap.servers"], security=kafka_security(config)) as consumer:
         consumer.cluster.refresh([topic])
         if topic not in consumer.cluster.topics:
             return {}
@@ -249,7 +250,7 @@ def audit(
     loaded_topics = {t for t, _ in loaded}
     for topic, window in set(loaded) | {k for k in produced if k[0] in loaded_topics}:
         hours[(topic, window_start(window, periods.of(topic)[0]))].append(window)
-    with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+    with SimpleConsumer(config["bootstrap.servers"], security=kafka_security(config)) as consumer:
         for (topic, start_ms), windows in sorted(hours.items()):
             h = periods.report(topic, start_ms)
             if fs.exists(h.marker):
@@ -345,7 +346,9 @@ def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Mani
     serialize = AvroSerializer(RegistryClient(config["registry.url"]), AUDIT_SCHEMA)
     topic = config["audit.topic"]
     now = wall_clock_ms()
-    with Producer(config["bootstrap.servers"], acks=-1) as producer:
+    with Producer(
+        config["bootstrap.servers"], acks=-1, security=kafka_security(config)
+    ) as producer:
         futures = [
             producer.send(
                 topic,

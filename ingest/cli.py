@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from broker.config.definition import ConfigError
 from broker.util.clock import SECOND_MS
-from ingest.config import load_config
+from ingest.config import load_config, secrets_from_environment
 
 
 def _summary(manifest) -> str:
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
-        config = load_config(args.config, args.set)
+        config = load_config(args.config, args.set, secrets_from_environment())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

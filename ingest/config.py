@@ -1,9 +1,19 @@
 """Every key of conf/ingest.yaml, declared once (the broker's ConfigDef), so the load,
 the CLI, the DAGs and the generated reference agree. YAML nesting is flattened to
-dotted keys: `topics: {whitelist: [...]}` is `topics.whitelist`."""
+dotted keys: `topics: {whitelist: [...]}` is `topics.whitelist`.
+
+How the load reaches Kafka securely: `kafka:` holds the keys of the clients' security
+table (broker/client/security.py) — `kafka: {security.protocol: SASL_SSL, sasl.mechanism:
+SCRAM-SHA-512, sasl.username: loader, ssl.ca.location: /etc/kafka/ca.pem}` — parsed into
+one SecurityConfig (`kafka_security(config)`) that every consumer, producer and admin
+client of the load uses, the tasks' on the executors too. Secrets never go on a command
+line or into a file next to the DAGs: `kafka.sasl.password` and `kafka.ssl.key.password`
+come from the environment (SECRET_ENVIRONMENT), where the DAGs put them from the
+`kafka_default` Airflow Connection."""
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -11,6 +21,7 @@ from typing import Any
 
 import yaml
 
+from broker.client.security import SecurityConfig, split_security
 from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
 from broker.util.clock import HOUR_MS, SECOND_MS
 from ingest import plugins, warehouse
@@ -326,7 +337,32 @@ def _as_raw(value: Any) -> Any:
     return value if value is None else str(value)
 
 
-def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> dict[str, Any]:
+KAFKA_PREFIX = "kafka."
+# The parsed SecurityConfig, in the settings load_config returns.
+KAFKA_SECURITY = "kafka.security"
+# Secret keys -> the environment variable that gives them (never an override or a file).
+SECRET_ENVIRONMENT = {
+    "kafka.sasl.password": "KAFKA_HOURLY_KAFKA_SASL_PASSWORD",
+    "kafka.ssl.key.password": "KAFKA_HOURLY_KAFKA_SSL_KEY_PASSWORD",
+}
+
+
+def secrets_from_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    return {key: environ[var] for key, var in SECRET_ENVIRONMENT.items() if environ.get(var)}
+
+
+def kafka_security(config: Mapping[str, Any]) -> SecurityConfig | None:
+    """The load's Kafka security (None: settings not made by load_config: plaintext)."""
+    return config.get(KAFKA_SECURITY)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: Iterable[str] = (),
+    secrets: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The file, then `key=value` overrides, then `secrets` (SECRET_ENVIRONMENT's keys,
+    handed over in process), validated."""
     raw: dict[str, Any] = {}
     if path is not None:
         try:
@@ -343,4 +379,9 @@ def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -
             raise ConfigError(f"Malformed override {item!r}: expected key=value")
         key, value = item.split("=", 1)
         raw[key.strip()] = value.strip()
-    return INGEST_CONFIG.parse(raw)
+    for key, value in (secrets or {}).items():
+        if key not in SECRET_ENVIRONMENT:
+            raise ConfigError(f"{key} is not a secret key ({', '.join(SECRET_ENVIRONMENT)})")
+        raw[key] = value
+    security, raw = split_security(raw, KAFKA_PREFIX)
+    return {**INGEST_CONFIG.parse(raw), KAFKA_SECURITY: security}

@@ -28,6 +28,7 @@ from ingest.commit import (
     recover,
     rerun_target,
 )
+from ingest.config import kafka_security
 from ingest.fs import FileSystem, filesystem_for
 from ingest.manifest import (
     DataFile,
@@ -101,6 +102,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
     return TaskSettings(
         run_id=run_id,
         bootstrap_servers=tuple(config["bootstrap.servers"]),
+        security=kafka_security(config),
         registry_url=config["registry.url"],
         root=config["root"],
         plugins=TopicPlugins.from_config(config),
@@ -140,11 +142,13 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
             stored = previous.next_offsets() if previous else {}
             committed = list_runs(fs)
             run_id = layout.new_run_id(after=committed[-1] if committed else None)
-            with AdminClient(config["bootstrap.servers"]) as admin:
+            with AdminClient(config["bootstrap.servers"], security=kafka_security(config)) as admin:
                 topics = select_topics(
                     admin.list_topics(), config["topics.whitelist"], config["topics.blacklist"]
                 )
-            with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+            with SimpleConsumer(
+                config["bootstrap.servers"], security=kafka_security(config)
+            ) as consumer:
                 ranges = plan_ranges(
                     consumer,
                     topics,
@@ -271,7 +275,9 @@ def rerun(
             for target in targets:
                 holder, replaced_paths = rerun_target(fs, target)
                 new_run = layout.new_run_id(after=list_runs(fs)[-1])
-                with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+                with SimpleConsumer(
+                    config["bootstrap.servers"], security=kafka_security(config)
+                ) as consumer:
                     plan = [
                         PartitionRange(
                             p.topic,
@@ -330,7 +336,9 @@ def _rerun_targets(config, fs: FileSystem, run_id, ranges, time_range) -> list[s
         return [run_id]
     if time_range is not None:
         start_ms, end_ms = time_range
-        with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+        with SimpleConsumer(
+            config["bootstrap.servers"], security=kafka_security(config)
+        ) as consumer:
             ranges = []
             partitions = {(p.topic, p.partition) for m in manifests.values() for p in m.partitions}
             for topic, partition in sorted(partitions):

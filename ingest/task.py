@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 from ingest import layout
 from ingest.columns import SCHEMA_ID
@@ -84,6 +85,7 @@ class TaskSettings:
     bootstrap_servers: tuple[str, ...]
     registry_url: str
     root: str
+    security: SecurityConfig | None = None  # TLS/SASL to the brokers (conf: kafka.*)
     plugins: TopicPlugins = TopicPlugins()
     time_field: str = "header.time"
     window_ms: int = DEFAULT_AUDIT_WINDOW_MS
@@ -153,7 +155,9 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
     )
     registry = RegistryClient(settings.registry_url)
     consumer = SimpleConsumer(
-        list(settings.bootstrap_servers), client_id=f"ingest-{settings.run_id}"
+        list(settings.bootstrap_servers),
+        client_id=f"ingest-{settings.run_id}",
+        security=settings.security,
     )
     try:
         return _run(spec, settings, attempt, fs, registry, consumer)

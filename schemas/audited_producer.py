@@ -156,7 +156,11 @@ class AuditedProducer:
         client_id = producer_kwargs.get("client_id", "kafka-hourly")
         try:
             self._audit_producer = Producer(
-                bootstrap_servers, acks=-1, linger_ms=5, client_id=f"{client_id}-audit"
+                bootstrap_servers,
+                acks=-1,
+                linger_ms=5,
+                client_id=f"{client_id}-audit",
+                security=producer_kwargs.get("security"),  # the same brokers, the same login
             )
         except BaseException:
             self.producer.close(0)

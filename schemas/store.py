@@ -33,6 +33,7 @@ from typing import Protocol
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.util.clock import SECOND_MS
@@ -112,8 +113,10 @@ class KafkaTopicStore:
         timeout_ms: int = 5000,
         init_timeout_ms: int = 60000,
         replication_factor: int = 3,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.security = security  # TLS/SASL of every connection (kafkastore.security.*)
         self.topic = topic
         self.timeout_ms = timeout_ms
         self.init_timeout_ms = init_timeout_ms
@@ -129,6 +132,7 @@ class KafkaTopicStore:
                 self.bootstrap_servers,
                 client_id="schema-registry-admin",
                 request_timeout_ms=self.init_timeout_ms,
+                security=self.security,
             ) as admin:
                 if self.topic not in admin.list_topics():
                     live = len(admin.cluster.brokers) or 1
@@ -161,6 +165,7 @@ class KafkaTopicStore:
                 self.bootstrap_servers,
                 client_id="schema-registry-replay",
                 timeout_s=self.init_timeout_ms / SECOND_MS,
+                security=self.security,
             )
         except KafkaError as exc:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
@@ -205,6 +210,7 @@ class KafkaTopicStore:
                     request_timeout_ms=self.timeout_ms,
                     delivery_timeout_ms=self.timeout_ms,
                     max_block_ms=self.timeout_ms,
+                    security=self.security,
                 )
             future = self._producer.send(
                 self.topic, encode(value), key=encode(key), partition=self.PARTITION

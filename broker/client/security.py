@@ -235,9 +235,29 @@ def security_from_settings(settings: Mapping[str, Any]) -> SecurityConfig:
     )
 
 
-def split_security(raw: Mapping[str, Any]) -> tuple[SecurityConfig, dict[str, Any]]:
+def split_security(
+    raw: Mapping[str, Any], prefix: str = ""
+) -> tuple[SecurityConfig, dict[str, Any]]:
     """A component's properties -> (its SecurityConfig, the other properties), so each
-    component parses only its own keys and the security keys are declared once."""
-    ours = {k: v for k, v in raw.items() if k in SECURITY_KEYS}
-    rest = {k: v for k, v in raw.items() if k not in SECURITY_KEYS}
-    return security_from_settings(SECURITY_CONFIG.parse(ours)), rest
+    component parses only its own keys and the security keys are declared once. With a
+    `prefix` the keys are spelled `<prefix><key>` (the registry's `kafkastore.`, the
+    load's `kafka.`), and errors name them so."""
+    ours = {k[len(prefix) :]: v for k, v in raw.items() if _is_security_key(k, prefix)}
+    rest = {k: v for k, v in raw.items() if not _is_security_key(k, prefix)}
+    try:
+        return security_from_settings(SECURITY_CONFIG.parse(ours)), rest
+    except ConfigError as exc:
+        if not prefix:
+            raise
+        raise ConfigError(_with_prefix(str(exc), prefix)) from None
+
+
+def _is_security_key(key: str, prefix: str) -> bool:
+    return key.startswith(prefix) and key[len(prefix) :] in SECURITY_KEYS
+
+
+def _with_prefix(message: str, prefix: str) -> str:
+    """A ConfigError's message with the keys it names spelled as the component does."""
+    for key in sorted(SECURITY_KEYS, key=len, reverse=True):
+        message = re.sub(rf"(?<![\w.]){re.escape(key)}(?![\w.])", prefix + key, message)
+    return message

@@ -4,6 +4,15 @@ Deployments keep endpoints and credentials in Airflow Connections (secrets backe
 the UI, AIRFLOW_CONN_* variables), not in files next to the DAGs. Every task resolves
 the settings the same way and hands the overrides to the job as `--set key=value`, so
 the Spark driver and the in-worker audit see one configuration.
+
+Kafka security comes from the `kafka_default` connection's extras, in the Kafka
+provider's (librdkafka's) names: `security.protocol`, `sasl.mechanism`, `sasl.username`
+(or the login), `ssl.ca.location`, ... become `kafka.*` overrides. The secrets (the
+connection's password or `sasl.password` extra, `ssl.key.password`) never become
+overrides: they would be in XCom, the logs and spark-submit's command line. Each task
+reads them from the connection when it needs them (`secrets()`), hands them to the
+config in process, and to spark-submit's driver in its environment
+(ingest.config.SECRET_ENVIRONMENT); Airflow masks connection secrets in task logs.
 """
 
 from __future__ import annotations
@@ -14,7 +23,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from ingest.config import load_config
+from broker.client.security import SECURITY_KEYS
+from ingest.config import KAFKA_PREFIX, SECRET_ENVIRONMENT, load_config
 
 CONFIG_VARIABLE = "kafka_hourly_config"
 CONFIG_ENV = "KAFKA_HOURLY_CONFIG"
@@ -32,7 +42,7 @@ class Settings:
     overrides: list[str]
 
     def load(self) -> dict[str, Any]:
-        return load_config(self.config_path, self.overrides)
+        return load_config(self.config_path, self.overrides, secrets())
 
     def cli_args(self) -> list[str]:
         """The `python -m ingest` options that reproduce these settings."""
@@ -81,6 +91,48 @@ def kafka_bootstrap(conn) -> str:
     return f"{conn.host}:{conn.port}" if conn.port else conn.host
 
 
+# The Kafka connection's secret extras, by their key in the load's config.
+_SECRET_EXTRAS = {
+    "kafka.sasl.password": "sasl.password",
+    "kafka.ssl.key.password": "ssl.key.password",
+}
+
+
+def kafka_security_overrides(conn) -> list[str]:
+    """`kafka.<key>=<value>` for the security extras of a Kafka connection that are not
+    secrets (the login as sasl.username unless an extra says otherwise)."""
+    extras = dict(conn.extra_dejson)
+    if conn.login and "sasl.username" not in extras:
+        extras["sasl.username"] = conn.login
+    secret = set(_SECRET_EXTRAS.values())
+    return [
+        f"{KAFKA_PREFIX}{key}={value}"
+        for key, value in sorted(extras.items())
+        if key in SECURITY_KEYS and key not in secret and value is not None
+    ]
+
+
+def kafka_secrets(conn) -> dict[str, str]:
+    """The load's secret keys from a Kafka connection: its password (or `sasl.password`
+    extra) and `ssl.key.password`."""
+    extras = conn.extra_dejson
+    found = {key: extras.get(extra) for key, extra in _SECRET_EXTRAS.items()}
+    if not found["kafka.sasl.password"] and conn.password:
+        found["kafka.sasl.password"] = conn.password
+    return {key: str(value) for key, value in found.items() if value}
+
+
+def secrets() -> dict[str, str]:
+    """The secrets of the defined Kafka connection (none without one)."""
+    kafka = _connection(KAFKA_CONN)
+    return {} if kafka is None else kafka_secrets(kafka)
+
+
+def secret_environment() -> dict[str, str]:
+    """The secrets as the environment of `python -m ingest` (spark-submit's driver)."""
+    return {SECRET_ENVIRONMENT[key]: value for key, value in secrets().items()}
+
+
 def registry_url(conn) -> str:
     """The registry URL from an HTTP-style connection: a host that is a URL already, or
     scheme (the connection's schema field, default http) + host + port."""
@@ -114,6 +166,7 @@ def resolve() -> Settings:
     overrides = [f"root={_absolute_root(base['root'], path)}"]
     if (kafka := _connection(KAFKA_CONN)) is not None:
         overrides.append(f"bootstrap.servers={kafka_bootstrap(kafka)}")
+        overrides += kafka_security_overrides(kafka)
     if (registry := _connection(REGISTRY_CONN)) is not None:
         overrides.append(f"registry.url={registry_url(registry)}")
     if (webhdfs := _connection(WEBHDFS_CONN)) is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 
 import ingest
-from ingest_airflow.settings import SPARK_CONN
+from ingest_airflow.settings import SPARK_CONN, secret_environment
 
 APPLICATION = str(Path(ingest.__file__).resolve().parent / "__main__.py")
 
@@ -33,12 +33,21 @@ def _environment() -> dict[str, str]:
     }
 
 
+class IngestSubmitOperator(SparkSubmitOperator):
+    """spark-submit with the Kafka connection's secrets added to the driver's environment
+    when it runs, never at parse time and never into the rendered (stored) fields."""
+
+    def execute(self, context):
+        self.env_vars = {**(self.env_vars or {}), **secret_environment()}
+        return super().execute(context)
+
+
 def submit_ingest(
     task_id: str, args_from: str, key: str = "spark_args", **kwargs
 ) -> SparkSubmitOperator:
     """A spark-submit of `python -m ingest <args>`; `args_from` is the task id whose XCom
     return value holds the arguments under `key`."""
-    return SparkSubmitOperator(
+    return IngestSubmitOperator(
         task_id=task_id,
         conn_id=SPARK_CONN,
         application=APPLICATION,

@@ -25,6 +25,7 @@ def open_store(config: RegistryConfig) -> SchemaStore:
         timeout_ms=config.timeout_ms,
         init_timeout_ms=config.init_timeout_ms,
         replication_factor=config.replication_factor,
+        security=config.store_security,
     )
 
 

@@ -4,6 +4,10 @@
 config-docs`` prints their reference (docs/configuration.md) and, with ``--properties``,
 conf/registry.properties; an unknown key or a bad value stops the start with a message
 naming both, so a typo never silently falls back to a default.
+
+The store's connection security uses Confluent's names: `kafkastore.` followed by a key
+of the clients' security table (broker/client/security.py: `kafkastore.security.protocol`,
+`kafkastore.sasl.mechanism`, `kafkastore.sasl.jaas.config`, `kafkastore.ssl.*`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from broker.client.security import PLAINTEXT, SECURITY_PROTOCOLS, SecurityConfig, split_security
 from broker.config.definition import ConfigDef, ConfigError, at_least, load_properties, one_of
 from broker.protocol.topic import topic_name_problem
 from broker.util.clock import MINUTE_MS, SECOND_MS
@@ -43,11 +48,12 @@ def _listener(value: str) -> Listener:
 
 
 def _server(item: str) -> str:
-    """host:port from ``host:port`` or Confluent's ``PLAINTEXT://host:port``."""
+    """host:port from ``host:port`` or Confluent's ``PROTOCOL://host:port`` (the protocol
+    spoken is kafkastore.security.protocol's)."""
     if "://" in item:
         scheme, _, item = item.partition("://")
-        if scheme.upper() != "PLAINTEXT":
-            raise ValueError(f"only PLAINTEXT is supported, got {scheme}")
+        if scheme.upper() not in SECURITY_PROTOCOLS:
+            raise ValueError(f"expected one of {', '.join(SECURITY_PROTOCOLS)}, got {scheme}")
     host, _, port = item.rpartition(":")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"expected host:port, got {item!r}")
@@ -162,6 +168,9 @@ SAMPLE_SETTINGS = {
 }
 
 
+STORE_SECURITY_PREFIX = "kafkastore."
+
+
 @dataclass(frozen=True)
 class RegistryConfig:
     listener: Listener
@@ -172,9 +181,11 @@ class RegistryConfig:
     timeout_ms: int
     init_timeout_ms: int
     compatibility_level: Level
+    store_security: SecurityConfig = PLAINTEXT
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> RegistryConfig:
+        store_security, raw = split_security(raw, STORE_SECURITY_PREFIX)
         values = REGISTRY_CONFIG.parse(raw)
         servers = values["kafkastore.bootstrap.servers"]
         if values["kafkastore.type"] == "kafka" and not servers:
@@ -191,6 +202,7 @@ class RegistryConfig:
             timeout_ms=values["kafkastore.timeout.ms"],
             init_timeout_ms=values["kafkastore.init.timeout.ms"],
             compatibility_level=Level.parse(values["schema.compatibility.level"]),
+            store_security=store_security,
         )
 
     @classmethod

@@ -89,6 +89,33 @@ def test_defaults_and_confluent_style_servers():
     assert config.compatibility_level is Level.BACKWARD
 
 
+def test_store_security_under_confluents_kafkastore_names():
+    config = RegistryConfig.from_mapping(
+        parse_properties(
+            "kafkastore.bootstrap.servers=SASL_SSL://broker1:9093\n"
+            "kafkastore.security.protocol=SASL_SSL\n"
+            "kafkastore.sasl.mechanism=SCRAM-SHA-512\n"
+            "kafkastore.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule "
+            'required username="registry" password="registry-secret";\n'
+            "kafkastore.ssl.truststore.location=/etc/kafka/ca.pem\n"
+        )
+    )
+    assert config.bootstrap_servers == ["broker1:9093"]
+    security = config.store_security
+    assert (security.security_protocol, security.sasl_mechanism) == ("SASL_SSL", "SCRAM-SHA-512")
+    assert (security.sasl_plain_username, security.sasl_plain_password) == (
+        "registry",
+        "registry-secret",
+    )
+    assert security.ssl_cafile == "/etc/kafka/ca.pem"
+    assert "registry-secret" not in repr(config)
+    with pytest.raises(ConfigError, match="kafkastore.sasl.username"):
+        RegistryConfig.from_mapping(
+            {"kafkastore.type": "memory", "kafkastore.security.protocol": "SASL_PLAINTEXT",
+             "kafkastore.sasl.mechanism": "PLAIN"}
+        )  # fmt: skip
+
+
 def test_repo_config_is_valid():
     config = RegistryConfig.from_file(ROOT / "conf" / "registry.properties")
     assert config.store_type == "kafka"
