@@ -75,9 +75,11 @@ def _parser() -> argparse.ArgumentParser:
 def _config_docs(args) -> int:
     from broker.client.group.config import CONSUMER_CONFIG
     from broker.client.producer_config import PRODUCER_CONFIG
+    from broker.client.security import SECURITY_CONFIG
 
     print(CONSUMER_CONFIG.to_markdown())
     print(PRODUCER_CONFIG.to_markdown())
+    print(SECURITY_CONFIG.to_markdown())
     return 0
 
 

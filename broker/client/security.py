@@ -112,7 +112,10 @@ def _ssl_context(config: SecurityConfig) -> ssl.SSLContext:
 # -- properties (Kafka's and librdkafka's names) -> SecurityConfig --
 
 SECURITY_CONFIG = (
-    ConfigDef("Client security (every client and tool: TLS and SASL)")
+    ConfigDef(
+        "Client security (TLS and SASL of every client and tool; the registry reads them as "
+        "kafkastore.<key>, the hourly load as kafka.<key>)"
+    )
     .define(
         "security.protocol",
         "string",
