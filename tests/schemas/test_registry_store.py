@@ -156,8 +156,8 @@ def test_conf_file_is_generated_from_the_registry_keys():
         ),
         ("kafkastore.type=file\n", "'file' for configuration kafkastore.type"),
         (
-            "kafkastore.bootstrap.servers=SSL://b:9093\n",
-            "'SSL://b:9093' for configuration kafkastore.bootstrap.servers",
+            "kafkastore.bootstrap.servers=HTTPS://b:9093\n",
+            "'HTTPS://b:9093' for configuration kafkastore.bootstrap.servers",
         ),
         ("kafkastore.type=kafka\n", "'kafkastore.bootstrap.servers' is required"),
         (
