@@ -6,6 +6,7 @@ stored value is ignored; notifications older than 15 minutes are purged."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 
 from broker.config.server import BrokerConfig
 from broker.controller import zk_layout as z
@@ -57,19 +58,31 @@ def retention(configs: DynamicConfigs, topic: str) -> int:
     return configs.logs.get(topic, 0).config.retention_ms
 
 
+@asynccontextmanager
+async def zookeeper_and_spawn(zk_connect: str):
+    """A started ZkClient with the cluster's paths, and a spawn whose tasks are cancelled
+    at the end: what a listener runs on."""
+    zk = ZkClient(zk_connect, session_timeout_ms=6000)
+    await zk.start()
+    await zk.ensure_paths(z.PERSISTENT_PATHS)
+    tasks: set = set()
+
+    def spawn(coro):
+        task = asyncio.get_running_loop().create_task(coro)
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+
+    try:
+        yield zk, spawn, tasks
+    finally:
+        for task in list(tasks):
+            task.cancel()
+        await zk.close()
+
+
 def test_changes_reach_the_logs_and_start_up_needs_no_old_notifications(tmp_path, zk_connect):
     async def scenario():
-        zk = ZkClient(zk_connect, session_timeout_ms=6000)
-        await zk.start()
-        await zk.ensure_paths(z.PERSISTENT_PATHS)
-        tasks: set = set()
-
-        def spawn(coro):
-            task = asyncio.get_running_loop().create_task(coro)
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-        try:
+        async with zookeeper_and_spawn(zk_connect) as (zk, spawn, tasks):
             # before the broker starts: a topic override and a cluster-wide default
             await write(zk, "topics/t", {"retention.ms": "1000"})
             await write(zk, "brokers/<default>", {"log.retention.ms": "2000"})
@@ -99,9 +112,25 @@ def test_changes_reach_the_logs_and_start_up_needs_no_old_notifications(tmp_path
             await until(lambda: retention(configs, "u") == 168 * HOUR_MS, "default removed")
             await until(lambda: not tasks, "purge finished")  # the pass that applied it also purges
             assert await zk.get_children(z.CONFIG_CHANGES) == []
-        finally:
-            for task in list(tasks):
-                task.cancel()
-            await zk.close()
+
+    run(scenario())
+
+
+def test_users_credentials_go_to_the_authenticator(tmp_path, zk_connect):
+    """A user's entity (SCRAM credentials) is read at start and on every notification,
+    its name as Kafka sanitizes it, and handed over whole."""
+    seen: dict[str, dict[str, str]] = {}
+
+    async def scenario():
+        async with zookeeper_and_spawn(zk_connect) as (zk, spawn, _):
+            await write(zk, "users/alice", {"SCRAM-SHA-256": "salt=YQ==,x"})
+            configs = broker_state(tmp_path / "logs")
+            listener = ConfigChangeListener(zk, configs, spawn, now_ms, seen.__setitem__)
+            await listener.start()
+            assert seen == {"alice": {"SCRAM-SHA-256": "salt=YQ==,x"}}  # read at start
+            await write(zk, "users/CN%3Db", {"SCRAM-SHA-512": "s"})
+            await write(zk, "users/alice", {})
+            await until(lambda: seen.get("alice") == {} and "CN=b" in seen, "users followed")
+            assert seen == {"alice": {}, "CN=b": {"SCRAM-SHA-512": "s"}}
 
     run(scenario())

@@ -1,29 +1,22 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) in process, stored
 in a real ZooKeeper as a cluster stores them: /config/users/<user> in Kafka's layout and
-a change notification per changed user; and the config change listener handing a
-user's credentials to the broker's authenticator."""
+a change notification per changed user (which tests/controller/test_config_changes.py
+follows to the authenticator)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 
 import pytest
 
-from broker.config.server import BrokerConfig
 from broker.controller import zk_layout as z
-from broker.controller.config_changes import ConfigChangeListener
 from broker.controller.zk import ZkClient
-from broker.controller.zk_admin import ZkTopicAdmin, write_entity_config
-from broker.log.manager import LogManager
+from broker.controller.zk_admin import ZkTopicAdmin
 from broker.protocol.apis import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from broker.protocol.errors import ErrorCode
-from broker.security.scram import MECHANISMS, ScramCredential, salted_password
-from broker.server.dynamic_config import DynamicConfigs
-from broker.server.topic_config import TopicConfigs
-from broker.util.clock import now_ms
+from broker.security.scram import MECHANISMS, ScramCredential
 from tests.helpers.inprocess_broker import InProcessBroker
+from tests.security.test_user_scram import upsertion
 
 SHA256, SHA512 = MECHANISMS["SCRAM-SHA-256"], MECHANISMS["SCRAM-SHA-512"]
 
@@ -43,17 +36,6 @@ def zk_broker(tmp_path, zk_connect):
     yield broker
     broker.loop.run_until_complete(zk.close())
     broker.close()
-
-
-def upsertion(user: str, mech=SHA256, password="secret", iterations=4096) -> dict:
-    salt = os.urandom(16)
-    return {
-        "name": user,
-        "mechanism": mech.type_code,
-        "iterations": iterations,
-        "salt": salt,
-        "salted_password": salted_password(mech, password, salt, iterations),
-    }
 
 
 def znode(broker, path: str):
@@ -117,41 +99,3 @@ def test_a_user_name_kafka_sanitizes(zk_broker):
     assert znode(zk_broker, "/config/users/CN%3Da%20b") is not None
     described = zk_broker.call(DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": []})
     assert [r["user"] for r in described["results"]] == ["CN=a b"]
-
-
-def test_the_listener_hands_users_credentials_to_the_authenticator(tmp_path, zk_connect):
-    cfg = BrokerConfig.from_mapping({"broker.id": "1", "log.dirs": str(tmp_path)})
-    configs = DynamicConfigs(
-        cfg, TopicConfigs(cfg.log_config), LogManager(cfg.log_dirs, cfg.log_config)
-    )
-    seen: dict[str, dict[str, str]] = {}
-
-    async def scenario():
-        zk = ZkClient(zk_connect, session_timeout_ms=6000)
-        await zk.start()
-        await zk.ensure_paths(z.PERSISTENT_PATHS)
-        tasks: set = set()
-
-        def spawn(coro):
-            task = asyncio.get_running_loop().create_task(coro)
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-        try:
-            await write_entity_config(zk, "users/alice", {"SCRAM-SHA-256": "salt=YQ==,x"})
-            listener = ConfigChangeListener(zk, configs, spawn, now_ms, seen.__setitem__)
-            await listener.start()
-            assert seen == {"alice": {"SCRAM-SHA-256": "salt=YQ==,x"}}  # read at start
-            await write_entity_config(zk, "users/CN%3Db", {"SCRAM-SHA-512": "s"})
-            await write_entity_config(zk, "users/alice", {})
-            for _ in range(300):
-                if seen.get("alice") == {} and "CN=b" in seen:
-                    break
-                await asyncio.sleep(0.05)
-            assert seen == {"alice": {}, "CN=b": {"SCRAM-SHA-512": "s"}}
-        finally:
-            for task in list(tasks):
-                task.cancel()
-            await zk.close()
-
-    asyncio.run(asyncio.wait_for(scenario(), 60))
