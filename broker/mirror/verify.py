@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import NamedTuple
 
+from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 
 
@@ -38,10 +39,17 @@ def fingerprints(consumer: SimpleConsumer, topic: str) -> Counter:
 
 
 def compare(
-    source_bootstrap: str, target_bootstrap: str, topics: list[str]
+    source_bootstrap: str,
+    target_bootstrap: str,
+    topics: list[str],
+    source_security: SecurityConfig | None = None,
+    target_security: SecurityConfig | None = None,
 ) -> list[TopicComparison]:
     results = []
-    with SimpleConsumer(source_bootstrap) as source, SimpleConsumer(target_bootstrap) as target:
+    with (
+        SimpleConsumer(source_bootstrap, security=source_security) as source,
+        SimpleConsumer(target_bootstrap, security=target_security) as target,
+    ):
         for topic in topics:
             theirs, ours = fingerprints(source, topic), fingerprints(target, topic)
             missing = sum((theirs - ours).values())

@@ -27,12 +27,17 @@ import time
 from typing import BinaryIO
 
 from broker.client.group.config import consumer_config
-from broker.client.security import split_security
-from broker.config.definition import ConfigError, load_properties
+from broker.config.definition import ConfigError
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
 from broker.tools.arguments import add_properties_option
-from broker.tools.consuming import EARLIEST, LATEST, GroupReader, PartitionReader
+from broker.tools.consuming import (
+    EARLIEST,
+    LATEST,
+    GroupReader,
+    PartitionReader,
+    consumer_properties,
+)
 from broker.tools.output import Output
 from broker.tools.record_format import RecordFormatter
 
@@ -58,7 +63,9 @@ def main(argv: list[str] | None = None, stdout: BinaryIO | None = None) -> int:
             properties[key] = getattr(args, option)
     try:
         formatter = RecordFormatter(properties)
-        args.security, args.settings = _consumer_settings(args)
+        args.security, args.settings = consumer_properties(
+            args.consumer_config, args.consumer_property
+        )
         if args.settings and args.group is None:
             parser.error(
                 "--consumer-property needs --group (without one no consumer of a group "
@@ -89,15 +96,6 @@ def main(argv: list[str] | None = None, stdout: BinaryIO | None = None) -> int:
 
 def _raise_stop(signum, frame) -> None:
     raise _Stop
-
-
-def _consumer_settings(args) -> tuple:
-    """(SecurityConfig, group consumer settings) of --consumer.config, then
-    --consumer-property; the file's bootstrap.servers gives way to --bootstrap-server."""
-    props = load_properties(args.consumer_config) if args.consumer_config else {}
-    props.pop("bootstrap.servers", None)
-    props.update(dict(args.consumer_property))
-    return split_security(props)
 
 
 def _reader(args):

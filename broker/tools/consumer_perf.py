@@ -22,9 +22,17 @@ import argparse
 import time
 from datetime import datetime
 
+from broker.client.group.config import consumer_config
+from broker.config.definition import ConfigError
 from broker.protocol.errors import KafkaError
 from broker.protocol.topic import topic_name_problem
-from broker.tools.consuming import EARLIEST, LATEST, GroupReader, PartitionReader
+from broker.tools.consuming import (
+    EARLIEST,
+    LATEST,
+    GroupReader,
+    PartitionReader,
+    consumer_properties,
+)
 from broker.tools.output import Output
 from broker.util.clock import SECOND_MS, now_ms
 
@@ -46,6 +54,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--messages must be at least 1")
     if args.timeout < 0:
         parser.error("--timeout must not be negative")
+    try:
+        args.security, args.settings = consumer_properties(args.consumer_config)
+        if args.settings and args.group is None:
+            parser.error(
+                "--consumer.config: consumer settings need --group: "
+                + ", ".join(sorted(args.settings))
+            )
+        if args.settings:
+            consumer_config(args.settings)
+    except ConfigError as exc:
+        parser.error(str(exc))
     out = Output()
     start_ms = now_ms()
     count = size = 0
@@ -77,9 +96,19 @@ def _reader(args):
     """The reader, and how long it took to get its partitions (a group's rebalance)."""
     reset = LATEST if args.from_latest else EARLIEST
     if args.group is None:
-        return PartitionReader(args.bootstrap_server, topics=[args.topic], start=reset), 0
+        reader = PartitionReader(
+            args.bootstrap_server, topics=[args.topic], start=reset, security=args.security
+        )
+        return reader, 0
     began = now_ms()
-    reader = GroupReader(args.bootstrap_server, args.group, topics=[args.topic], reset=reset)
+    reader = GroupReader(
+        args.bootstrap_server,
+        args.group,
+        topics=[args.topic],
+        reset=reset,
+        settings=args.settings,
+        security=args.security,
+    )
     reader.wait_for_assignment(args.timeout / SECOND_MS)
     return reader, now_ms() - began
 
@@ -129,4 +158,11 @@ def _parser() -> argparse.ArgumentParser:
         help="the longest time between records before giving up (default 10000)",
     )
     parser.add_argument("--hide-header", action="store_true")
+    parser.add_argument(
+        "--consumer.config",
+        dest="consumer_config",
+        metavar="FILE",
+        help="consumer properties: security.protocol, sasl.*, ssl.* (and, with --group, the "
+        "group consumer's settings)",
+    )
     return parser

@@ -10,8 +10,9 @@ import re
 import time
 
 from broker.client.group import GroupConsumer, RebalanceListener
-from broker.client.security import SecurityConfig
+from broker.client.security import SecurityConfig, split_security
 from broker.client.simple_consumer import FetchRequest, SimpleConsumer
+from broker.config.definition import load_properties
 from broker.protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from broker.records.batch import Record
 from broker.util.clock import SECOND_MS
@@ -22,6 +23,18 @@ LATEST = "latest"
 # metadata.max.age.ms would be 5 minutes; a console user expects new topics sooner).
 _PATTERN_REFRESH_S = 5.0
 _MAX_WAIT_MS = SECOND_MS
+
+
+def consumer_properties(
+    path: str | None, pairs: list[tuple[str, str]] = ()
+) -> tuple[SecurityConfig, dict[str, str]]:
+    """(SecurityConfig, group consumer settings) of a --consumer.config file, then
+    --consumer-property pairs; the file's bootstrap.servers gives way to the tool's
+    --bootstrap-server. Raises ConfigError naming a bad security key and value."""
+    props = load_properties(path) if path else {}
+    props.pop("bootstrap.servers", None)
+    props.update(dict(pairs))
+    return split_security(props)
 
 
 class PartitionReader:

@@ -27,6 +27,7 @@ import threading
 from broker.client.group import GroupConsumer
 from broker.client.producer import Producer
 from broker.client.producer_config import producer_kwargs
+from broker.client.security import split_security
 from broker.config.definition import ConfigError, load_properties
 from broker.mirror.mirror_maker import MIRROR_CONFIG, MirrorError, MirrorMaker
 from broker.mirror.verify import compare
@@ -96,11 +97,16 @@ def main(
         source = _required(consumer_props, "bootstrap.servers", args.consumer_config)
         _required(producer_props, "bootstrap.servers", args.producer_config)
         target, producer_settings = _producer_settings(producer_props, args.producer_config)
+        try:
+            source_security, consumer_props = split_security(consumer_props)
+        except ConfigError as exc:
+            raise ConfigError(f"{args.consumer_config}: {exc}") from None
     except (ConfigError, re.error) as exc:
         out.error(str(exc))
         return 2
     if args.verify:
-        return _verify(source, target, settings["whitelist"], out)
+        securities = (source_security, producer_settings["security"])
+        return _verify(source, target, settings["whitelist"], out, securities)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -110,7 +116,7 @@ def main(
     consumer_settings.setdefault("auto_offset_reset", "earliest")
     consumer_settings["enable_auto_commit"] = "false"
     try:
-        consumer = GroupConsumer(source, **consumer_settings)
+        consumer = GroupConsumer(source, source_security, **consumer_settings)
     except ConfigError as exc:
         out.error(f"{args.consumer_config}: {exc}")
         return 2
@@ -153,13 +159,14 @@ def _producer_settings(props: dict, path: str) -> tuple[list[str], dict]:
     return servers, settings
 
 
-def _verify(source: str, target: str, whitelist: str, out: Output) -> int:
+def _verify(source: str, target: str, whitelist: str, out: Output, securities: tuple) -> int:
+    """`securities`: the source's and the target's SecurityConfig."""
     from broker.client.cluster import ClusterMetadata
 
-    with ClusterMetadata(source) as cluster:
+    with ClusterMetadata(source, security=securities[0]) as cluster:
         cluster.refresh()
         topics = sorted(t for t in cluster.topics if re.fullmatch(whitelist, t))
-    rows = compare(source, target, topics)
+    rows = compare(source, target, topics, *securities)
     out.table(
         ["TOPIC", "SOURCE-RECORDS", "TARGET-RECORDS", "MISSING", "DUPLICATES", "UNKNOWN"],
         [list(r) for r in rows],

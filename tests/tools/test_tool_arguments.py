@@ -52,6 +52,29 @@ CASES = [
         "--consumer-property needs --group",
     ),
     (
+        "console-consumer --bootstrap-server x:1 --topic t --consumer-property security.protocol=TLS",
+        "Invalid value 'TLS' for configuration security.protocol",
+    ),
+    (
+        "console-consumer --bootstrap-server x:1 --topic t --consumer.config /nonexistent.properties",
+        "Cannot read configuration file /nonexistent.properties",
+    ),
+    (
+        "console-producer --bootstrap-server x:1 --topic t --producer-property "
+        "security.protocol=SASL_SSL --producer-property sasl.mechanism=PLAIN",
+        "Missing required configuration sasl.username/sasl.password",
+    ),
+    (
+        "consumer-perf-test --bootstrap-server x:1 --topic t --messages 1 "
+        "--consumer.config /nonexistent.properties",
+        "Cannot read configuration file /nonexistent.properties",
+    ),
+    (
+        "configs --bootstrap-server x:1 --entity-type topics --describe "
+        "--command-config /nonexistent.properties",
+        "--command-config /nonexistent.properties: Cannot read configuration file",
+    ),
+    (
         "console-consumer --bootstrap-server x:1 --topic t --group g "
         "--consumer-property session.timeout.ms=soon",
         "Invalid value 'soon' for configuration session.timeout.ms",
