@@ -32,7 +32,12 @@ SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 class TlsError(KafkaError):
     """The broker's certificate was refused (unknown CA, wrong host name) or ours was:
-    a setting to fix, so it is raised at once instead of being retried."""
+    a setting to fix, so it is raised at once instead of being retried. Kafka has no
+    error code for it (its clients' SslAuthenticationException is local too)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        Exception.__init__(self, message)  # no code name in front: there is none
 
 
 @dataclass(frozen=True)
