@@ -48,6 +48,7 @@ from ingest.plan import (
 from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
+from schemas.client import RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
     return TaskSettings(
         run_id=run_id,
         bootstrap_servers=tuple(config["bootstrap.servers"]),
-        registry_url=config["registry.url"],
+        registry=RegistrySettings.from_config(config),
         root=config["root"],
         plugins=TopicPlugins.from_config(config),
         time_field=config["time.field"],
