@@ -60,7 +60,43 @@ INGEST_CONFIG = (
         "registry.url",
         "string",
         "http://127.0.0.1:8081",
-        "Schema registry (Confluent REST API).",
+        "Schema registry (Confluent REST API): http:// or https://.",
+        group="sources",
+    )
+    .define(
+        "registry.basic.auth.user.info",
+        "password",
+        None,
+        "user:password for a registry with basic authentication (Confluent's "
+        "basic.auth.user.info). Keep it out of the YAML file in production: the DAGs take it "
+        "from the registry Connection's login and password.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.ca.location",
+        "string",
+        None,
+        "A PEM file of the CA certificates an https registry is checked against; unset: the "
+        "system's.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.certificate.location",
+        "string",
+        None,
+        "A PEM client certificate (and its key, unless registry.ssl.key.location is set) for "
+        "a registry that asks for one.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.key.location",
+        "string",
+        None,
+        "The private key of registry.ssl.certificate.location, if in a file of its own.",
+        optional=True,
         group="sources",
     )
     .define(

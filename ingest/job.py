@@ -49,6 +49,7 @@ from ingest.plan import (
 from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
+from schemas.client import RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +104,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
         run_id=run_id,
         bootstrap_servers=tuple(config["bootstrap.servers"]),
         security=kafka_security(config),
-        registry_url=config["registry.url"],
+        registry=RegistrySettings.from_config(config),
         root=config["root"],
         plugins=TopicPlugins.from_config(config),
         time_field=config["time.field"],

@@ -31,7 +31,7 @@ from ingest.plugins import TopicContext, TopicPlugins
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
 from ingest.writers import PartitionedWriters
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
 # Fault injection for the crash and cluster tests: a directory holding trigger files.
@@ -83,7 +83,7 @@ class TaskSettings:
 
     run_id: str
     bootstrap_servers: tuple[str, ...]
-    registry_url: str
+    registry: RegistrySettings
     root: str
     security: SecurityConfig | None = None  # TLS/SASL to the brokers (conf: kafka.*)
     plugins: TopicPlugins = TopicPlugins()
@@ -153,7 +153,7 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         kerberos=settings.webhdfs_kerberos,
         via=settings.root_filesystem,
     )
-    registry = RegistryClient(settings.registry_url)
+    registry = settings.registry.client()
     consumer = SimpleConsumer(
         list(settings.bootstrap_servers),
         client_id=f"ingest-{settings.run_id}",
