@@ -158,8 +158,10 @@ def test_pipelined_requests_are_answered_in_order(kafka):
 class ScriptedBroker:
     """A peer that answers each request frame with `answer(header, body) -> parts|None`."""
 
-    def __init__(self, answer):
+    def __init__(self, answer, tls=None):
+        """`tls`: an ssl.SSLContext to serve TLS with."""
         self.answer = answer
+        self.tls = tls
         self.requests: list = []
         self.server = socket.create_server(("127.0.0.1", free_port()))
         self.port = self.server.getsockname()[1]
@@ -167,13 +169,19 @@ class ScriptedBroker:
 
     def _serve(self):
         conn, _ = self.server.accept()
+        if self.tls is not None:
+            try:
+                conn = self.tls.wrap_socket(conn, server_side=True)
+            except OSError:  # the client refused our certificate
+                conn.close()
+                return
         with conn:
             while True:
-                head = conn.recv(4, socket.MSG_WAITALL)
+                head = _recv_exact(conn, 4)
                 if len(head) < 4:
                     return
                 (size,) = struct.unpack(">i", head)
-                frame = conn.recv(size, socket.MSG_WAITALL)
+                frame = _recv_exact(conn, size)
                 header, body = decode_request(frame)
                 self.requests.append(header)
                 parts = self.answer(header, body)
@@ -182,6 +190,17 @@ class ScriptedBroker:
 
     def close(self):
         self.server.close()
+
+
+def _recv_exact(conn, size: int) -> bytes:
+    """`size` bytes, fewer only at the end of the stream (TLS sockets take no MSG_WAITALL)."""
+    data = b""
+    while len(data) < size:
+        chunk = conn.recv(size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def api_versions_answer(header, ranges: dict[int, tuple[int, int]]) -> list:

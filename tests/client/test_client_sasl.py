@@ -1,9 +1,11 @@
 """The client's SASL exchange, sans-I/O (answers pushed through the machine, the server
 half being broker/security/scram.py's ScramServer), its security settings under Kafka's
-and librdkafka's names, and BrokerConnection running it against a scripted peer."""
+and librdkafka's names, and BrokerConnection running it against a scripted peer, in the
+clear and over TLS (certificates of a test CA)."""
 
 from __future__ import annotations
 
+import ssl
 import time
 
 import pytest
@@ -13,6 +15,7 @@ from broker.client.sasl import SaslExchange
 from broker.client.security import (
     SECURITY_CONFIG,
     SecurityConfig,
+    TlsError,
     parse_jaas_config,
     split_security,
 )
@@ -26,6 +29,7 @@ from broker.protocol.errors import (
 from broker.protocol.framing import encode_response
 from broker.security.scram import MECHANISMS, ScramError, ScramServer, make_credential
 from tests.client.test_client_connection import OUR_RANGES, ScriptedBroker, api_versions_answer
+from tests.helpers.tls_certs import TestCA
 
 ENABLED = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 
@@ -192,13 +196,15 @@ class SaslPeer:
     """Answers ApiVersions, SaslHandshake and SaslAuthenticate with a real ScramServer;
     Metadata with an empty cluster. Session lifetime as given."""
 
-    def __init__(self, credential, lifetime_ms: int = 0, mechanism: str = "SCRAM-SHA-256"):
+    def __init__(
+        self, credential, lifetime_ms: int = 0, mechanism: str = "SCRAM-SHA-256", tls=None
+    ):
         self.mech = MECHANISMS[mechanism]
         self.credential = credential
         self.lifetime_ms = lifetime_ms
         self.server: ScramServer | None = None
         self.authentications = 0
-        self.broker = ScriptedBroker(self.answer)
+        self.broker = ScriptedBroker(self.answer, tls)
 
     def answer(self, header, body):
         if header.api_key == API_VERSIONS:
@@ -268,3 +274,48 @@ def test_a_listener_without_sasl_is_a_clear_error():
     finally:
         broker.close()
     assert ErrorCode.SASL_AUTHENTICATION_FAILED.retriable is False
+
+
+@pytest.fixture
+def server_tls(tmp_path):
+    ca = TestCA(tmp_path / "ca")
+    issued = ca.server()
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(issued.cert, issued.key)
+    return ca, context
+
+
+def test_sasl_over_tls(server_tls):
+    ca, context = server_tls
+    peer = SaslPeer(make_credential(MECHANISMS["SCRAM-SHA-512"], "pw"), 0, "SCRAM-SHA-512", context)
+    security = SecurityConfig(
+        "SASL_SSL",
+        ssl_cafile=str(ca.cert),
+        sasl_mechanism="SCRAM-SHA-512",
+        sasl_plain_username="alice",
+        sasl_plain_password="pw",
+    )
+    try:
+        with BrokerConnection("127.0.0.1", peer.broker.port, security=security) as conn:
+            assert isinstance(conn._sock, ssl.SSLSocket)
+            assert conn.request(3, {"topics": []})["cluster_id"] == "c"
+        assert peer.authentications == 1
+    finally:
+        peer.broker.close()
+
+
+def test_a_certificate_of_another_ca_is_refused_at_once(server_tls, tmp_path):
+    _, context = server_tls
+    stranger = TestCA(tmp_path / "other", "Other CA")
+    peer = SaslPeer(make_credential(MECHANISMS["SCRAM-SHA-256"], "pw"), tls=context)
+    try:
+        with pytest.raises(TlsError, match="TLS with 127.0.0.1") as refused:
+            BrokerConnection(
+                "127.0.0.1",
+                peer.broker.port,
+                security=SecurityConfig("SSL", ssl_cafile=str(stranger.cert)),
+            )
+        assert not refused.value.retriable
+        assert peer.broker.requests == []
+    finally:
+        peer.broker.close()
