@@ -1,6 +1,7 @@
 """A small command line over the client library.
 
     python -m broker.client.cli -b 127.0.0.1:9092 topics --list
+    python -m broker.client.cli -b broker1:9093 --command-config client.properties topics --list
     python -m broker.client.cli topics --create NAME --partitions 3
     python -m broker.client.cli topics --describe [NAME]
     python -m broker.client.cli topics --delete NAME
@@ -12,7 +13,9 @@
 --key-separator the text before the first separator is the key. `consume` prints one
 value per line (`offset<TAB>key<TAB>value` with --verbose) and stops after --count
 records, or at the end of the log when --count is not given. `config-docs` prints the
-client's settings (the group consumer's and the producer's) for docs/configuration.md.
+client's settings (the group consumer's, the producer's and the security table) for
+docs/configuration.md. `--command-config` is a properties file of security settings
+(broker/client/security.py) for every command.
 """
 
 from __future__ import annotations
@@ -22,12 +25,21 @@ import sys
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
+from broker.client.security import split_security
 from broker.client.simple_consumer import SimpleConsumer
+from broker.config.definition import ConfigError, load_properties
 from broker.protocol.errors import KafkaError
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        args.security, _ = split_security(
+            load_properties(args.command_config) if args.command_config else {}
+        )
+    except ConfigError as exc:
+        parser.error(f"--command-config {args.command_config}: {exc}")
     try:
         return args.run(args)
     except KafkaError as exc:
@@ -38,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m broker.client.cli", description=__doc__)
     parser.add_argument("-b", "--bootstrap-server", default="127.0.0.1:9092")
+    parser.add_argument(
+        "--command-config", metavar="FILE", help="security properties (security.protocol, ...)"
+    )
     sub = parser.add_subparsers(required=True)
 
     topics = sub.add_parser("topics", help="create, delete, list or describe topics")
@@ -84,7 +99,7 @@ def _config_docs(args) -> int:
 
 
 def _topics(args) -> int:
-    with AdminClient(args.bootstrap_server) as admin:
+    with AdminClient(args.bootstrap_server, security=args.security) as admin:
         if args.list:
             for name in admin.list_topics():
                 print(name)
@@ -108,7 +123,9 @@ def _topics(args) -> int:
 def _produce(args) -> int:
     sep = args.key_separator.encode() if args.key_separator else None
     futures = []
-    with Producer(args.bootstrap_server, acks=args.acks, compression=args.compression) as producer:
+    with Producer(
+        args.bootstrap_server, acks=args.acks, compression=args.compression, security=args.security
+    ) as producer:
         for line in sys.stdin.buffer:
             value = line.rstrip(b"\r\n")
             key = None
@@ -125,7 +142,7 @@ def _produce(args) -> int:
 
 def _consume(args) -> int:
     out = sys.stdout.buffer
-    with SimpleConsumer(args.bootstrap_server) as consumer:
+    with SimpleConsumer(args.bootstrap_server, security=args.security) as consumer:
         topic, partition = args.topic, args.partition
         if args.offset == "earliest":
             offset = consumer.earliest_offset(topic, partition)
