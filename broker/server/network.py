@@ -67,7 +67,8 @@ class NetworkServer:
         self.security = security or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
         self.listener = self.security.name
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task] = set()
+        # The task serving each open connection, with its session.
+        self._connections: dict[asyncio.Task, Session] = {}
 
     async def start(self) -> int:
         tls = self.security.ssl
@@ -83,6 +84,10 @@ class NetworkServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    def sessions(self) -> list[Session]:
+        """The sessions of the connections open now."""
+        return list(self._connections.values())
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -95,10 +100,10 @@ class NetworkServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
-        self._connections.add(task)
         peer = writer.get_extra_info("peername")
         host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else ("", 0)
         session = Session(self.listener, host, port, self.security.protocol)
+        self._connections[task] = session
         tls = writer.get_extra_info("ssl_object")
         decoder = FrameDecoder(self.max_frame_bytes)
         try:
@@ -133,7 +138,7 @@ class NetworkServer:
         except asyncio.CancelledError:
             pass
         finally:
-            self._connections.discard(task)
+            self._connections.pop(task, None)
             writer.close()
 
     async def _wait(self, wait: Wait) -> Respond | Close:
