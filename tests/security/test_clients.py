@@ -45,7 +45,7 @@ USERS = {"SCRAM-SHA-512": "alice", "PLAIN": "bob"}
 
 
 class SecureBroker:
-    def __init__(self, work) -> None:
+    def __init__(self, work, **overrides: str) -> None:
         self.ca = TestCA(work / "ca")
         server = self.ca.issue("broker", hosts=["127.0.0.1", "localhost"])
         self.client_cert = self.ca.issue("alice", organization="corp", unit="eng")
@@ -66,6 +66,7 @@ class SecureBroker:
                 "sasl.scram.credentials.file": str(credentials),
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
                 "num.partitions": "1",
+                **overrides,
             },
             port=self.plain_port,
         )
@@ -334,3 +335,27 @@ def test_passwords_never_reach_the_log(secure):
     assert "Authentication failed" in text  # the failures are logged ...
     for secret in [*PASSWORDS.values(), WRONG]:
         assert secret not in text  # ... without a password
+
+
+def test_clients_reauthenticate_within_the_session_lifetime(tmp_path):
+    """KIP-368: with connections.max.reauth.ms, librdkafka and kafka-python re-authenticate
+    on their open connections; none is closed for an expired session while they work."""
+    b = SecureBroker(tmp_path, **{"connections.max.reauth.ms": "1500"})
+    with b.process:
+        topic = _topic()
+        producer = Producer({**b.sasl("SCRAM-SHA-512"), "acks": "all"})
+        python_producer = KafkaProducer(**kafka_python_conf(b, "PLAIN"))
+        failures, sent = [], []
+        deadline = time.monotonic() + 6  # four session lifetimes
+        while time.monotonic() < deadline:
+            producer.produce(topic, b"r", on_delivery=lambda e, m: e and failures.append(e))
+            producer.poll(0.1)
+            sent.append(python_producer.send(topic, b"p"))
+            time.sleep(0.1)
+        assert producer.flush(30) == 0 and not failures, failures
+        for future in sent:
+            future.get(timeout=30)
+        python_producer.close()
+        log = b.process.log_text()
+    assert "expired without re-authentication" not in log
+    assert "closing connection" not in log
