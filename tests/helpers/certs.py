@@ -44,6 +44,21 @@ def _key_pem(key, password: str | None) -> bytes:
     )
 
 
+def _builder(subject: x509.Name, issuer: x509.Name, public_key, ca: bool):
+    """A certificate valid from yesterday for 30 days."""
+    now = datetime.datetime.now(datetime.UTC)
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(issuer)
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=30))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+
+
 @dataclass(frozen=True)
 class Issued:
     key: Path  # the private key alone
@@ -60,16 +75,8 @@ class TestCA:
         self.directory.mkdir(parents=True, exist_ok=True)
         self._key = ec.generate_private_key(ec.SECP256R1())
         subject = _name(name, "kafka-hourly tests", None)
-        now = datetime.datetime.now(datetime.UTC)
         self._cert = (
-            x509.CertificateBuilder()
-            .subject_name(subject)
-            .issuer_name(subject)
-            .public_key(self._key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            _builder(subject, subject, self._key.public_key(), ca=True)
             .add_extension(
                 x509.KeyUsage(
                     digital_signature=True,
@@ -100,28 +107,18 @@ class TestCA:
     ) -> Issued:
         """A certificate for `common_name` (server and client use), valid for `hosts`."""
         key = ec.generate_private_key(ec.SECP256R1())
-        now = datetime.datetime.now(datetime.UTC)
         names: list[x509.GeneralName] = []
         for host in hosts:
             try:
                 names.append(x509.IPAddress(ipaddress.ip_address(host)))
             except ValueError:
                 names.append(x509.DNSName(host))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(_name(common_name, organization, unit))
-            .issuer_name(self._cert.subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(days=1))
-            .not_valid_after(now + datetime.timedelta(days=30))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
+        subject = _name(common_name, organization, unit)
+        builder = _builder(subject, self._cert.subject, key.public_key(), ca=False).add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
         )
         if names:
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)

@@ -31,6 +31,7 @@ from broker.protocol.framing import decode_response, encode_request
 from broker.security.credentials import user_entry
 from broker.security.scram import MECHANISMS, make_credential
 from tests.helpers.certs import TestCA
+from tests.helpers.wire import recv_exact
 
 PASSWORDS = {"alice": "alice-scram-pw-7", "bob": "bob-plain-pw-3", "admin": "admin-plain-pw-5"}
 WRONG = "not-the-pw-9"
@@ -246,20 +247,10 @@ _correlation = iter(range(1, 1 << 30))
 def _call(conn: socket.socket, api_key: int, version: int, body: dict) -> dict:
     cid = next(_correlation)
     conn.sendall(encode_request(api_key, version, cid, "sec-test", body))
-    size = struct.unpack(">i", _read(conn, 4))[0]
-    got, answer = decode_response(api_key, version, _read(conn, size))
+    size = struct.unpack(">i", recv_exact(conn, 4))[0]
+    got, answer = decode_response(api_key, version, recv_exact(conn, size))
     assert got == cid
     return answer
-
-
-def _read(conn: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        chunk = conn.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("closed by the broker")
-        data += chunk
-    return data
 
 
 def _closed(conn: socket.socket) -> bool:
