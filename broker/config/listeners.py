@@ -22,9 +22,13 @@ OVERRIDE_PREFIX = "listener.name."
 LISTENER_KEYS = (
     "ssl.keystore.type",
     "ssl.keystore.location",
+    "ssl.keystore.key",
+    "ssl.keystore.certificate.chain",
     "ssl.key.password",
     "ssl.truststore.type",
     "ssl.truststore.location",
+    "ssl.truststore.certificates",
+    "ssl.endpoint.identification.algorithm",
     "ssl.client.auth",
     "ssl.enabled.protocols",
     "ssl.principal.mapping.rules",
@@ -145,11 +149,21 @@ def check_listeners(cfg: Any) -> None:
         if protocol in TLS_PROTOCOLS:
             location = cfg.listener_value(listener.name, "ssl.keystore.location")
             key = _override_or_base(cfg, listener.name, "ssl.keystore.location")
-            if not location:
+            inline = [
+                bool(cfg.listener_value(listener.name, k))
+                for k in ("ssl.keystore.key", "ssl.keystore.certificate.chain")
+            ]
+            if any(inline):
+                if not all(inline):
+                    raise ValueError(
+                        f"The {protocol} listener {listener.name} needs both ssl.keystore.key "
+                        "and ssl.keystore.certificate.chain, or ssl.keystore.location"
+                    )
+            elif not location:
                 raise ValueError(
                     f"Missing configuration {key} for the {protocol} listener {listener.name}"
                 )
-            if not Path(location).is_file():
+            elif not Path(location).is_file():
                 raise ValueError(
                     f"Invalid value {location!r} for configuration {key}: no such file"
                 )

@@ -96,8 +96,26 @@ SERVER_CONFIG = (
         "ssl.keystore.location",
         "string",
         None,
-        "PEM file with this broker's private key and certificate chain; required by SSL and "
-        "SASL_SSL listeners. Per listener: `listener.name.<name>.ssl.keystore.location`.",
+        "PEM file with this broker's private key and certificate chain; SSL and SASL_SSL "
+        "listeners need it (or `ssl.keystore.key` with `ssl.keystore.certificate.chain`). Per "
+        "listener: `listener.name.<name>.ssl.keystore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.keystore.key",
+        "password",
+        None,
+        "The private key as PEM text (Kafka's inline PEM key store, with "
+        "`ssl.keystore.certificate.chain`), instead of `ssl.keystore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.keystore.certificate.chain",
+        "password",
+        None,
+        "The certificate chain as PEM text, with `ssl.keystore.key`.",
         optional=True,
         group="security",
     )
@@ -124,6 +142,24 @@ SERVER_CONFIG = (
         "PEM file of the CA certificates that client certificates (and, for the inter-broker "
         "client, other brokers' certificates) must chain to; unset: the system's CAs.",
         optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.truststore.certificates",
+        "password",
+        None,
+        "The trusted CA certificates as PEM text, instead of `ssl.truststore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "`https`: this broker, as a client of other brokers, checks that their certificate "
+        "names the host it reaches them at; empty: no check.",
+        optional=True,
+        validator=one_of("https", ""),
         group="security",
     )
     .define(

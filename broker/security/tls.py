@@ -1,15 +1,19 @@
 """TLS contexts from Kafka-style settings, with Python's `ssl`.
 
 Key store: a PEM file with the private key and its certificate chain
-(`ssl.keystore.location`, `ssl.key.password` when the key is encrypted). Trust store: a
-PEM file of CA certificates (`ssl.truststore.location`). TLS 1.2 and 1.3 only
+(`ssl.keystore.location`), or both as PEM text (`ssl.keystore.key`,
+`ssl.keystore.certificate.chain`, Kafka's inline PEM); `ssl.key.password` when the key is
+encrypted. Trust store: a PEM file of CA certificates (`ssl.truststore.location`) or
+their text (`ssl.truststore.certificates`). TLS 1.2 and 1.3 only
 (`ssl.enabled.protocols`). A bad file or password is a ConfigError naming the key.
 """
 
 from __future__ import annotations
 
 import ssl
+import tempfile
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from broker.config.definition import ConfigError
@@ -34,19 +38,40 @@ def _versions(context: ssl.SSLContext, enabled: list[str]) -> None:
 
 
 def _load_keystore(context: ssl.SSLContext, value: Settings) -> None:
-    location = value("ssl.keystore.location")
+    key, chain = value("ssl.keystore.key"), value("ssl.keystore.certificate.chain")
+    if key and chain:
+        # ssl wants files: the inline PEM goes to a private temporary one, gone at once.
+        with tempfile.TemporaryDirectory(prefix="keystore-") as directory:
+            path = Path(directory) / "keystore.pem"
+            path.touch(mode=0o600)
+            path.write_text(f"{key.strip()}\n{chain.strip()}\n")
+            _load_chain(context, str(path), value, "ssl.keystore.key")
+        return
+    _load_chain(context, value("ssl.keystore.location"), value, "ssl.keystore.location")
+
+
+def _load_chain(context: ssl.SSLContext, path: str, value: Settings, key: str) -> None:
     try:
-        context.load_cert_chain(location, password=value("ssl.key.password"))
+        context.load_cert_chain(path, password=value("ssl.key.password"))
     except (OSError, ssl.SSLError) as exc:
+        shown = "(inline PEM)" if key == "ssl.keystore.key" else repr(path)
         raise ConfigError(
-            f"Invalid value {location!r} for configuration ssl.keystore.location: "
-            f"cannot load a private key and certificate chain ({exc.__class__.__name__}: "
+            f"Invalid value {shown} for configuration {key}: cannot load a private key and "
+            f"certificate chain ({exc.__class__.__name__}: "
             f"{getattr(exc, 'reason', None) or exc.strerror or exc})"
         ) from None
 
 
 def _load_truststore(context: ssl.SSLContext, value: Settings, purpose: ssl.Purpose) -> None:
-    location = value("ssl.truststore.location")
+    location, inline = value("ssl.truststore.location"), value("ssl.truststore.certificates")
+    if inline:
+        try:
+            context.load_verify_locations(cadata=inline)
+        except (ValueError, ssl.SSLError) as exc:
+            raise ConfigError(
+                f"Invalid value (inline PEM) for configuration ssl.truststore.certificates: {exc}"
+            ) from None
+        return
     if not location:
         context.load_default_certs(purpose)
         return
@@ -73,6 +98,7 @@ def client_context(value: Settings) -> ssl.SSLContext:
     the trust store and its certificate name the host; this broker's own certificate is
     presented too (a listener with `ssl.client.auth=required` asks for it)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = value("ssl.endpoint.identification.algorithm") == "https"
     _versions(context, value("ssl.enabled.protocols"))
     _load_truststore(context, value, ssl.Purpose.SERVER_AUTH)
     _load_keystore(context, value)

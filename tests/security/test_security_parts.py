@@ -181,3 +181,52 @@ def test_an_encrypted_key_needs_its_password(tmp_path):
         listener_security(BrokerConfig.from_mapping(base), "SSL", Credentials())
     good = BrokerConfig.from_mapping({**base, "ssl.key.password": "key-secret"})
     assert listener_security(good, "SSL", Credentials()).ssl is not None
+
+
+def test_inline_pem_key_store_and_trust_store(tmp_path):
+    """Kafka's inline PEM: ssl.keystore.key + ssl.keystore.certificate.chain and
+    ssl.truststore.certificates, as text instead of files."""
+    ca = TestCA(tmp_path / "ca")
+    issued = ca.issue("broker", hosts=["127.0.0.1"])
+    chain = issued.keystore.read_text().split("-----END PRIVATE KEY-----\n", 1)[1]
+    base = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.key": issued.key.read_text(),
+        "ssl.client.auth": "required",
+    }
+    with pytest.raises(ConfigError, match="needs both ssl.keystore.key"):
+        BrokerConfig.from_mapping(base)
+    cfg = BrokerConfig.from_mapping(
+        {
+            **base,
+            "ssl.keystore.certificate.chain": chain,
+            "ssl.truststore.certificates": ca.pem.read_text(),
+        }
+    )
+    context = listener_security(cfg, "SSL", Credentials()).ssl
+    assert context.verify_mode == ssl.CERT_REQUIRED
+    assert [c["subject"] for c in context.get_ca_certs()] == [
+        ((("organizationName", "kafka-hourly tests"),), (("commonName", "Test CA"),))
+    ]
+    broken = BrokerConfig.from_mapping({**base, "ssl.keystore.certificate.chain": "junk"})
+    with pytest.raises(ConfigError, match=r"\(inline PEM\) for configuration ssl.keystore.key"):
+        listener_security(broken, "SSL", Credentials())
+
+
+def test_inter_broker_hostname_check_follows_endpoint_identification(tmp_path):
+    from broker.security.tls import client_context
+
+    ca = TestCA(tmp_path / "ca")
+    issued = ca.issue("broker", hosts=["127.0.0.1"])
+    settings = {
+        "ssl.enabled.protocols": ["TLSv1.2", "TLSv1.3"],
+        "ssl.keystore.location": str(issued.keystore),
+        "ssl.truststore.location": str(ca.pem),
+        "ssl.endpoint.identification.algorithm": "https",
+    }
+    value = {**dict.fromkeys(["ssl.keystore.key", "ssl.keystore.certificate.chain",
+                              "ssl.truststore.certificates", "ssl.key.password"]), **settings}  # fmt: skip
+    assert client_context(value.get).check_hostname
+    value["ssl.endpoint.identification.algorithm"] = ""
+    assert not client_context(value.get).check_hostname
