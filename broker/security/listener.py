@@ -6,6 +6,7 @@ client certificates, and the SASL mechanisms with where each finds its users (PL
 
 from __future__ import annotations
 
+import logging
 import ssl
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from broker.security.plain import PlainServer
 from broker.security.principal import PrincipalMapper
 from broker.security.scram import MECHANISMS, ScramServer
 from broker.security.tls import server_context
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,12 @@ def listener_security(cfg, listener: str, credentials: Credentials) -> ListenerS
             if mechanism == "PLAIN":
                 jaas = jaas_config(cfg, listener, mechanism)
                 users = jaas.users() if jaas is not None else {}
+                if not users:
+                    log.warning(
+                        "PLAIN is enabled on listener %s but its JAAS config names no "
+                        "user_<name>: every PLAIN authentication will fail",
+                        listener,
+                    )
                 servers[mechanism] = lambda users=users: PlainServer(users.get)
             else:
                 mech = MECHANISMS[mechanism]
