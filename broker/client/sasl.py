@@ -7,11 +7,11 @@
     exchange.session_lifetime_ms               # 0: no re-authentication asked for
 
 The exchange is SaslHandshake v1, then the mechanism's tokens inside SaslAuthenticate
-(docs/contracts/security.md, "SASL"): PLAIN sends `\\0user\\0password` (an empty
-authorization id, as librdkafka) and expects an empty reply; SCRAM-SHA-256/512 run
-`ScramClient` (client-first, client-final, then the server's signature is checked, so
-a broker that does not know the password is refused too). A refusal raises the
-broker's error with its message (SaslAuthenticationFailedError,
+(docs/contracts/security.md, "SASL"), the tokens from broker/security/sasl_client.py:
+PLAIN sends `\\0user\\0password` (an empty authorization id, as librdkafka);
+SCRAM-SHA-256/512 run `ScramClient` (client-first, client-final, then the server's
+signature is checked, so a broker that does not know the password is refused too). A
+refusal raises the broker's error with its message (SaslAuthenticationFailedError,
 UnsupportedSaslMechanismError): authentication errors are never retriable.
 """
 
@@ -26,55 +26,23 @@ from broker.protocol.errors import (
     UnsupportedSaslMechanismError,
     error_for,
 )
-from broker.security.scram import MECHANISMS, ScramClient, ScramError
+from broker.security.sasl_client import SaslClient
+from broker.security.scram import ScramError
 
 Request = tuple[int, dict]
-
-
-class _Plain:
-    def __init__(self, username: str, password: str) -> None:
-        self._token = b"\0" + username.encode() + b"\0" + password.encode()
-
-    def first(self) -> bytes:
-        return self._token
-
-    def step(self, server: bytes) -> bytes | None:
-        if server:
-            raise SaslAuthenticationFailedError("PLAIN: the broker answered with a challenge")
-        return None
-
-
-class _Scram:
-    def __init__(self, client: ScramClient) -> None:
-        self._client = client
-        self._sent_final = False
-
-    def first(self) -> bytes:
-        return self._client.first_message()
-
-    def step(self, server: bytes) -> bytes | None:
-        try:
-            if not self._sent_final:
-                self._sent_final = True
-                return self._client.final_message(server)
-            self._client.verify(server)
-        except ScramError as exc:
-            raise SaslAuthenticationFailedError(f"{self._client.mechanism.name}: {exc}") from None
-        return None
 
 
 class SaslExchange:
     """One authentication (or re-authentication) of one connection."""
 
-    def __init__(self, security: SecurityConfig, nonce: str | None = None) -> None:
+    def __init__(self, security: SecurityConfig) -> None:
         if not security.uses_sasl:
             raise ValueError(f"{security.security_protocol} does not use SASL")
         self.mechanism = security.sasl_mechanism
-        user, password = security.sasl_plain_username, security.sasl_plain_password
-        if self.mechanism == "PLAIN":
-            self._tokens: _Plain | _Scram = _Plain(user, password)
-        else:
-            self._tokens = _Scram(ScramClient(MECHANISMS[self.mechanism], user, password, nonce))
+        # The mechanism's tokens: the same client half the brokers use with each other.
+        self._tokens = SaslClient(
+            self.mechanism, security.sasl_plain_username, security.sasl_plain_password
+        )
         self._state = "new"
         self.session_lifetime_ms = 0
 
@@ -118,10 +86,10 @@ class SaslExchange:
             self._state = "failed"
             raise error_for(body["error_code"], body.get("error_message") or self.mechanism)
         try:
-            token = self._tokens.step(bytes(body["auth_bytes"] or b""))
-        except SaslAuthenticationFailedError:
+            token = self._tokens.respond(bytes(body["auth_bytes"] or b""))
+        except ScramError as exc:
             self._state = "failed"
-            raise
+            raise SaslAuthenticationFailedError(f"{self.mechanism}: {exc}") from None
         if token is not None:
             return self._token(token)
         self._state = "done"

@@ -134,7 +134,10 @@ class ConfigChangeListener:
         try:
             config = z.decode_config(entity_path, found[0]) if found is not None else {}
             self.on_user_config(desanitize_user(name), config)
-        except (ValueError, ScramError) as exc:  # a hand-written bad credential: what is in force stays
+        except (
+            ValueError,
+            ScramError,
+        ) as exc:  # a hand-written bad credential: what is in force stays
             log.error("ignoring the config of %s: %s", entity_path, exc)
 
     async def _purge(self, sequences: dict[int, str]) -> None:

@@ -19,6 +19,8 @@ from pathlib import Path
 from broker.config.definition import ConfigError
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
+from broker.security.credentials import Credentials
+from broker.security.user_scram import scram_entries
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import (
     LEADER_DURING_DELETE,
@@ -69,10 +71,13 @@ class LocalController(TopicAdmin):
         log_dir: Path,
         default_partitions: int,
         default_replication_factor: int,
+        credentials: Credentials | None = None,
     ) -> None:
         super().__init__(metadata, topic_configs, default_partitions, default_replication_factor)
         self.broker_id = broker_id
         self.replicas = replicas
+        # The SCRAM users (sasl.scram.credentials.file; in memory only without one).
+        self.credentials = credentials if credentials is not None else Credentials()
         self._configs_path = log_dir / TOPIC_CONFIGS_FILE
         self._broker_configs_path = log_dir / BROKER_CONFIGS_FILE
 
@@ -197,6 +202,19 @@ class LocalController(TopicAdmin):
         stored = read_broker_overrides(self._broker_configs_path.parent)
         stored[entity] = dict(overrides)
         _write_json(self._broker_configs_path, {e: v for e, v in stored.items() if v})
+
+    async def read_user_configs(self, users: list[str] | None) -> dict[str, dict[str, str]]:
+        stored = self.credentials.users()
+        return {
+            user: {mech: c.to_config() for mech, c in stored[user].items()}
+            for user in (stored if users is None else users)
+            if user in stored
+        }
+
+    async def write_user_config(self, user: str, config: dict[str, str]) -> None:
+        """The user's SCRAM entries into the credentials file, which the SASL listeners
+        read (other keys of Kafka's user entity have no use on a single broker)."""
+        self.credentials.replace(user, scram_entries(config))
 
     def _save_overrides(self, overrides: dict[str, dict[str, str]] | None = None) -> None:
         if overrides is None:

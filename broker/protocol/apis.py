@@ -48,6 +48,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -55,6 +56,7 @@ class ApiKey(enum.IntEnum):
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -64,8 +66,6 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_LOG_DIRS = 35
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
-    SASL_HANDSHAKE = 17
-    SASL_AUTHENTICATE = 36
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
 
@@ -87,6 +87,7 @@ LEAVE_GROUP = ApiKey.LEAVE_GROUP
 SYNC_GROUP = ApiKey.SYNC_GROUP
 DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
 LIST_GROUPS = ApiKey.LIST_GROUPS
+SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
 API_VERSIONS = ApiKey.API_VERSIONS
 CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
@@ -94,6 +95,7 @@ INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
 DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
 ALTER_CONFIGS = ApiKey.ALTER_CONFIGS
+SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
 CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 DELETE_GROUPS = ApiKey.DELETE_GROUPS
 ELECT_LEADERS = ApiKey.ELECT_LEADERS
@@ -103,8 +105,6 @@ DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
 DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
 ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
-SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
-SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
 DESCRIBE_USER_SCRAM_CREDENTIALS = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 ALTER_USER_SCRAM_CREDENTIALS = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
 
@@ -535,6 +535,31 @@ OFFSET_DELETE_API = Api(
                 F("error_code", INT16),
             ))),
         ))),
+    ),
+)
+
+# SaslHandshake stays at v1: Kafka's own note, clients up to 2.4 cannot negotiate higher.
+SASL_HANDSHAKE_API = Api(
+    SASL_HANDSHAKE, "SaslHandshake", 0, 1, None,
+    request=Struct(
+        F("mechanism", STRING),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("mechanisms", Array(STRING)),
+    ),
+)
+
+SASL_AUTHENTICATE_API = Api(
+    SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 2,
+    request=Struct(
+        F("auth_bytes", BYTES),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("auth_bytes", BYTES),
+        F("session_lifetime_ms", INT64, "1+", default=0),
     ),
 )
 
@@ -1017,32 +1042,6 @@ LIST_PARTITION_REASSIGNMENTS_API = Api(
 
 # -- security (docs/contracts/security.md) --
 
-# SaslHandshake stays at v1 at most: clients up to Kafka 2.4 negotiate it wrongly above.
-SASL_HANDSHAKE_API = Api(
-    SASL_HANDSHAKE, "SaslHandshake", 0, 1, None,
-    request=Struct(
-        F("mechanism", STRING),
-    ),
-    response=Struct(
-        F("error_code", INT16),
-        F("mechanisms", Array(STRING)),
-    ),
-)
-
-SASL_AUTHENTICATE_API = Api(
-    SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 2,
-    request=Struct(
-        F("auth_bytes", BYTES),
-    ),
-    response=Struct(
-        F("error_code", INT16),
-        F("error_message", STRING, nullable="0+", default=None),
-        F("auth_bytes", BYTES),
-        # 0: no re-authentication asked for; else the client authenticates again before.
-        F("session_lifetime_ms", INT64, "1+", default=0),
-    ),
-)
-
 # Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (broker/security/scram.py).
 DESCRIBE_USER_SCRAM_CREDENTIALS_API = Api(
     DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0,
@@ -1114,6 +1113,8 @@ API_BY_KEY: dict[int, Api] = dict(
                 DESCRIBE_GROUPS_API,
                 LIST_GROUPS_API,
                 API_VERSIONS_API,
+                SASL_HANDSHAKE_API,
+                SASL_AUTHENTICATE_API,
                 CREATE_TOPICS_API,
                 DELETE_TOPICS_API,
                 INIT_PRODUCER_ID_API,
@@ -1133,8 +1134,6 @@ API_BY_KEY: dict[int, Api] = dict(
                 DESCRIBE_LOG_DIRS_API,
                 ALTER_PARTITION_REASSIGNMENTS_API,
                 LIST_PARTITION_REASSIGNMENTS_API,
-                SASL_HANDSHAKE_API,
-                SASL_AUTHENTICATE_API,
                 DESCRIBE_USER_SCRAM_CREDENTIALS_API,
                 ALTER_USER_SCRAM_CREDENTIALS_API,
             )

@@ -194,6 +194,7 @@ class ScramServer:
         self._gs2_header = ""
         self._client_first_bare = ""
         self._server_first = ""
+        self._client_nonce = ""
         self._nonce = ""
 
     @property
@@ -236,7 +237,8 @@ class ScramServer:
         self.username, self._credential = username, credential
         self._gs2_header = f"{cbind},{authzid},"
         self._client_first_bare = bare
-        self._nonce = attrs[1][1] + self._server_nonce
+        self._client_nonce = attrs[1][1]
+        self._nonce = self._client_nonce + self._server_nonce
         self._server_first = f"r={self._nonce},s={_b64(credential.salt)},i={credential.iterations}"
         self._state = "final"
         return self._server_first.encode()
@@ -248,7 +250,10 @@ class ScramServer:
         attrs = dict(_attributes(without_proof, "client-final message"))
         if attrs.get("c") != _b64(self._gs2_header.encode()):
             raise ScramError("invalid channel binding")
-        if attrs.get("r") != self._nonce:
+        if attrs.get("r") not in (self._nonce, self._client_nonce + self._nonce):
+            # librdkafka before 2.6.1 (kcat's bundled 2.0.2 among them) sends its own nonce
+            # again in front of the combined one; Kafka up to 3.9 accepts that (its check
+            # is a suffix match), so we accept that exact form and nothing looser.
             raise ScramError("invalid nonce")
         proof = _unb64(proof_attr, "proof")
         credential = self._credential

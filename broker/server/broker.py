@@ -7,13 +7,16 @@ import logging
 import signal
 from collections.abc import Callable
 
-from broker.config.server import BrokerConfig
+from broker.config.server import BrokerConfig, ConfigError
 from broker.controller.local import LocalController, read_broker_overrides, read_topic_overrides
 from broker.controller.membership import ClusterMembership
 from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
+from broker.security.credentials import Credentials
+from broker.security.listener import listener_security
+from broker.security.scram import ScramError
 from broker.server.context import BrokerContext
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
@@ -80,6 +83,7 @@ def open_broker_state(
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
+    ctx.credentials = open_credentials(cfg["sasl.scram.credentials.file"])
     if not cfg.cluster_mode:
         ctx.admin = LocalController(
             cfg.broker_id,
@@ -89,8 +93,18 @@ def open_broker_state(
             cfg.log_dirs[0],
             cfg["num.partitions"],
             cfg["default.replication.factor"],
+            ctx.credentials,
         )
     return ctx
+
+
+def open_credentials(path: str | None) -> Credentials:
+    try:
+        return Credentials(path)
+    except (OSError, ValueError, ScramError) as exc:
+        raise ConfigError(
+            f"Invalid value {path!r} for configuration sasl.scram.credentials.file: {exc}"
+        ) from None
 
 
 def cleaner_view(replicas: ReplicaManager):
@@ -126,7 +140,7 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.ctx: BrokerContext | None = None
-        self.network: NetworkServer | None = None
+        self.networks: list[NetworkServer] = []  # one per listener
         self.cluster: ClusterMembership | None = None
         # Log compaction (broker/log/cleaner.py): threads clean, the event loop swaps.
         self.cleaner: LogCleaner | None = None
@@ -135,7 +149,22 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return self.network.port
+        """The first listener's bound port."""
+        return self.networks[0].port
+
+    def _advertised_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every listener as clients and brokers reach it: its `advertised.listeners` entry,
+        else its own host (127.0.0.1 for all interfaces) and the port actually bound."""
+        cfg = self.config
+        advertised = {a.name: a for a in cfg.advertised_listeners or ()}
+        endpoints = []
+        for network in self.networks:
+            given = advertised.get(network.listener)
+            host = given.host if given is not None else network.host or "127.0.0.1"
+            port = given.port if given is not None and given.port else network.port
+            protocol = cfg.security_protocol(network.listener)
+            endpoints.append(Endpoint(network.listener, host, port, protocol))
+        return tuple(endpoints)
 
     async def start(self) -> None:
         cfg = self.config
@@ -151,21 +180,27 @@ class Broker:
         else:
             self.ctx = open_broker_state(cfg, now_ms)
         metadata, replicas = self.ctx.metadata, self.ctx.replicas
-        listener, host, port = cfg.listeners[0]
-        self.network = NetworkServer(
-            self.ctx, host, port, cfg["socket.request.max.bytes"], listener=listener
-        )
-        bound = await self.network.start()
-        advertised = cfg.advertised_listeners
-        adv_host, adv_port = (
-            (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
-        )
-        adv_port = adv_port or bound
+        self.networks = []
+        for listener in cfg.listeners:  # each its own socket, served independently
+            security = listener_security(cfg, listener.name, self.ctx.credentials)
+            network = NetworkServer(
+                self.ctx, listener.host, listener.port, cfg["socket.request.max.bytes"], security
+            )
+            self.networks.append(network)
+            await network.start()
+        endpoints = self._advertised_endpoints()
         if self.cluster is not None:
-            await self.cluster.start((Endpoint(listener, adv_host, adv_port, listener),))
+            await self.cluster.start(endpoints)
         else:
+            first = endpoints[0]
             self.ctx.admin.start(
-                BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg["broker.rack"])
+                BrokerEndpoint(
+                    cfg.broker_id,
+                    first.host,
+                    first.port,
+                    cfg["broker.rack"],
+                    tuple((e.listener, e.host, e.port) for e in endpoints),
+                )
             )
         background = [self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())]
         if cfg.cleaner_config.enabled:  # log compaction
@@ -175,10 +210,9 @@ class Broker:
             background.append(self.cleaner.run())
         self._background = asyncio.gather(*background)
         log.info(
-            "broker %d serving on %s:%d (cluster %s, %d partitions%s)",
+            "broker %d serving on %s (cluster %s, %d partitions%s)",
             cfg.broker_id,
-            host or "*",
-            bound,
+            ", ".join(f"{n.listener}://{n.host or '*'}:{n.port}" for n in self.networks),
             metadata.cluster_id,
             len(replicas.partitions),
             f", ZooKeeper {cfg['zookeeper.connect']}" if self.cluster else "",
@@ -219,8 +253,8 @@ class Broker:
             await asyncio.gather(self._background, return_exceptions=True)
         if self.cleaner is not None:  # log compaction: before the logs close
             self.cleaner.shutdown()
-        if self.network is not None:
-            await self.network.stop()
+        for network in self.networks:
+            await network.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.ctx is not None:
@@ -236,8 +270,8 @@ class Broker:
             # Leave nothing behind: a registration, a listener, open logs.
             if self.cluster is not None:
                 await self.cluster.stop()
-            if self.network is not None:
-                await self.network.stop()
+            for network in self.networks:
+                await network.stop()
             if self.ctx is not None:
                 self.ctx.replicas.logs.close()
             raise

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.credentials import Credentials
     from broker.server.dynamic_config import DynamicConfigs
     from broker.server.replication_quota import ReplicationQuota
 
@@ -57,6 +58,8 @@ class BrokerContext:
     configs: DynamicConfigs | None = None
     # What this broker, as a leader, sends to throttled followers (replication_quota.py).
     leader_quota: ReplicationQuota | None = None
+    # The SCRAM credentials the SASL listeners check (broker/security/credentials.py).
+    credentials: Credentials | None = None
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)

@@ -28,6 +28,7 @@ from broker.protocol.errors import (
 )
 from broker.protocol.framing import decode_request, encode_api_versions_error, encode_response
 from broker.records.batch import build_batch, iter_records
+from tests.helpers.wire import recv_exact
 
 
 def produce_body(topic: str, partition: int, batch: bytes) -> dict:
@@ -177,11 +178,11 @@ class ScriptedBroker:
                 return
         with conn:
             while True:
-                head = _recv_exact(conn, 4)
-                if len(head) < 4:
+                try:
+                    (size,) = struct.unpack(">i", recv_exact(conn, 4))
+                    frame = recv_exact(conn, size)
+                except ConnectionError:  # the client closed the connection
                     return
-                (size,) = struct.unpack(">i", head)
-                frame = _recv_exact(conn, size)
                 header, body = decode_request(frame)
                 self.requests.append(header)
                 parts = self.answer(header, body)
@@ -190,17 +191,6 @@ class ScriptedBroker:
 
     def close(self):
         self.server.close()
-
-
-def _recv_exact(conn, size: int) -> bytes:
-    """`size` bytes, fewer only at the end of the stream (TLS sockets take no MSG_WAITALL)."""
-    data = b""
-    while len(data) < size:
-        chunk = conn.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def api_versions_answer(header, ranges: dict[int, tuple[int, int]]) -> list:

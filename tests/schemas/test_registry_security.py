@@ -20,7 +20,7 @@ from schemas.client import RegistryClient
 from schemas.client import RegistryError as OurRegistryError
 from schemas.registry.auth import AuthPolicy, Users, UsersFileError, parse_users, user_line
 from schemas.registry.config import ConfigError, RegistryConfig
-from tests.helpers.tls_certs import TestCA
+from tests.helpers.certs import TestCA
 
 ADMIN_PASSWORD = "admin-s3cret-pw"
 READER_PASSWORD = "reader-s3cret-pw"
@@ -42,14 +42,14 @@ def _passwd(users_file, user, password, *roles):
 def secured(tmp_path_factory):
     work = tmp_path_factory.mktemp("registry-secured")
     ca = TestCA(work / "ca")
-    server = ca.server(password="key-pw")
+    server = ca.issue("registry", hosts=["127.0.0.1", "localhost"], password="key-pw")
     users = work / "users"
     assert _passwd(users, "admin", ADMIN_PASSWORD, "admin").returncode == 0
     assert _passwd(users, "reader", READER_PASSWORD, "readonly").returncode == 0
     assert _passwd(users, "outsider", "outsider-pw", "guest").returncode == 0
     settings = {
         "kafkastore.type": "memory",
-        "ssl.keystore.location": str(server.pem),
+        "ssl.keystore.location": str(server.keystore),
         "ssl.key.password": "key-pw",
         "authentication.method": "BASIC",
         "authentication.users.file": str(users),
@@ -61,7 +61,7 @@ def secured(tmp_path_factory):
 
 
 def _confluent(registry, ca, user_info):
-    conf = {"url": registry.url, "ssl.ca.location": str(ca.cert)}
+    conf = {"url": registry.url, "ssl.ca.location": str(ca.pem)}
     if user_info:
         conf["basic.auth.user.info"] = user_info
     return SchemaRegistryClient(conf)
@@ -98,7 +98,7 @@ def test_read_only_role_cannot_write(secured):
 )
 def test_missing_or_wrong_credentials_get_401_with_a_challenge(secured, auth):
     registry, ca, _ = secured
-    with httpx.Client(verify=ssl.create_default_context(cafile=ca.cert)) as http:
+    with httpx.Client(verify=ssl.create_default_context(cafile=ca.pem)) as http:
         answer = http.get(f"{registry.url}/subjects", auth=auth)
     assert answer.status_code == 401
     assert answer.headers["www-authenticate"] == 'Basic realm="SchemaRegistry"'
@@ -107,7 +107,7 @@ def test_missing_or_wrong_credentials_get_401_with_a_challenge(secured, auth):
 
 def test_garbage_authorization_headers_get_401(secured):
     registry, ca, _ = secured
-    with httpx.Client(verify=ssl.create_default_context(cafile=ca.cert)) as http:
+    with httpx.Client(verify=ssl.create_default_context(cafile=ca.pem)) as http:
         for header in ("Basic !!!", "Basic " + "YWRtaW4=", "Bearer abc", "Basic"):
             answer = http.get(f"{registry.url}/subjects", headers={"Authorization": header})
             assert answer.status_code == 401, header
@@ -117,7 +117,7 @@ def test_a_user_without_an_allowed_role_gets_403(secured):
     registry, ca, _ = secured
     with pytest.raises(OurRegistryError) as refused:
         with RegistryClient(
-            registry.url, basic_auth_user_info="outsider:outsider-pw", ssl_ca_location=str(ca.cert)
+            registry.url, basic_auth_user_info="outsider:outsider-pw", ssl_ca_location=str(ca.pem)
         ) as client:
             client.subjects()
     assert (refused.value.status, refused.value.error_code) == (403, 40301)
@@ -128,7 +128,7 @@ def test_our_client_with_credentials(secured):
     with RegistryClient(
         registry.url,
         basic_auth_user_info=f"admin:{ADMIN_PASSWORD}",
-        ssl_ca_location=str(ca.cert),
+        ssl_ca_location=str(ca.pem),
     ) as client:
         schema_id = client.register("ours-value", SCHEMA)
         assert client.schema(schema_id)
@@ -138,7 +138,7 @@ def test_plain_http_and_old_tls_are_refused(secured):
     registry, ca, _ = secured
     with pytest.raises(httpx.HTTPError):
         httpx.get(registry.url.replace("https://", "http://") + "/subjects", timeout=5)
-    old = ssl.create_default_context(cafile=ca.cert)
+    old = ssl.create_default_context(cafile=ca.pem)
     with warnings.catch_warnings():  # deprecated: the very reason they must be refused
         warnings.simplefilter("ignore", DeprecationWarning)
         old.minimum_version = ssl.TLSVersion.TLSv1
@@ -151,14 +151,14 @@ def test_users_added_while_running_get_in(secured):
     registry, ca, users = secured
     assert _passwd(users, "late", "late-pw", "admin").returncode == 0
     with RegistryClient(
-        registry.url, basic_auth_user_info="late:late-pw", ssl_ca_location=str(ca.cert)
+        registry.url, basic_auth_user_info="late:late-pw", ssl_ca_location=str(ca.pem)
     ) as client:
         assert isinstance(client.subjects(), list)
 
 
 def test_no_secret_reaches_the_log(secured):
     registry, ca, _ = secured
-    with httpx.Client(verify=ssl.create_default_context(cafile=ca.cert)) as http:
+    with httpx.Client(verify=ssl.create_default_context(cafile=ca.pem)) as http:
         http.get(f"{registry.url}/subjects", auth=("admin", "a-wrong-guess-pw"))
     log = registry.log_path.read_text()
     for secret in (ADMIN_PASSWORD, READER_PASSWORD, "a-wrong-guess-pw", "key-pw"):

@@ -12,6 +12,7 @@ from broker.security.scram import (
     ScramError,
     ScramServer,
     make_credential,
+    salted_password,
 )
 
 SHA256 = MECHANISMS["SCRAM-SHA-256"]
@@ -154,3 +155,35 @@ def test_iterations_bounds_for_stored_credentials():
         make_credential(SHA256, "pw", iterations=1000)
     with pytest.raises(ScramError, match="iterations"):
         make_credential(SHA256, "pw", iterations=100_000)
+
+
+def _final_with(mech, password: str, client_first_bare: str, server_first: str, nonce: str):
+    """A client-final message with the given nonce and the proof a client computes for it."""
+    fields = dict(item.split("=", 1) for item in server_first.split(","))
+    salted = salted_password(mech, password, base64.b64decode(fields["s"]), int(fields["i"]))
+    client_key = mech.hmac(salted, b"Client Key")
+    without_proof = f"c=biws,r={nonce}"
+    auth = f"{client_first_bare},{server_first},{without_proof}".encode()
+    signature = mech.hmac(mech.digest(client_key), auth)
+    proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+    return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+
+@pytest.mark.parametrize(
+    ("nonce", "accepted"),
+    [
+        ("cnoncesnonce", True),  # RFC 5802
+        ("cnoncecnoncesnonce", True),  # librdkafka before 2.6.1 (kcat's 2.0.2)
+        ("xcnoncesnonce", False),  # any other prefix, as a suffix match would allow
+        ("cnoncecnoncecnoncesnonce", False),
+    ],
+)
+def test_final_nonce_of_old_librdkafka_is_accepted_and_nothing_looser(nonce, accepted):
+    server = ScramServer(SHA512, {"alice": make_credential(SHA512, "pw")}.get, nonce="snonce")
+    server_first = server.receive(b"n,,n=alice,r=cnonce").decode()
+    final = _final_with(SHA512, "pw", "n=alice,r=cnonce", server_first, nonce)
+    if accepted:
+        assert server.receive(final).startswith(b"v=")
+    else:
+        with pytest.raises(ScramError, match="nonce"):
+            server.receive(final)
