@@ -9,6 +9,7 @@ runs).
     ... --alter --entity-type users --entity-name alice
         --add-config 'SCRAM-SHA-512=[iterations=8192,password=alice-secret]'
     python -m broker.tools configs --zookeeper HOST:PORT[/chroot] --entity-type users ...
+    python -m broker.tools configs --credentials-file scram.json --entity-type users ...
 
 A change is incremental (IncrementalAlterConfigs: the keys named are set or deleted, the
 rest stays), asked of the broker it concerns (a broker's own configs) or of any (topics,
@@ -30,6 +31,7 @@ from broker.client.admin import (
     ConfigSource,
 )
 from broker.protocol.topic import topic_name_problem
+from broker.security.scram import ScramError
 from broker.tools import admin_command, user_credentials
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
@@ -47,19 +49,24 @@ _OWN_SOURCE = {
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.zookeeper is None:
+    if args.zookeeper is None and args.credentials_file is None:
         return admin_command.main(argv, parser, _usage_problem, _run)
     problem = _usage_problem(args)
     if problem:
         parser.error(problem)
     out = Output()
     try:
-        if args.alter:
+        if args.zookeeper is not None and args.alter:
             changes = _user_changes(args)
             user_credentials.zk_alter(args.zookeeper, args.entity_name, changes, out)
-        else:
+        elif args.zookeeper is not None:
             user_credentials.zk_show(args.zookeeper, args.entity_name, out)
-    except (CommandError, TimeoutError) as exc:
+        elif args.alter:
+            changes = _user_changes(args)
+            user_credentials.file_alter(args.credentials_file, args.entity_name, changes, out)
+        else:
+            user_credentials.file_show(args.credentials_file, args.entity_name, out)
+    except (CommandError, TimeoutError, OSError, ValueError, ScramError) as exc:
         out.error(str(exc))
     return 1 if out.failed else 0
 
@@ -198,6 +205,12 @@ def _parser():
         help="users only: write SCRAM credentials to the cluster's ZooKeeper directly "
         "(the first ones, before any broker runs)",
     )
+    parser.add_argument(
+        "--credentials-file",
+        metavar="FILE",
+        help="users only: write SCRAM credentials to a single broker's "
+        "sasl.scram.credentials.file directly (the first ones, before the broker runs)",
+    )
     actions = parser.add_argument_group("actions (exactly one)")
     actions.add_argument("--describe", action="store_true", help="show configs")
     actions.add_argument("--alter", action="store_true", help="set or delete configs")
@@ -235,10 +248,14 @@ def _parser():
 def _usage_problem(args) -> str | None:
     if args.describe == args.alter:
         return "exactly one action is needed: --describe or --alter"
-    if (args.bootstrap_server is None) == (args.zookeeper is None):
-        return "exactly one of --bootstrap-server and --zookeeper is needed"
-    if args.zookeeper is not None and args.entity_type != USERS:
-        return "--zookeeper goes with --entity-type users only (other configs: --bootstrap-server)"
+    ways = [args.bootstrap_server, args.zookeeper, args.credentials_file]
+    if sum(way is not None for way in ways) != 1:
+        return "exactly one of --bootstrap-server, --zookeeper and --credentials-file is needed"
+    if args.bootstrap_server is None and args.entity_type != USERS:
+        return (
+            "--zookeeper and --credentials-file go with --entity-type users only "
+            "(other configs: --bootstrap-server)"
+        )
     if args.entity_type == USERS:
         return _users_usage_problem(args)
     if args.entity_name is not None and args.entity_default:

@@ -6,11 +6,13 @@
     ... --describe --entity-type users [--entity-name alice]
 
 With --bootstrap-server the brokers do it (AlterUserScramCredentials,
-DescribeUserScramCredentials). With --zookeeper (a cluster's `zookeeper.connect`, Kafka
-2.x's way of creating the first credentials before any broker runs, e.g. the
-inter-broker user) the tool writes `/config/users/<user>` and a change notification
-itself, so running brokers follow too. Describing shows mechanisms and iterations, never
-a salt, key or password.
+DescribeUserScramCredentials). Before any broker runs (the first credentials, e.g. the
+inter-broker user or an administrator): with --zookeeper (a cluster's
+`zookeeper.connect`, Kafka 2.x's way) the tool writes `/config/users/<user>` and a change
+notification itself, so running brokers follow too; with --credentials-file (a single
+broker's `sasl.scram.credentials.file`) it writes that file, which the broker re-reads
+when it changes. Both check as a broker would (broker/security/user_scram.py).
+Describing shows mechanisms and iterations, never a salt, key or password.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from broker.client.admin import (
 )
 from broker.controller.zk import ZkClient
 from broker.controller.zk_admin import read_user_configs, user_entity, write_entity_config
+from broker.security.credentials import Credentials
 from broker.security.scram import MECHANISMS, MECHANISMS_BY_CODE
-from broker.security.user_scram import describe, plan_alterations
+from broker.security.user_scram import describe, plan_alterations, scram_entries
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
 
@@ -121,6 +124,32 @@ def zk_alter(zk_connect: str, user: str, changes: list[Change], out: Output) -> 
     out.line(f"Completed updating config for entity: user-principal '{user}'.")
 
 
+def _file_configs(credentials: Credentials, users: list[str] | None) -> dict:
+    stored = credentials.users()
+    return {
+        u: {m: c.to_config() for m, c in stored[u].items()}
+        for u in (stored if users is None else users)
+        if u in stored
+    }
+
+
+def file_alter(path: str, user: str, changes: list[Change], out: Output) -> None:
+    """Kafka's checks, then the user's entries in a single broker's credentials file."""
+    credentials = Credentials(path)
+    plan = plan_alterations(scram_alteration_request(changes), _file_configs(credentials, [user]))
+    if plan.refused:
+        (refusal,) = plan.refused.values()
+        raise CommandError(refusal.message)
+    for name, config in plan.new_configs.items():
+        credentials.replace(name, scram_entries(config))
+    out.line(f"Completed updating config for entity: user-principal '{user}'.")
+
+
+def file_show(path: str, user: str | None, out: Output) -> None:
+    stored = _file_configs(Credentials(path), None if user is None else [user])
+    _show_described(describe({"users": None if user is None else [{"name": user}]}, stored), out)
+
+
 def zk_show(zk_connect: str, user: str | None, out: Output) -> None:
     async def run() -> dict:
         zk = ZkClient(zk_connect)
@@ -131,7 +160,12 @@ def zk_show(zk_connect: str, user: str | None, out: Output) -> None:
             await zk.close()
         return describe({"users": None if user is None else [{"name": user}]}, stored)
 
-    for result in asyncio.run(run())["results"]:
+    _show_described(asyncio.run(run()), out)
+
+
+def _show_described(response: dict, out: Output) -> None:
+    """A DescribeUserScramCredentials answer as the tool's lines (a refusal raised)."""
+    for result in response["results"]:
         if result["error_code"]:
             raise CommandError(result["error_message"])
         infos = [

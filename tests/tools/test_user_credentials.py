@@ -25,6 +25,7 @@ from broker.client.admin import (
 )
 from broker.processes import Cluster, kazoo_session
 from broker.protocol.errors import ErrorCode, ResourceNotFoundError
+from broker.security.credentials import Credentials
 from broker.security.scram import ScramCredential
 from broker.tools import configs
 from tests.helpers.cluster import fresh, wait_for
@@ -106,6 +107,7 @@ def test_configs_tool_through_the_brokers(cluster, capsys):
     [
         (["--entity-type", "users", "--describe"], "exactly one of --bootstrap-server"),
         (["--zookeeper", "z:1", "--entity-type", "topics", "--describe"], "users only"),
+        (["--credentials-file", "f", "--zookeeper", "z:1", "--entity-type", "users", "--describe"], "exactly one of"),
         (["--zookeeper", "z:1", "--entity-type", "users", "--alter", "--add-config", "SCRAM-SHA-256=[password=x]"], "--entity-name"),
         (["--zookeeper", "z:1", "--entity-type", "users", "--alter", "--entity-name", "a", "--add-config", "MD5=[password=x]"], "only SCRAM credentials"),
         (["--zookeeper", "z:1", "--entity-type", "users", "--alter", "--entity-name", "a", "--add-config", "SCRAM-SHA-256=[iterations=5]"], "a password is needed"),
@@ -205,3 +207,29 @@ def test_kafka_pythons_admin_client(cluster):
         ] == [(1, 4096)]
     finally:
         admin.close()
+
+
+def test_bootstrap_through_a_single_brokers_credentials_file(tmp_path, capsys):
+    """The file a single broker's sasl.scram.credentials.file names: written as the broker
+    writes it, checked as the broker checks, read back by the broker's Credentials."""
+    path = tmp_path / "scram.json"
+    f = ["--credentials-file", str(path), "--entity-type", "users"]
+    add = "SCRAM-SHA-512=[iterations=8192,password=admin-secret]"
+    code, out, _ = run(capsys, *f, "--alter", "--entity-name", "admin", "--add-config", add)
+    assert (code, out) == (0, "Completed updating config for entity: user-principal 'admin'.\n")
+    credential = Credentials(path).scram("admin", "SCRAM-SHA-512")
+    assert credential is not None and credential.iterations == 8192
+    assert "admin-secret" not in path.read_text()
+    code, out, _ = run(capsys, *f, "--describe")
+    assert (
+        out
+        == "SCRAM credential configs for user-principal 'admin' are SCRAM-SHA-512=iterations=8192\n"
+    )
+    code, _, err = run(
+        capsys, *f, "--alter", "--entity-name", "admin", "--delete-config", "SCRAM-SHA-256"
+    )
+    assert code == 1 and "does not exist" in err
+    code, _, _ = run(
+        capsys, *f, "--alter", "--entity-name", "admin", "--delete-config", "SCRAM-SHA-512"
+    )
+    assert code == 0 and Credentials(path).users() == {}
