@@ -20,7 +20,7 @@ from broker.config.definition import ConfigError
 from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
 from broker.security.credentials import Credentials
-from broker.security.user_scram import scram_entries
+from broker.security.user_scram import scram_entries, stored_configs
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import (
     LEADER_DURING_DELETE,
@@ -204,12 +204,7 @@ class LocalController(TopicAdmin):
         _write_json(self._broker_configs_path, {e: v for e, v in stored.items() if v})
 
     async def read_user_configs(self, users: list[str] | None) -> dict[str, dict[str, str]]:
-        stored = self.credentials.users()
-        return {
-            user: {mech: c.to_config() for mech, c in stored[user].items()}
-            for user in (stored if users is None else users)
-            if user in stored
-        }
+        return stored_configs(self.credentials.users(), users)
 
     async def write_user_config(self, user: str, config: dict[str, str]) -> None:
         """The user's SCRAM entries into the credentials file, which the SASL listeners

@@ -39,6 +39,18 @@ def scram_entries(config: Mapping[str, str]) -> dict[str, ScramCredential]:
     }
 
 
+def stored_configs(
+    users: Mapping[str, Mapping[str, ScramCredential]], names: list[str] | None
+) -> dict[str, dict[str, str]]:
+    """Credentials (broker/security/credentials.py's `users()`) as the config maps the
+    APIs work on, of `names` (None: every user); users without any are left out."""
+    return {
+        user: {mech: c.to_config() for mech, c in users[user].items()}
+        for user in (users if names is None else names)
+        if user in users
+    }
+
+
 # -- DescribeUserScramCredentials --
 
 

@@ -30,7 +30,12 @@ from broker.controller.zk import ZkClient
 from broker.controller.zk_admin import read_user_configs, user_entity, write_entity_config
 from broker.security.credentials import Credentials
 from broker.security.scram import MECHANISMS, MECHANISMS_BY_CODE
-from broker.security.user_scram import describe, plan_alterations, scram_entries
+from broker.security.user_scram import (
+    describe,
+    plan_alterations,
+    scram_entries,
+    stored_configs,
+)
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
 
@@ -124,19 +129,11 @@ def zk_alter(zk_connect: str, user: str, changes: list[Change], out: Output) -> 
     out.line(f"Completed updating config for entity: user-principal '{user}'.")
 
 
-def _file_configs(credentials: Credentials, users: list[str] | None) -> dict:
-    stored = credentials.users()
-    return {
-        u: {m: c.to_config() for m, c in stored[u].items()}
-        for u in (stored if users is None else users)
-        if u in stored
-    }
-
-
 def file_alter(path: str, user: str, changes: list[Change], out: Output) -> None:
     """Kafka's checks, then the user's entries in a single broker's credentials file."""
     credentials = Credentials(path)
-    plan = plan_alterations(scram_alteration_request(changes), _file_configs(credentials, [user]))
+    stored = stored_configs(credentials.users(), [user])
+    plan = plan_alterations(scram_alteration_request(changes), stored)
     if plan.refused:
         (refusal,) = plan.refused.values()
         raise CommandError(refusal.message)
@@ -146,7 +143,7 @@ def file_alter(path: str, user: str, changes: list[Change], out: Output) -> None
 
 
 def file_show(path: str, user: str | None, out: Output) -> None:
-    stored = _file_configs(Credentials(path), None if user is None else [user])
+    stored = stored_configs(Credentials(path).users(), None if user is None else [user])
     _show_described(describe({"users": None if user is None else [{"name": user}]}, stored), out)
 
 
