@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 
 from broker.protocol.framing import FrameDecoder
 from broker.protocol.types import DecodeError
@@ -64,6 +65,11 @@ class NetworkServer:
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
 
+    @property
+    def connections(self) -> int:
+        """Connections open now (a metric read at scrape time)."""
+        return len(self._connections)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -81,20 +87,27 @@ class NetworkServer:
         host, port = (peer[0], peer[1]) if isinstance(peer, tuple) else ("", 0)
         session = Session(self.listener, host, port)
         decoder = FrameDecoder(self.max_frame_bytes)
+        metrics = self.ctx.metrics
+        metrics.connection_opened(self.listener)
+        clock = time.perf_counter
         try:
             while True:
                 data = await reader.read(READ_CHUNK)
                 if not data:
                     return
+                received = clock()  # the latency phases (broker/metrics/definitions.py)
                 try:
                     frames = decoder.feed(data)
                 except DecodeError as exc:
                     log.warning("closing connection from %s: %s", peer, exc)
                     return
                 for frame in frames:
+                    started = clock()
                     outcome = handle_frame(self.ctx, session, frame)
+                    handled = answered = clock()
                     if isinstance(outcome, Wait):
                         outcome = await self._wait(outcome)
+                        answered = clock()
                     if isinstance(outcome, Close):
                         log.warning("closing connection from %s: %s", peer, outcome.reason)
                         return
@@ -102,6 +115,7 @@ class NetworkServer:
                         await self._send(writer, outcome.parts)
                     else:
                         assert isinstance(outcome, NoResponse)
+                    metrics.request_done(frame, received, started, handled, answered, clock())
         except (OSError, asyncio.IncompleteReadError):
             pass  # reset, timed out (a peer gone silent): this connection only
         except asyncio.CancelledError:
