@@ -76,6 +76,7 @@ def _audit_and_finalize(config, fs, manifest, out, spark=None) -> int:
     report = audit.audit(config, fs, manifest.run_id)
     path = audit.write_report(fs, report)
     done = audit.finalize(fs, report)
+    _publish_audit_metrics(config, fs, report, {p.topic for p in manifest.partitions})
     print(report.text(), file=out)
     print(
         f"audit report: {fs.uri(path)}; {len(done)} hour(s) complete (_SUCCESS written), "
@@ -84,6 +85,18 @@ def _audit_and_finalize(config, fs, manifest, out, spark=None) -> int:
     )
     _register(config, fs, out, spark, finalized=[h.marker for h in done])
     return len(report.incomplete_hours)
+
+
+def _publish_audit_metrics(config, fs, report, topics) -> None:
+    from ingest import metrics
+
+    if report.run_id is None:
+        return
+    try:
+        registry = metrics.audit_metrics(report, fs, topics)
+        metrics.publish(config, fs, report.run_id, "audit", registry)
+    except Exception:  # the verdict and the markers are written; metrics must not fail it
+        logging.getLogger(__name__).exception("the audit's metrics were not published")
 
 
 def _register(config, fs, out, spark=None, finalized=(), everything=False) -> bool:

@@ -3,6 +3,8 @@ counters move by exactly what the clients did (broker/metrics/)."""
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.error
 import urllib.request
 
@@ -10,7 +12,7 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from broker.processes import BrokerProcess, free_port
+from broker.processes import ROOT, BrokerProcess, free_port
 from tests.helpers.metrics import scrape
 
 pytestmark = pytest.mark.clients
@@ -152,3 +154,16 @@ def test_no_metrics_port_no_endpoint(broker):
     # The shared broker of the module runs without metrics.port: nothing listens, and the
     # broker serves as before (the other tests of tests/broker use it).
     assert broker.overrides.get("metrics.port") is None
+
+
+def test_the_dashboard_asks_for_metrics_the_broker_exports(metered):
+    """Every kafka_* series docs/grafana-dashboard.json queries is one a broker serves."""
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+        for name in re.findall(r"\b(kafka_[a-z_]+)", target["expr"])
+    }
+    served = set(scrape(metered.metrics_url).samples)
+    assert asked and asked <= served, asked - served
