@@ -40,6 +40,32 @@ AUDIT_FILE = "audit.prom"
 TEXTFILE_NAMES = {"load": "kafka_hourly_load.prom", "audit": "kafka_hourly_audit.prom"}
 
 
+# The run's per-topic series: key -> (name, help).
+PER_TOPIC = {
+    "records": ("ingest_run_records", "Records loaded (committed)."),
+    "written": ("ingest_run_written_bytes", "Bytes of the data files committed."),
+    "read": ("ingest_run_read_bytes", "Record bytes the tasks read from Kafka."),
+    "quarantined": ("ingest_run_quarantined_records", "Records quarantined."),
+    "skipped": (
+        "ingest_run_skipped_offsets",
+        "Offsets with no record (control records, compaction).",
+    ),
+    "gaps": ("ingest_run_gap_offsets", "Offsets lost to retention before they were loaded."),
+    "tasks": ("ingest_run_tasks", "Tasks of the run."),
+    "task_seconds": ("ingest_run_task_seconds_total", "Task run time, summed."),
+    "task_max": ("ingest_run_task_seconds_max", "The longest task's run time."),
+    "decode_rate": (
+        "ingest_run_decode_records_per_second",
+        "Records read (loaded and quarantined) per second of task time.",
+    ),
+    "lag_start": (
+        "ingest_lag_start_offsets",
+        "Offsets behind the high watermark when the run was planned.",
+    ),
+    "lag_end": ("ingest_lag_end_offsets", "Offsets behind the high watermark after the commit."),
+}
+
+
 def _gauge(registry: CollectorRegistry, name: str, documentation: str, labels=()) -> Gauge:
     return Gauge(name, documentation, list(labels), registry=registry)
 
@@ -55,54 +81,11 @@ def run_metrics(
     plan's (high watermark at planning minus the stored offset), at the end the high
     watermarks read after the commit minus the committed offsets."""
     registry = CollectorRegistry()
-    per_topic = ["topic"]
-    records = _gauge(registry, "ingest_run_records", "Records loaded (committed).", per_topic)
-    written = _gauge(
-        registry, "ingest_run_written_bytes", "Bytes of the data files committed.", per_topic
-    )
-    read = _gauge(
-        registry, "ingest_run_read_bytes", "Record bytes the tasks read from Kafka.", per_topic
-    )
-    quarantined = _gauge(
-        registry, "ingest_run_quarantined_records", "Records quarantined.", per_topic
-    )
-    skipped = _gauge(
-        registry,
-        "ingest_run_skipped_offsets",
-        "Offsets with no record (control records, compaction).",
-        per_topic,
-    )
-    gaps = _gauge(
-        registry,
-        "ingest_run_gap_offsets",
-        "Offsets lost to retention before they were loaded.",
-        per_topic,
-    )
-    tasks = _gauge(registry, "ingest_run_tasks", "Tasks of the run.", per_topic)
-    task_seconds = _gauge(
-        registry, "ingest_run_task_seconds_total", "Task run time, summed.", per_topic
-    )
-    task_max = _gauge(
-        registry, "ingest_run_task_seconds_max", "The longest task's run time.", per_topic
-    )
-    decode_rate = _gauge(
-        registry,
-        "ingest_run_decode_records_per_second",
-        "Records read (loaded and quarantined) per second of task time.",
-        per_topic,
-    )
-    lag_start = _gauge(
-        registry,
-        "ingest_lag_start_offsets",
-        "Offsets behind the high watermark when the run was planned.",
-        per_topic,
-    )
-    lag_end = _gauge(
-        registry,
-        "ingest_lag_end_offsets",
-        "Offsets behind the high watermark after the commit.",
-        per_topic,
-    )
+    g = {key: _gauge(registry, name, doc, ["topic"]) for key, (name, doc) in PER_TOPIC.items()}
+    records, written, read = g["records"], g["written"], g["read"]
+    quarantined, skipped, gaps = g["quarantined"], g["skipped"], g["gaps"]
+    tasks, task_seconds, task_max = g["tasks"], g["task_seconds"], g["task_max"]
+    decode_rate, lag_start, lag_end = g["decode_rate"], g["lag_start"], g["lag_end"]
     committed_at = _gauge(
         registry,
         "ingest_last_committed_run_timestamp_seconds",
