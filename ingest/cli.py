@@ -156,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     rerun.add_argument("--to", dest="time_to", type=_parse_time, help="with --from")
     sub.add_parser("history", help="list the committed runs")
+    sub.add_parser(
+        "status",
+        help="one screen: brokers, partitions, groups' lag, the registry, the last run, hours",
+    )
     reg = sub.add_parser(
         "register", help="register the finalized hours still queued in their warehouse tables"
     )
@@ -219,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         return 0
     fs = job.open_root(config)
+    if args.command == "status":
+        from ingest import status
+
+        sections = status.gather(config, fs)
+        print(status.render(sections, status.colour_wanted(out)), file=out)
+        return {status.OK: 0, status.WARN: 0, status.BAD: 1}[status.worst(sections)]
     if args.command == "history":
         print(
             f"{'run':<30} {'kind':<6} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",

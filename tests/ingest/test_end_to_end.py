@@ -258,6 +258,35 @@ def test_the_run_metrics_parse_and_match_its_manifest(config, traffic, tmp_path)
         )
 
 
+def test_status_shows_the_cluster_the_registry_the_run_and_the_hours(config, capsys):
+    """`python -m ingest status` on what the tests before left: one broker, the registry,
+    the committed run, every hour complete."""
+    from ingest.cli import main
+
+    fs = open_root(config)
+    run = list_runs(fs)[-1]
+    m = load_manifest(fs, run)
+    overrides = [
+        f"bootstrap.servers={config['bootstrap.servers'][0]}",
+        f"registry.url={config['registry.url']}",
+        f"root={config['root']}",
+    ]
+    args = ["--config", str(ROOT / "conf" / "ingest.yaml")]
+    for override in overrides:
+        args += ["--set", override]
+    assert main([*args, "status"]) == 0
+    screen = capsys.readouterr().out
+    assert "\033[" not in screen  # not a terminal: no colour
+    assert "1 broker(s) 0; controller 0" in screen
+    assert "0 under-replicated" in screen and "0 offline" in screen
+    assert f"{config['registry.url']}: leader" in screen
+    assert f"last run {run} (load)" in screen
+    newest = max((f.dt, f.hr) for p in m.partitions for f in p.files)
+    for topic in TOPICS:
+        assert f"{topic}: complete up to {newest[0]} {newest[1]}h" in screen
+    assert len(screen.splitlines()) <= 40, screen  # one screen
+
+
 def test_incremental_load_adds_only_new_records(spark, config, traffic):
     before = list_runs(open_root(config))
     traffic.produce(H0 + 3 * HOUR_MS, H0 + 4 * HOUR_MS, per_topic=300)
