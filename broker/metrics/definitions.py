@@ -2,7 +2,7 @@
 
 What the broker already knows as state (partitions, ISR, purgatories, groups, the
 controller) is read at scrape time by `state.BrokerStateCollector`; only events are
-counted here: requests and their latency phases, bytes and messages in and out, log
+counted here: requests and their latency phases, bytes and messages in, bytes out, log
 flushes, ISR changes, elections, rebalances, commits, connections, failed
 authentications.
 
@@ -21,7 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from broker.protocol.apis import ApiKey
+from broker.protocol.apis import API_BY_KEY, ApiKey
 
 # Request latencies span 100 µs (a metadata answer) to a long-poll's wait (up to minutes).
 LATENCY_BUCKETS = (
@@ -77,7 +77,7 @@ class _Request:
 
     def __init__(self, key: int, version: int) -> None:
         self.api = api_name(key)
-        self.version = str(version)
+        self.version = str(version) if version >= 0 else "unsupported"
         self.count = 0
         # Per phase: one count per bucket bound, then the count above the last bound.
         self.buckets = [[0] * (len(LATENCY_BUCKETS) + 1) for _ in PHASES]
@@ -127,7 +127,8 @@ class _HotPathCollector(Collector):
             labels=["api", "phase"],
         )
         by_api: dict[str, list[_Request]] = {}
-        for tally in list(self.requests.values()):
+        # Unsupported versions of an API share one tally under several slots: once each.
+        for tally in {id(t): t for t in list(self.requests.values())}.values():
             count.add_metric([tally.api, tally.version], tally.count)
             by_api.setdefault(tally.api, []).append(tally)
         for api, tallies in sorted(by_api.items()):
@@ -221,7 +222,7 @@ class BrokerMetrics:
         slot = (key << 16) | (version & 0xFFFF)
         bound = self._requests.get(slot)
         if bound is None:
-            bound = self._requests[slot] = _Request(key, version)
+            bound = self._requests[slot] = self._tally(key, version)
         bound.count += 1
         # Unrolled: this runs once per request (a loop over the phases costs twice as much).
         b, sums, at = bound.buckets, bound.sums, bisect_left
@@ -237,6 +238,18 @@ class BrokerMetrics:
         sums[2] += handler
         sums[3] += purgatory
         sums[4] += send
+
+    def _tally(self, key: int, version: int) -> _Request:
+        """The tally of a request first seen. A version outside the range we declare
+        (answered anyway: an ApiVersions too new, say) shares one "unsupported" tally per
+        API, so a client cannot make a series per int16."""
+        api = API_BY_KEY.get(key)
+        if api is not None and api.min_version <= version <= api.max_version:
+            return _Request(key, version)
+        shared = (key << 16) | 0xFFFF  # the slot of version -1, which no frame has
+        if shared not in self._requests:
+            self._requests[shared] = _Request(key, -1)
+        return self._requests[shared]
 
     def produced(self, topic: str, size: int, records: int) -> None:
         bound = self._topic(topic)
