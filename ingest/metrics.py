@@ -135,9 +135,11 @@ def audit_metrics(report, fs: FileSystem, topics: Iterable[str]) -> CollectorReg
         "Start of the newest complete (audited, _SUCCESS) hour of a topic, Unix seconds.",
         ["topic"],
     )
-    topics = set(topics)
+    topics = set(topics) | {h.topic for h in report.hours}
+    for topic in topics:  # zero is a verdict too: nothing left incomplete
+        hours.labels(topic, "complete")
+        hours.labels(topic, "incomplete")
     for h in report.hours:
-        topics.add(h.topic)
         hours.labels(h.topic, "complete" if h.complete else "incomplete").inc()
     for topic in sorted(topics):
         newest = newest_complete_hour(fs, topic)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -256,6 +257,15 @@ def test_the_run_metrics_parse_and_match_its_manifest(config, traffic, tmp_path)
             audited.value("ingest_last_complete_hour_timestamp_seconds", topic=topic)
             == max(h.start_ms for h in newest) / 1000
         )
+    # Every ingest_* series the dashboard queries is in one of the two files.
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+        for name in re.findall(r"\b(ingest_[a-z_]+)", target["expr"])
+    }
+    assert asked and asked <= set(scrape.samples) | set(audited.samples)
 
 
 def test_status_shows_the_cluster_the_registry_the_run_and_the_hours(config, capsys):

@@ -4,8 +4,12 @@ parser (schemas/registry/metrics.py)."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import httpx
 
+from broker.processes import ROOT
 from schemas import catalog
 from tests.helpers.metrics import scrape
 
@@ -47,3 +51,16 @@ def test_requests_by_route_and_status_and_the_counts_of_schemas(registry):
     assert after.value("schema_registry_schemas") >= 1
     # Routes are templates: no subject name ever becomes a label value.
     assert "metrics-a-value" not in after.text
+
+
+def test_the_dashboard_asks_for_metrics_the_registry_exports(registry):
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+        for name in re.findall(r"\b(schema_registry_[a-z_]+)", target["expr"])
+    }
+    httpx.get(f"{registry.url}/subjects", timeout=10)  # a request, so its series exist
+    served = set(scrape(f"{registry.url}/metrics").samples)
+    assert asked and asked <= served, asked - served
