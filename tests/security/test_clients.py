@@ -31,6 +31,8 @@ from broker.protocol.framing import decode_response, encode_request
 from broker.security.credentials import user_entry
 from broker.security.scram import MECHANISMS, make_credential
 from tests.helpers.certs import TestCA
+from tests.helpers.cluster import wait_for
+from tests.helpers.metrics import scrape
 from tests.helpers.wire import recv_exact
 
 PASSWORDS = {"alice": "alice-scram-pw-7", "bob": "bob-plain-pw-3", "admin": "admin-plain-pw-5"}
@@ -54,6 +56,7 @@ class SecureBroker:
         alice = {m: make_credential(MECHANISMS[m], PASSWORDS["alice"]) for m in MECHANISMS}
         credentials.write_text(json.dumps({"alice": user_entry(alice)}))
         self.plain_port, self.sasl_port, self.ssl_port = free_port(), free_port(), free_port()
+        self.metrics_url = f"http://127.0.0.1:{(metrics_port := free_port())}/metrics"
         self.process = BrokerProcess(
             work / "logs",
             {
@@ -67,6 +70,7 @@ class SecureBroker:
                 "sasl.scram.credentials.file": str(credentials),
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
                 "num.partitions": "1",
+                "metrics.port": str(metrics_port),
                 **overrides,
             },
             port=self.plain_port,
@@ -271,6 +275,7 @@ def test_wrong_password_and_unknown_user_fail_and_close(secure, user, password):
     producer = Producer({**secure.sasl("SCRAM-SHA-512"), "message.timeout.ms": 20000})
     producer.produce(_topic(), b"before")
     assert producer.flush(30) == 0
+    failures = _failures(secure)
     with _connect(secure, secure.sasl_port) as conn:
         answer = _authenticate_plain(conn, user, password)
         assert answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
@@ -278,6 +283,15 @@ def test_wrong_password_and_unknown_user_fail_and_close(secure, user, password):
         assert _closed(conn)
     producer.produce(_topic(), b"after")  # the authenticated client was not disturbed
     assert producer.flush(30) == 0
+    # The operator sees it: one more failed authentication on that listener and mechanism.
+    wait_for(lambda: _failures(secure) == failures + 1, "the failure counted", timeout_s=10)
+    assert scrape(secure.metrics_url).value("kafka_network_connections", listener="SASL_SSL") >= 1
+
+
+def _failures(secure) -> float:
+    return scrape(secure.metrics_url).value(
+        "kafka_authentication_failures_total", 0.0, listener="SASL_SSL", mechanism="PLAIN"
+    )
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
