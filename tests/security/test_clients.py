@@ -57,16 +57,19 @@ class SecureBroker:
         credentials.write_text(json.dumps({"alice": user_entry(alice)}))
         self.plain_port, self.sasl_port, self.ssl_port = free_port(), free_port(), free_port()
         self.metrics_url = f"http://127.0.0.1:{(metrics_port := free_port())}/metrics"
+        self.sasl_plaintext_port = free_port()
         self.process = BrokerProcess(
             work / "logs",
             {
                 "listeners": f"PLAINTEXT://127.0.0.1:{self.plain_port},"
-                f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port}",
+                f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port},"
+                f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plaintext_port}",
                 "ssl.keystore.location": str(server.keystore),
                 "ssl.truststore.location": str(self.ca.pem),
                 "listener.name.ssl.ssl.client.auth": "required",
                 "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=.*$/$1/L",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
                 "sasl.scram.credentials.file": str(credentials),
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
                 "num.partitions": "1",
@@ -201,6 +204,24 @@ def test_kafka_python_over_sasl_ssl(secure, mechanism):
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
 def test_kcat_over_sasl_ssl(secure, mechanism):
     assert kcat_round_trip(secure.sasl(mechanism)) == EXPECTED
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_and_kafka_python_over_sasl_plaintext(secure, mechanism):
+    conf = {
+        **secure.sasl(mechanism),
+        "bootstrap.servers": f"127.0.0.1:{secure.sasl_plaintext_port}",
+        "security.protocol": "SASL_PLAINTEXT",
+    }
+    del conf["ssl.ca.location"]
+    assert confluent_round_trip(conf) == EXPECTED
+    python_conf = {
+        **kafka_python_conf(secure, mechanism),
+        "bootstrap_servers": f"127.0.0.1:{secure.sasl_plaintext_port}",
+        "security_protocol": "SASL_PLAINTEXT",
+    }
+    del python_conf["ssl_cafile"]
+    assert kafka_python_round_trip(python_conf) == EXPECTED
 
 
 def test_confluent_over_ssl_with_a_client_certificate(secure):
