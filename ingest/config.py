@@ -341,6 +341,33 @@ INGEST_CONFIG = (
         group="warehouse",
     )
     .define(
+        "metrics.textfile.dir",
+        "string",
+        "",
+        "The node exporter's textfile collector directory: each committed run writes "
+        "kafka_hourly_load.prom and each audit kafka_hourly_audit.prom there (empty: not "
+        "written). The same text is always written next to the run's manifest "
+        "(history/<run>/metrics.prom, audit.prom).",
+        optional=True,
+        group="metrics",
+    )
+    .define(
+        "metrics.pushgateway.url",
+        "string",
+        "",
+        "A Prometheus Pushgateway (`host:port` or URL) the run's and the audit's metrics are "
+        "pushed to, grouped by `step` (load, audit); empty: not pushed.",
+        optional=True,
+        group="metrics",
+    )
+    .define(
+        "metrics.pushgateway.job",
+        "string",
+        "kafka_hourly_load",
+        "The job label of the pushed metrics.",
+        group="metrics",
+    )
+    .define(
         "warehouse.dir",
         "string",
         "",

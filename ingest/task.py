@@ -134,6 +134,7 @@ class TaskResult:
     quarantined_windows: dict[int, int] = field(default_factory=dict)
     schema_ids: list[int] = field(default_factory=list)
     read_from: list[int] = field(default_factory=list)  # brokers that served the reads, in turn
+    seconds: float = 0.0  # the task's run time (the load's metrics)
 
     @property
     def balances(self) -> bool:
@@ -159,10 +160,13 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         client_id=f"ingest-{settings.run_id}",
         security=settings.security,
     )
+    started = time.monotonic()
     try:
-        return _run(spec, settings, attempt, fs, registry, consumer)
+        result = _run(spec, settings, attempt, fs, registry, consumer)
     finally:
         consumer.close()
+    result.seconds = time.monotonic() - started
+    return result
 
 
 def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:

@@ -258,6 +258,35 @@ SERVER_CONFIG = (
         dynamic=True,
     )
     .define(
+        "metrics.port",
+        "int",
+        None,
+        "Port of the broker's Prometheus endpoint (`GET /metrics`, text format; "
+        "broker/metrics/README.md). Unset: no endpoint and no metrics counted; 0 picks a free "
+        "port (logged).",
+        optional=True,
+        validator=lambda v: None if v is None or 0 <= v <= 65535 else "must be 0..65535",
+        group="metrics",
+    )
+    .define(
+        "metrics.host",
+        "string",
+        None,
+        "Address the Prometheus endpoint binds; empty binds all interfaces.",
+        optional=True,
+        group="metrics",
+        default_doc="the first listener's host",
+    )
+    .define(
+        "metrics.partition.series.enabled",
+        "boolean",
+        True,
+        "Export per-partition series (log size and end offset, consumer lag and committed "
+        "offsets per partition). Off, the same quantities are summed per topic (and group), "
+        "which bounds the series count on brokers with many partitions.",
+        group="metrics",
+    )
+    .define(
         "produce.record.validation",
         "string",
         "framing",

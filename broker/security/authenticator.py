@@ -145,6 +145,10 @@ class SaslAuthenticator:
         return self.state is State.AUTHENTICATED
 
     @property
+    def failed(self) -> bool:
+        return self.state is State.FAILED
+
+    @property
     def expects_raw_tokens(self) -> bool:
         return self.state is State.RAW_TOKENS
 

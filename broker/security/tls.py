@@ -64,23 +64,17 @@ def _load_chain(context: ssl.SSLContext, path: str, value: Settings, key: str) -
 
 def _load_truststore(context: ssl.SSLContext, value: Settings, purpose: ssl.Purpose) -> None:
     location, inline = value("ssl.truststore.location"), value("ssl.truststore.certificates")
-    if inline:
-        try:
-            context.load_verify_locations(cadata=inline)
-        except (ValueError, ssl.SSLError) as exc:
-            raise ConfigError(
-                f"Invalid value (inline PEM) for configuration ssl.truststore.certificates: {exc}"
-            ) from None
-        return
-    if not location:
+    if not location and not inline:
         context.load_default_certs(purpose)
         return
+    if inline:
+        key, shown = "ssl.truststore.certificates", "(inline PEM)"
+    else:
+        key, shown = "ssl.truststore.location", repr(location)
     try:
-        context.load_verify_locations(cafile=location)
-    except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(
-            f"Invalid value {location!r} for configuration ssl.truststore.location: {exc}"
-        ) from None
+        context.load_verify_locations(cafile=None if inline else location, cadata=inline or None)
+    except (OSError, ValueError, ssl.SSLError) as exc:
+        raise ConfigError(f"Invalid value {shown} for configuration {key}: {exc}") from None
 
 
 def server_context(value: Settings) -> ssl.SSLContext:

@@ -14,6 +14,9 @@ from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
+from broker.metrics import broker_metrics
+from broker.metrics.http import MetricsServer
+from broker.metrics.state import BrokerStateCollector
 from broker.security.credentials import Credentials
 from broker.security.listener import listener_security
 from broker.security.scram import ScramError
@@ -78,7 +81,12 @@ def open_broker_state(
     )
     replicas.load()
     ctx = BrokerContext(
-        cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
+        cfg,
+        metadata,
+        replicas,
+        ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE),
+        now_ms,
+        metrics=broker_metrics(cfg),
     )
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
@@ -142,6 +150,7 @@ class Broker:
         self.ctx: BrokerContext | None = None
         self.networks: list[NetworkServer] = []  # one per listener
         self.cluster: ClusterMembership | None = None
+        self.metrics_server: MetricsServer | None = None
         # Log compaction (broker/log/cleaner.py): threads clean, the event loop swaps.
         self.cleaner: LogCleaner | None = None
         self._background: asyncio.Future | None = None
@@ -202,6 +211,8 @@ class Broker:
                     tuple((e.listener, e.host, e.port) for e in endpoints),
                 )
             )
+        if self.ctx.metrics.enabled:
+            await self._serve_metrics(self.networks[0].host)
         background = [self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())]
         if cfg.cleaner_config.enabled:  # log compaction
             self.cleaner = LogCleaner(
@@ -217,6 +228,22 @@ class Broker:
             len(replicas.partitions),
             f", ZooKeeper {cfg['zookeeper.connect']}" if self.cluster else "",
         )
+
+    async def _serve_metrics(self, listener_host: str) -> None:
+        """The Prometheus endpoint (broker/metrics/), on the event loop like the rest."""
+        cfg, ctx = self.config, self.ctx
+        networks = self.networks
+        ctx.metrics.registry.register(
+            BrokerStateCollector(
+                ctx,
+                lambda: {network.listener: network.connections for network in networks},
+                per_partition=cfg["metrics.partition.series.enabled"],
+            )
+        )
+        host = cfg["metrics.host"] if cfg["metrics.host"] is not None else listener_host
+        self.metrics_server = MetricsServer(ctx.metrics.registry, host, cfg["metrics.port"])
+        port = await self.metrics_server.start()
+        log.info("broker %d metrics at http://%s:%d/metrics", cfg.broker_id, host or "*", port)
 
     async def _duties(self) -> None:
         """Flush by time, retention, delayed deletes, high-watermark checkpoints, expired
@@ -255,6 +282,8 @@ class Broker:
             self.cleaner.shutdown()
         for network in self.networks:
             await network.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.ctx is not None:

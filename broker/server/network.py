@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 
 from broker.protocol.framing import FrameDecoder
 from broker.protocol.types import DecodeError
@@ -88,6 +89,11 @@ class NetworkServer:
         """The sessions of the connections open now."""
         return list(self._connections.values())
 
+    @property
+    def connections(self) -> int:
+        """Connections open now (a metric read at scrape time)."""
+        return len(self._connections)
+
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
@@ -106,6 +112,9 @@ class NetworkServer:
         self._connections[task] = session
         tls = writer.get_extra_info("ssl_object")
         decoder = FrameDecoder(self.max_frame_bytes)
+        metrics = self.ctx.metrics
+        metrics.connection_opened(self.listener)
+        clock = time.perf_counter
         try:
             if tls is not None and not self._tls_principal(session, tls, peer):
                 return
@@ -114,15 +123,19 @@ class NetworkServer:
                 data = await reader.read(READ_CHUNK)
                 if not data:
                     return
+                received = clock()  # the latency phases (broker/metrics/definitions.py)
                 try:
                     frames = decoder.feed(data)
                 except DecodeError as exc:
                     log.warning("closing connection from %s: %s", peer, exc)
                     return
                 for frame in frames:
+                    started = clock()
                     outcome = handle_frame(self.ctx, session, frame)
+                    handled = answered = clock()
                     if isinstance(outcome, Wait):
                         outcome = await self._wait(outcome)
+                        answered = clock()
                     if isinstance(outcome, Close):
                         log.warning("closing connection from %s: %s", peer, outcome.reason)
                         return
@@ -133,12 +146,16 @@ class NetworkServer:
                             return
                     else:
                         assert isinstance(outcome, NoResponse)
+                    metrics.request_done(frame, received, started, handled, answered, clock())
         except (OSError, asyncio.IncompleteReadError):
             pass  # reset, timed out (a peer gone silent): this connection only
         except asyncio.CancelledError:
             pass
         finally:
             self._connections.pop(task, None)
+            authenticator = session.authenticator
+            if authenticator is not None and authenticator.failed:
+                metrics.authentication_failed(self.listener, authenticator.mechanism or "")
             writer.close()
 
     async def _wait(self, wait: Wait) -> Respond | Close:

@@ -31,6 +31,8 @@ from broker.protocol.framing import decode_response, encode_request
 from broker.security.credentials import user_entry
 from broker.security.scram import MECHANISMS, make_credential
 from tests.helpers.certs import TestCA
+from tests.helpers.cluster import wait_for
+from tests.helpers.metrics import scrape
 from tests.helpers.wire import recv_exact
 
 PASSWORDS = {"alice": "alice-scram-pw-7", "bob": "bob-plain-pw-3", "admin": "admin-plain-pw-5"}
@@ -54,19 +56,24 @@ class SecureBroker:
         alice = {m: make_credential(MECHANISMS[m], PASSWORDS["alice"]) for m in MECHANISMS}
         credentials.write_text(json.dumps({"alice": user_entry(alice)}))
         self.plain_port, self.sasl_port, self.ssl_port = free_port(), free_port(), free_port()
+        self.metrics_url = f"http://127.0.0.1:{(metrics_port := free_port())}/metrics"
+        self.sasl_plaintext_port = free_port()
         self.process = BrokerProcess(
             work / "logs",
             {
                 "listeners": f"PLAINTEXT://127.0.0.1:{self.plain_port},"
-                f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port}",
+                f"SASL_SSL://127.0.0.1:{self.sasl_port},SSL://127.0.0.1:{self.ssl_port},"
+                f"SASL_PLAINTEXT://127.0.0.1:{self.sasl_plaintext_port}",
                 "ssl.keystore.location": str(server.keystore),
                 "ssl.truststore.location": str(self.ca.pem),
                 "listener.name.ssl.ssl.client.auth": "required",
                 "listener.name.ssl.ssl.principal.mapping.rules": "RULE:^CN=(.*?),OU=.*$/$1/L",
                 "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
                 "sasl.scram.credentials.file": str(credentials),
                 "sasl.enabled.mechanisms": "SCRAM-SHA-512,PLAIN",
                 "num.partitions": "1",
+                "metrics.port": str(metrics_port),
                 **overrides,
             },
             port=self.plain_port,
@@ -199,6 +206,24 @@ def test_kcat_over_sasl_ssl(secure, mechanism):
     assert kcat_round_trip(secure.sasl(mechanism)) == EXPECTED
 
 
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])
+def test_confluent_and_kafka_python_over_sasl_plaintext(secure, mechanism):
+    conf = {
+        **secure.sasl(mechanism),
+        "bootstrap.servers": f"127.0.0.1:{secure.sasl_plaintext_port}",
+        "security.protocol": "SASL_PLAINTEXT",
+    }
+    del conf["ssl.ca.location"]
+    assert confluent_round_trip(conf) == EXPECTED
+    python_conf = {
+        **kafka_python_conf(secure, mechanism),
+        "bootstrap_servers": f"127.0.0.1:{secure.sasl_plaintext_port}",
+        "security_protocol": "SASL_PLAINTEXT",
+    }
+    del python_conf["ssl_cafile"]
+    assert kafka_python_round_trip(python_conf) == EXPECTED
+
+
 def test_confluent_over_ssl_with_a_client_certificate(secure):
     assert confluent_round_trip(secure.tls()) == EXPECTED
 
@@ -271,6 +296,7 @@ def test_wrong_password_and_unknown_user_fail_and_close(secure, user, password):
     producer = Producer({**secure.sasl("SCRAM-SHA-512"), "message.timeout.ms": 20000})
     producer.produce(_topic(), b"before")
     assert producer.flush(30) == 0
+    failures = _failures(secure)
     with _connect(secure, secure.sasl_port) as conn:
         answer = _authenticate_plain(conn, user, password)
         assert answer["error_code"] == ErrorCode.SASL_AUTHENTICATION_FAILED
@@ -278,6 +304,15 @@ def test_wrong_password_and_unknown_user_fail_and_close(secure, user, password):
         assert _closed(conn)
     producer.produce(_topic(), b"after")  # the authenticated client was not disturbed
     assert producer.flush(30) == 0
+    # The operator sees it: one more failed authentication on that listener and mechanism.
+    wait_for(lambda: _failures(secure) == failures + 1, "the failure counted", timeout_s=10)
+    assert scrape(secure.metrics_url).value("kafka_network_connections", listener="SASL_SSL") >= 1
+
+
+def _failures(secure) -> float:
+    return scrape(secure.metrics_url).value(
+        "kafka_authentication_failures_total", 0.0, listener="SASL_SSL", mechanism="PLAIN"
+    )
 
 
 @pytest.mark.parametrize("mechanism", ["SCRAM-SHA-512", "PLAIN"])

@@ -230,3 +230,23 @@ def test_inter_broker_hostname_check_follows_endpoint_identification(tmp_path):
     assert client_context(value.get).check_hostname
     value["ssl.endpoint.identification.algorithm"] = ""
     assert not client_context(value.get).check_hostname
+
+
+def test_a_bad_trust_store_is_named(tmp_path):
+    ca = TestCA(tmp_path / "ca")
+    issued = ca.issue("broker", hosts=["127.0.0.1"])
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate")
+    base = {
+        "log.dirs": str(tmp_path),
+        "listeners": "SSL://127.0.0.1:0",
+        "ssl.keystore.location": str(issued.keystore),
+        "ssl.client.auth": "required",
+    }
+    for key, value, shown in [
+        ("ssl.truststore.location", str(junk), str(junk)),
+        ("ssl.truststore.certificates", "junk", "(inline PEM)"),
+    ]:
+        cfg = BrokerConfig.from_mapping({**base, key: value})
+        with pytest.raises(ConfigError, match=f"{shown}.*{key}"):
+            listener_security(cfg, "SSL", Credentials())
