@@ -68,8 +68,9 @@ INGEST_CONFIG = (
         "password",
         None,
         "user:password for a registry with basic authentication (Confluent's "
-        "basic.auth.user.info). Keep it out of the YAML file in production: the DAGs take it "
-        "from the registry Connection's login and password.",
+        "basic.auth.user.info). A secret: given by the environment "
+        "(KAFKA_HOURLY_REGISTRY_USER_INFO), which the DAGs fill from the registry "
+        "Connection's login and password.",
         optional=True,
         group="sources",
     )
@@ -407,6 +408,7 @@ KAFKA_SECURITY = "kafka.security"
 SECRET_ENVIRONMENT = {
     "kafka.sasl.password": "KAFKA_HOURLY_KAFKA_SASL_PASSWORD",
     "kafka.ssl.key.password": "KAFKA_HOURLY_KAFKA_SSL_KEY_PASSWORD",
+    "registry.basic.auth.user.info": "KAFKA_HOURLY_REGISTRY_USER_INFO",
 }
 
 

@@ -31,6 +31,16 @@ def _parse_list(raw: str) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
+class Password(str):
+    """A secret's value: used as the string it is, shown as [hidden] wherever a container
+    holding it is printed or logged (a settings dict in a log line), as Kafka's Password."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'[hidden]'"
+
+
 PARSERS: dict[str, Callable[[str], Any]] = {
     "int": int,
     "long": int,
@@ -38,7 +48,7 @@ PARSERS: dict[str, Callable[[str], Any]] = {
     "boolean": _parse_bool,
     "string": str,
     "list": _parse_list,
-    "password": str,
+    "password": Password,
 }
 
 

@@ -5,6 +5,10 @@ the UI, AIRFLOW_CONN_* variables), not in files next to the DAGs. Every task res
 the settings the same way and hands the overrides to the job as `--set key=value`, so
 the Spark driver and the in-worker audit see one configuration.
 
+The registry's URL, and `ssl.*` extras as `registry.ssl.*`, come from its connection; its
+login and password are the basic-auth secret `registry.basic.auth.user.info`, handled like
+the Kafka password below.
+
 Kafka security comes from the `kafka_default` connection's extras, in the Kafka
 provider's (librdkafka's) names: `security.protocol`, `sasl.mechanism`, `sasl.username`
 (or the login), `ssl.ca.location`, ... become `kafka.*` overrides. The secrets (the
@@ -122,10 +126,32 @@ def kafka_secrets(conn) -> dict[str, str]:
     return {key: str(value) for key, value in found.items() if value}
 
 
+def registry_security_overrides(conn) -> list[str]:
+    """`registry.ssl.*` from a registry connection's extras (Confluent's client names:
+    `ssl.ca.location`, `ssl.certificate.location`, `ssl.key.location`)."""
+    extras = conn.extra_dejson
+    return [
+        f"registry.{key}={extras[key]}"
+        for key in ("ssl.ca.location", "ssl.certificate.location", "ssl.key.location")
+        if extras.get(key)
+    ]
+
+
+def registry_secrets(conn) -> dict[str, str]:
+    """The registry's basic-auth `user:password` from its connection's login and password."""
+    if conn.login and conn.password:
+        return {"registry.basic.auth.user.info": f"{conn.login}:{conn.password}"}
+    return {}
+
+
 def secrets() -> dict[str, str]:
-    """The secrets of the defined Kafka connection (none without one)."""
-    kafka = _connection(KAFKA_CONN)
-    return {} if kafka is None else kafka_secrets(kafka)
+    """The secrets of the defined Kafka and registry connections (none without them)."""
+    found: dict[str, str] = {}
+    if (kafka := _connection(KAFKA_CONN)) is not None:
+        found |= kafka_secrets(kafka)
+    if (registry := _connection(REGISTRY_CONN)) is not None:
+        found |= registry_secrets(registry)
+    return found
 
 
 def secret_environment() -> dict[str, str]:
@@ -169,6 +195,7 @@ def resolve() -> Settings:
         overrides += kafka_security_overrides(kafka)
     if (registry := _connection(REGISTRY_CONN)) is not None:
         overrides.append(f"registry.url={registry_url(registry)}")
+        overrides += registry_security_overrides(registry)
     if (webhdfs := _connection(WEBHDFS_CONN)) is not None:
         overrides.append(f"root={webhdfs_root(webhdfs, base['root'])}")
         if webhdfs.login:

@@ -18,6 +18,7 @@ from ingest.config import kafka_security
 
 PASSWORD = "the-loader-secret-9f3b"
 KEY_PASSWORD = "the-key-secret-41c7"
+REGISTRY_PASSWORD = "the-registry-secret-77d2"
 
 
 @pytest.fixture
@@ -42,6 +43,20 @@ def kafka_connection(monkeypatch, tmp_path):
             }
         ),
     )
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SCHEMA_REGISTRY_DEFAULT",
+        json.dumps(
+            {
+                "conn_type": "http",
+                "host": "registry-1",
+                "port": 8443,
+                "schema": "https",
+                "login": "loader",
+                "password": REGISTRY_PASSWORD,
+                "extra": {"ssl.ca.location": "/etc/registry/ca.pem"},
+            }
+        ),
+    )
     monkeypatch.syspath_prepend(str(ROOT / "dags"))
     for name in [m for m in sys.modules if m.startswith("ingest_airflow")]:
         monkeypatch.delitem(sys.modules, name)
@@ -58,9 +73,11 @@ def test_secrets_stay_out_of_overrides_xcom_and_logs(kafka_connection, airflow_d
     assert "kafka.security.protocol=SASL_SSL" in resolved.overrides
     assert "kafka.sasl.username=loader" in resolved.overrides
     assert "kafka.sasl.mechanism=SCRAM-SHA-512" in resolved.overrides
+    assert "registry.url=https://registry-1:8443" in resolved.overrides
+    assert "registry.ssl.ca.location=/etc/registry/ca.pem" in resolved.overrides
     # What the plan task returns to XCom and what spark-submit gets on its command line.
     shared = json.dumps({"settings": resolved.__dict__, "args": resolved.cli_args()})
-    for secret in (PASSWORD, KEY_PASSWORD):
+    for secret in (PASSWORD, KEY_PASSWORD, REGISTRY_PASSWORD):
         assert secret not in shared
 
     config = resolved.load()  # as every task loads it: secrets from the connection
@@ -73,13 +90,15 @@ def test_secrets_stay_out_of_overrides_xcom_and_logs(kafka_connection, airflow_d
         sasl_plain_username="loader",
         sasl_plain_password=PASSWORD,
     )
+    assert config["registry.basic.auth.user.info"] == f"loader:{REGISTRY_PASSWORD}"
     logging.getLogger("test").info("settings %s", config)
     assert settings.secret_environment() == {
         "KAFKA_HOURLY_KAFKA_SASL_PASSWORD": PASSWORD,
         "KAFKA_HOURLY_KAFKA_SSL_KEY_PASSWORD": KEY_PASSWORD,
+        "KAFKA_HOURLY_REGISTRY_USER_INFO": f"loader:{REGISTRY_PASSWORD}",
     }
     assert caplog.text and "SASL_SSL" in caplog.text
-    for secret in (PASSWORD, KEY_PASSWORD):
+    for secret in (PASSWORD, KEY_PASSWORD, REGISTRY_PASSWORD):
         assert secret not in caplog.text
 
 
