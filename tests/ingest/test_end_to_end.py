@@ -90,6 +90,17 @@ class Traffic:
         self.bad = 0
         self.batches = 0
 
+    def producer(self) -> AuditedProducer:
+        """The producing application: the load's brokers and registry (a subclass may
+        produce as another principal)."""
+        return AuditedProducer(
+            self.config["bootstrap.servers"],
+            registry=self.config["registry.url"],
+            service="e2e",
+            emit_interval_s=None,
+            **self.producer_options,
+        )
+
     def produce(self, start_ms: int, end_ms: int, per_topic: int, bad_every: int = 0) -> None:
         seed = self.batches
         self.batches += 1
@@ -98,13 +109,7 @@ class Traffic:
             "clicks": catalog.load_str("ClickEvent"),
         }
         v1, v3 = catalog.load_str("PageViewEvent.v1"), catalog.load_str("PageViewEvent.v3")
-        with AuditedProducer(
-            self.config["bootstrap.servers"],
-            registry=self.config["registry.url"],
-            service="e2e",
-            emit_interval_s=None,
-            **self.producer_options,
-        ) as producer:
+        with self.producer() as producer:
             for topic in TOPICS:
                 for i, event in enumerate(
                     events(

@@ -1,0 +1,254 @@
+"""The whole load against a secured deployment: a three-broker cluster whose only listener
+is SASL_SSL (SCRAM-SHA-512, inter-broker traffic too) with ACLs enforced, and the schema
+registry behind HTTPS and basic authentication, keeping its store over SASL_SSL.
+
+Every party has its own principal and only the ACLs it needs: the producing application
+writes its topics and the audit topic; the loader reads them (and writes the audit
+topic's loaded counts); the registry owns `_schemas`. The load is the same end-to-end test
+as on a plaintext broker (output compared record by record, audit complete, _SUCCESS);
+then, with the loader's Read on one topic taken away, a load fails naming the refusal and
+commits nothing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from broker.client.admin import AdminClient, NewTopic
+from broker.client.security import SecurityConfig
+from broker.processes import ROOT, Cluster, RegistryProcess
+from broker.security.acl import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    Operation,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from broker.security.credentials import user_entry
+from broker.security.scram import MECHANISMS, make_credential
+from broker.util.clock import HOUR_MS
+from ingest.commit import list_runs
+from ingest.config import load_config
+from ingest.job import open_root, run_load
+from schemas.audited_producer import AuditedProducer
+from schemas.client import RegistryClient
+from tests.helpers.certs import TestCA
+from tests.helpers.cluster import FAST_FAILOVER, wait_for
+from tests.ingest import test_end_to_end as e2e
+from tests.ingest.test_end_to_end import H0, TOPICS, Traffic, faults, spark  # noqa: F401
+
+pytestmark = pytest.mark.slow
+
+SCRAM = "SCRAM-SHA-512"
+PASSWORDS = {
+    "broker": "broker-pw-5e1",
+    "admin": "admin-pw-0c3",
+    "frontend": "frontend-pw-9a7",
+    "loader": "loader-pw-2f8",
+    "registry": "registry-pw-71b",
+}
+REGISTRY_PASSWORDS = {"frontend": "frontend-http-pw-4d2", "loader": "loader-http-pw-8e6"}
+AUDIT_TOPIC = "_audit"
+
+
+def _user(name: str) -> str:
+    return f"User:{name}"
+
+
+def _allow(principal: str, kind: ResourceType, name: str, *operations: Operation) -> list:
+    return [
+        AclBinding(
+            ResourcePattern(kind, name),
+            AccessControlEntry(_user(principal), "*", op, Permission.ALLOW),
+        )
+        for op in operations
+    ]
+
+
+@pytest.fixture(scope="module")
+def deployment(zookeeper, tmp_path_factory):
+    work = tmp_path_factory.mktemp("secured")
+    ca = TestCA(work / "ca")
+    keystore = ca.issue("broker", hosts=["127.0.0.1", "localhost"]).keystore
+    credentials = work / "scram.json"
+    credentials.write_text(
+        json.dumps(
+            {
+                user: user_entry({SCRAM: make_credential(MECHANISMS[SCRAM], password)})
+                for user, password in PASSWORDS.items()
+            }
+        )
+    )
+    jaas = (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="broker" password="{PASSWORDS["broker"]}";'
+    )
+    cluster = Cluster(
+        work / "cluster",
+        3,
+        zookeeper=zookeeper,
+        overrides={
+            **FAST_FAILOVER,
+            "default.replication.factor": "3",
+            "min.insync.replicas": "2",
+            "listener.security.protocol.map": "SECURE:SASL_SSL",
+            "inter.broker.listener.name": "SECURE",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.location": str(ca.pem),
+            "sasl.enabled.mechanisms": SCRAM,
+            "sasl.mechanism.inter.broker.protocol": SCRAM,
+            "listener.name.secure.scram-sha-512.sasl.jaas.config": jaas,
+            "sasl.scram.credentials.file": str(credentials),
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "super.users": "User:broker;User:admin",
+        },
+    )
+    for b in cluster.brokers:
+        b.overrides["listeners"] = f"SECURE://127.0.0.1:{b.port}"
+    cluster.wait_for_registration = False  # waited for below, over SASL_SSL
+
+    def security(user: str) -> SecurityConfig:
+        return SecurityConfig(
+            "SASL_SSL",
+            ssl_cafile=str(ca.pem),
+            sasl_mechanism=SCRAM,
+            sasl_plain_username=user,
+            sasl_plain_password=PASSWORDS[user],
+        )
+
+    with cluster:
+        admin = AdminClient(cluster.bootstrap, security=security("admin"))
+        with admin:
+            wait_for(lambda: len(admin.describe_cluster().brokers) == 3, "three brokers")
+            topics = {**TOPICS, AUDIT_TOPIC: 1, "_schemas": 1}
+            admin.create_topics([NewTopic(t, n, 3) for t, n in topics.items()], raise_errors=True)
+            acls = [
+                *_allow("registry", ResourceType.TOPIC, "_schemas", Operation.ALL),
+                *_allow("registry", ResourceType.GROUP, "schema-registry", Operation.ALL),
+                *_allow(
+                    "registry", ResourceType.CLUSTER, "kafka-cluster", Operation.IDEMPOTENT_WRITE
+                ),
+                *_allow(
+                    "frontend", ResourceType.CLUSTER, "kafka-cluster", Operation.IDEMPOTENT_WRITE
+                ),
+                *_allow(
+                    "loader", ResourceType.CLUSTER, "kafka-cluster", Operation.IDEMPOTENT_WRITE
+                ),
+                *_allow("frontend", ResourceType.TOPIC, AUDIT_TOPIC, Operation.WRITE),
+                *_allow("loader", ResourceType.TOPIC, AUDIT_TOPIC, Operation.READ, Operation.WRITE),
+            ]
+            for topic in TOPICS:
+                acls += _allow("frontend", ResourceType.TOPIC, topic, Operation.WRITE)
+                acls += _allow("loader", ResourceType.TOPIC, topic, Operation.READ)
+            admin.create_acls(acls, raise_errors=True)
+        users = work / "registry-users"
+        users.write_text("")
+        for user, password in REGISTRY_PASSWORDS.items():
+            e2e_passwd(users, user, password)
+        registry_keystore = ca.issue("registry", hosts=["127.0.0.1", "localhost"]).keystore
+        settings = {
+            "ssl.keystore.location": str(registry_keystore),
+            "authentication.method": "BASIC",
+            "authentication.users.file": str(users),
+            "kafkastore.security.protocol": "SASL_SSL",
+            "kafkastore.sasl.mechanism": SCRAM,
+            "kafkastore.sasl.username": "registry",
+            "kafkastore.sasl.password": PASSWORDS["registry"],
+            "kafkastore.ssl.ca.location": str(ca.pem),
+        }
+        with RegistryProcess(work, bootstrap=cluster.bootstrap, settings=settings) as registry:
+            yield cluster, registry, ca, security
+
+
+def e2e_passwd(users, user: str, password: str) -> None:
+    from schemas.registry.auth import user_line
+
+    with users.open("a") as f:
+        f.write(user_line(user, password, ["developer"], iterations=1000) + "\n")
+
+
+@pytest.fixture(scope="module")
+def config(deployment, tmp_path_factory):
+    cluster, registry, ca, _ = deployment
+    return load_config(
+        ROOT / "conf" / "ingest.yaml",
+        [
+            f"bootstrap.servers={cluster.bootstrap}",
+            f"registry.url={registry.url}",
+            f"registry.ssl.ca.location={ca.pem}",
+            f"root={tmp_path_factory.mktemp('warehouse')}",
+            "kafka.security.protocol=SASL_SSL",
+            f"kafka.sasl.mechanism={SCRAM}",
+            "kafka.sasl.username=loader",
+            f"kafka.ssl.ca.location={ca.pem}",
+            "limits.max.records.per.task=700",
+        ],
+        secrets={
+            "kafka.sasl.password": PASSWORDS["loader"],
+            "registry.basic.auth.user.info": f"loader:{REGISTRY_PASSWORDS['loader']}",
+        },
+    )
+
+
+class FrontendTraffic(Traffic):
+    """Produced by the application's own principal, registering through its own login."""
+
+    def __init__(self, config, deployment) -> None:
+        super().__init__(config)
+        self.deployment = deployment
+
+    def producer(self) -> AuditedProducer:
+        cluster, registry, ca, security = self.deployment
+        client = RegistryClient(
+            registry.url,
+            basic_auth_user_info=f"frontend:{REGISTRY_PASSWORDS['frontend']}",
+            ssl_ca_location=str(ca.pem),
+        )
+        return AuditedProducer(
+            cluster.bootstrap,
+            registry=client,
+            service="e2e",
+            emit_interval_s=None,
+            security=security("frontend"),
+            **self.producer_options,
+        )
+
+
+@pytest.fixture(scope="module")
+def traffic(config, deployment):
+    t = FrontendTraffic(config, deployment)
+    t.produce(H0, H0 + 3 * HOUR_MS, per_topic=600, bad_every=97)
+    return t
+
+
+def test_the_load_end_to_end_over_sasl_ssl_with_acls(spark, config, traffic):  # noqa: F811
+    e2e.test_load_end_to_end(spark, config, traffic)
+
+
+def test_a_load_without_read_on_a_topic_fails_clearly_and_commits_nothing(
+    spark,  # noqa: F811
+    config,
+    traffic,
+    deployment,
+):
+    cluster, _, _, security = deployment
+    traffic.produce(H0, H0 + 3 * HOUR_MS, per_topic=50)  # something new to load
+    runs_before = list_runs(open_root(config))
+    refused = AclBindingFilter(
+        ResourceType.TOPIC, "clicks", principal=_user("loader"), operation=Operation.READ
+    )
+    with AdminClient(cluster.bootstrap, security=security("admin")) as admin:
+        (removed,) = admin.delete_acls([refused], raise_errors=True)
+        assert len(removed) == 1
+        try:
+            with pytest.raises(Exception, match="(?i)authoriz") as failure:
+                run_load(config, spark=spark, show_progress=False)
+            assert "clicks" in str(failure.value)
+        finally:
+            admin.create_acls(
+                _allow("loader", ResourceType.TOPIC, "clicks", Operation.READ), raise_errors=True
+            )
+    assert list_runs(open_root(config)) == runs_before
