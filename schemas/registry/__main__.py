@@ -1,5 +1,7 @@
 """``python -m schemas.registry start CONFIG [--override key=value ...]``: replay the
-store, then serve HTTP. ``config-docs [--properties]``: the configuration reference."""
+store, join the leader election (a Kafka store only: instances sharing it elect the one
+that writes), then serve HTTP. ``config-docs [--properties]``: the configuration
+reference."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ import uvicorn
 from broker.config.definition import add_config_commands
 from schemas.registry.app import create_app
 from schemas.registry.config import ConfigError, RegistryConfig
+from schemas.registry.election import Identity, LeaderElector
+from schemas.registry.errors import RegistryError
 from schemas.registry.service import Registry
-from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore, StoreError
+from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore
 
 
 def open_store(config: RegistryConfig) -> SchemaStore:
@@ -52,21 +56,51 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schema registry: bad config {args.config}: {exc}", file=sys.stderr)
         return 2
     store = open_store(config)
-    registry = Registry(store, config.compatibility_level)
+    elector = None
+    if config.store_type == "kafka":
+        identity = Identity(
+            config.advertised_host,
+            config.listener.port,
+            config.inter_instance_protocol,
+            config.leader_eligibility,
+        )
+        registry = Registry(
+            store, config.compatibility_level, timeout_ms=config.timeout_ms, identity=identity
+        )
+        elector = LeaderElector(
+            registry,
+            identity,
+            config.bootstrap_servers,
+            config.group_id,
+            session_timeout_ms=config.session_timeout_ms,
+            request_timeout_ms=config.timeout_ms,
+        )
+    else:  # a memory store is this process's alone: it leads by itself
+        registry = Registry(store, config.compatibility_level, timeout_ms=config.timeout_ms)
     try:
-        registry.load()
-    except StoreError as exc:
-        print(f"schema registry: cannot replay the store: {exc}", file=sys.stderr)
+        registry.load(config.init_timeout_ms)
+    except RegistryError as exc:
+        print(f"schema registry: cannot replay the store: {exc.message}", file=sys.stderr)
         store.close()
         return 1
+    registry.start_tailing()
+    if elector is not None:
+        # Serve once the group has decided who leads, so a client's first write after
+        # the start does not meet "unknown leader" (as Confluent's registry starts).
+        elector.start()
+        if not elector.wait_for_election(config.init_timeout_ms):
+            logging.warning("no leader elected yet: serving reads; writes fail until one is")
     try:
         uvicorn.run(
-            create_app(registry),
+            create_app(registry, config.timeout_ms),
             host=config.listener.host,
             port=config.listener.port,
             log_level="info",
         )
     finally:
+        if elector is not None:
+            elector.close()
+        registry.close()
         store.close()
     return 0
 
