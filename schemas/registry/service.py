@@ -29,6 +29,7 @@ from schemas.registry.state import (
     RegistryState,
     config_key,
     delete_subject_key,
+    id_watermark_key,
     mode_key,
     parse_version,
     schema_key,
@@ -187,6 +188,11 @@ class Registry:
         offset = self._store(self.store.append, key, value)
         self.wait_for(offset + 1)
 
+    def _keep_highest_id(self) -> None:
+        """Before a permanent delete: once compaction drops the deleted entries, this
+        entry still tells a replay the highest id ever handed out, so it is never reused."""
+        self._write(id_watermark_key(), {"max_id": self.state.next_id() - 1})
+
     # -- writes ---------------------------------------------------------------------
 
     def _check_writable(self, subject: str) -> Mode:
@@ -268,6 +274,7 @@ class Registry:
                 return [v.version for v in live]
             if live:
                 raise errors.subject_not_soft_deleted(subject)
+            self._keep_highest_id()
             for entry in history:
                 self._write(schema_key(subject, entry.version), None)
             if self.state.subject_level(subject) is not None:
@@ -293,6 +300,7 @@ class Registry:
             if permanent:
                 if not entry.deleted:
                     raise errors.version_not_soft_deleted(subject, number)
+                self._keep_highest_id()
                 self._write(schema_key(subject, number), None)
             else:
                 if entry.deleted:

@@ -63,6 +63,11 @@ def mode_key(subject: str | None) -> dict:
     return {"keytype": "MODE", "subject": subject, "magic": 0}
 
 
+def id_watermark_key() -> dict:
+    """Ours, not Confluent's: the highest id handed out, written before permanent deletes."""
+    return {"keytype": "ID_WATERMARK", "magic": 0}
+
+
 def delete_subject_key(subject: str) -> dict:
     return {"keytype": "DELETE_SUBJECT", "subject": subject, "magic": 0}
 
@@ -108,6 +113,8 @@ class RegistryState:
                     self._configs.pop(key.get("subject"), None)
                 else:
                     self._configs[key.get("subject")] = Level.parse(value["compatibilityLevel"])
+            elif keytype == "ID_WATERMARK" and value is not None:
+                self._max_id = max(self._max_id, value["max_id"])
             elif keytype == "MODE":
                 if value is None:
                     self._modes.pop(key.get("subject"), None)
