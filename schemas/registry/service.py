@@ -82,6 +82,7 @@ class Registry:
         self.leader = None if identity is not None else "standalone"
         self.position = 0  # the next store offset to apply
         self._reading = threading.Lock()  # one read of the store at a time
+        self._applied = threading.Condition()  # notified when ``position`` moves
         self._write_lock = threading.Lock()
         self._caught_up = False  # this leadership read the store to its end
         self._closed = threading.Event()
@@ -108,22 +109,32 @@ class Registry:
         records, position = self._store(self.store.read, self.position, max_wait_ms)
         for record in records:
             self.state.apply(record.key, record.value)
-        self.position = position
+        with self._applied:
+            self.position = position
+            self._applied.notify_all()
 
     def wait_for(self, position: int, timeout_ms: int | None = None) -> None:
-        """Return once every entry below ``position`` is applied; 50002 past the timeout."""
+        """Return once every entry below ``position`` is applied; 50002 past the timeout.
+        With a tail thread running, it reads (waking on each new entry) and this waits;
+        without one, this reads."""
         timeout_s = self.timeout_s if timeout_ms is None else timeout_ms / SECOND_MS
         deadline = time.monotonic() + timeout_s
         while True:
-            with self._reading:
+            with self._applied:
                 if self.position >= position:
                     return
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise errors.timed_out(
                         f"the store was read up to offset {self.position}, not {position}, "
                         f"within {int(timeout_s * SECOND_MS)} ms"
                     )
-                self.advance(100)
+                if self._tail is not None:
+                    self._applied.wait(remaining)
+                    continue
+            with self._reading:
+                if self.position < position:
+                    self.advance(100)
 
     def start_tailing(self) -> None:
         """Follow the store in a thread, so others' writes show up here (several instances)."""

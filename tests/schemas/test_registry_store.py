@@ -71,9 +71,12 @@ def test_entries_follow_the_confluent_layout(registry_server):
     assert entries[1][1] == {"compatibilityLevel": "FULL"}
     assert keys[2] == {"keytype": "DELETE_SUBJECT", "subject": "a-value", "magic": 0}
     assert entries[2][1] == {"subject": "a-value", "version": 1}
-    # A permanent delete tombstones every version key, and the subject's config.
-    assert entries[3] == (keys[0], None)
-    assert entries[4] == (keys[1], None)
+    # A permanent delete first records the highest id handed out (ours: compaction may
+    # drop the deleted entries, the id must stay used), then tombstones every version
+    # key, and the subject's config.
+    assert entries[3] == ({"keytype": "ID_WATERMARK", "magic": 0}, {"max_id": 1})
+    assert entries[4] == (keys[0], None)
+    assert entries[5] == (keys[1], None)
 
 
 # -- configuration -------------------------------------------------------------
