@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.group.heartbeat import HeartbeatThread
-from broker.client.group.membership import Generation, GroupMembership
+from broker.client.group.membership import Generation, GroupMembership, MemberState
 from broker.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
@@ -236,7 +236,11 @@ class LeaderElector:
         while not self._closed.is_set():
             membership.last_poll = time.monotonic()
             try:
-                membership.ensure_active_group(time.monotonic() + self.POLL_S)
+                joined = membership.ensure_active_group(time.monotonic() + self.POLL_S)
+                if not joined and membership.member_standing()[1] != MemberState.STABLE:
+                    # Out of the group (a session timed out, the coordinator unreachable):
+                    # another instance may be elected meanwhile, so this one stops leading.
+                    self.registry.set_leader(None)
             except KafkaError as exc:
                 log.warning("election: %s; trying again", exc)
                 self.registry.set_leader(None)
