@@ -12,7 +12,6 @@ import json
 import re
 import threading
 import time
-import uuid
 
 import httpx
 import pytest
@@ -24,6 +23,7 @@ from broker.processes import RegistryProcess
 # No election can take longer than a session timeout plus a rejoin; this bounds waits.
 SESSION_MS = 6000
 SETTLE_S = 60
+NOT_ELIGIBLE = {"leader.eligibility": "false"}
 
 
 def record_schema(name: str) -> str:
@@ -33,9 +33,9 @@ def record_schema(name: str) -> str:
     return json.dumps({"type": "record", "name": record, "fields": fields})
 
 
-def start_instances(work, bootstrap, name, eligibility) -> list[RegistryProcess]:
-    """Instances side by side on the topic and group `name`: started together, each ready
-    once the group has told it who leads."""
+def start_instances(work, bootstrap, name, own_settings) -> list[RegistryProcess]:
+    """One instance per item of `own_settings` (its own keys), side by side on the topic
+    and group `name`: started together, each ready once the group has told it who leads."""
     settings = {
         "kafkastore.topic": f"_schemas_{name}",
         "schema.registry.group.id": f"sr-{name}",
@@ -46,9 +46,9 @@ def start_instances(work, bootstrap, name, eligibility) -> list[RegistryProcess]
         RegistryProcess(
             work / f"sr-{i}",
             bootstrap=bootstrap,
-            settings={**settings, "leader.eligibility": str(eligible).lower()},
+            settings={**settings, **own},
         )
-        for i, eligible in enumerate(eligibility)
+        for i, own in enumerate(own_settings)
     ]
     for r in instances:
         r.spawn()
@@ -122,7 +122,7 @@ def stop_all():
 def test_concurrent_registrations_through_every_instance_get_unique_ids(
     group_broker, tmp_path, stop_all
 ):
-    instances = start_instances(tmp_path, group_broker.bootstrap, "concurrent", [True] * 3)
+    instances = start_instances(tmp_path, group_broker.bootstrap, "concurrent", [{}] * 3)
     stop_all.extend(instances)
     leader = wait_for_leader(instances)
     results: dict[str, int] = {}
@@ -170,7 +170,7 @@ def test_concurrent_registrations_through_every_instance_get_unique_ids(
 
 
 def test_killing_the_leader_never_gives_an_id_to_two_schemas(group_broker, tmp_path, stop_all):
-    instances = start_instances(tmp_path, group_broker.bootstrap, "failover", [True] * 3)
+    instances = start_instances(tmp_path, group_broker.bootstrap, "failover", [{}] * 3)
     stop_all.extend(instances)
     leader = wait_for_leader(instances)
     with httpx.Client(base_url=leader.url, timeout=30) as http:
@@ -253,7 +253,7 @@ def test_killing_the_leader_never_gives_an_id_to_two_schemas(group_broker, tmp_p
 
 def test_an_instance_that_is_not_eligible_never_leads(group_broker, tmp_path, stop_all):
     follower, eligible = start_instances(
-        tmp_path, group_broker.bootstrap, "eligibility", [False, True]
+        tmp_path, group_broker.bootstrap, "eligibility", [NOT_ELIGIBLE, {}]
     )
     stop_all.extend([follower, eligible])
     assert wait_for_leader([follower, eligible]) is eligible
@@ -292,29 +292,10 @@ def test_a_follower_that_cannot_reach_the_leader_fails_clearly_and_loses_nothing
     group_broker, tmp_path, stop_all
 ):
     # The leader announces a host it does not listen on: its followers cannot reach it.
-    topic = f"unreachable-{uuid.uuid4().hex[:6]}"
-    leader = RegistryProcess(
-        tmp_path / "l",
-        bootstrap=group_broker.bootstrap,
-        settings={
-            "kafkastore.topic": f"_schemas_{topic}",
-            "schema.registry.group.id": f"sr-{topic}",
-            "schema.registry.group.session.timeout.ms": str(SESSION_MS),
-            "host.name": "127.0.0.2",
-        },
-    ).start()
-    stop_all.append(leader)
-    follower = RegistryProcess(
-        tmp_path / "f",
-        bootstrap=group_broker.bootstrap,
-        settings={
-            "kafkastore.topic": f"_schemas_{topic}",
-            "schema.registry.group.id": f"sr-{topic}",
-            "schema.registry.group.session.timeout.ms": str(SESSION_MS),
-            "leader.eligibility": "false",
-        },
-    ).start()
-    stop_all.append(follower)
+    leader, follower = start_instances(
+        tmp_path, group_broker.bootstrap, "unreachable", [{"host.name": "127.0.0.2"}, NOT_ELIGIBLE]
+    )
+    stop_all.extend([leader, follower])
     with httpx.Client(base_url=follower.url, timeout=30) as http:
         answer = wait_until(
             lambda: _forwarding_error(http.post("/subjects/x-value/versions",
@@ -329,7 +310,7 @@ def test_a_follower_that_cannot_reach_the_leader_fails_clearly_and_loses_nothing
         assert bad.json()["error_code"] == 400
     # Nothing was lost or half-made: the leader (reached directly) registers it as id 1,
     # and the follower then serves it from its replay.
-    with httpx.Client(base_url=f"http://127.0.0.1:{leader.port}", timeout=30) as http:
+    with httpx.Client(base_url=leader.url, timeout=30) as http:
         assert http.get("/subjects").json() == []
         registered = http.post("/subjects/x-value/versions", json={"schema": record_schema("x")})
         assert registered.json() == {"id": 1}
