@@ -24,6 +24,7 @@ from broker.util.clock import SECOND_MS
 from schemas import canonical, compatibility
 from schemas.compatibility import Level
 from schemas.registry import errors
+from schemas.registry.election import Identity
 from schemas.registry.state import (
     Mode,
     RegistryState,
@@ -70,16 +71,16 @@ class Registry:
         default_level: Level = Level.BACKWARD,
         *,
         timeout_ms: int = 5 * SECOND_MS,
-        identity: object | None = None,
+        identity: Identity | None = None,
     ) -> None:
-        """``identity`` (this instance's, election.Identity) makes the registry one of
+        """``identity`` (this instance's) makes the registry one of
         several: it writes only while the election names it leader. Without one it
         leads alone."""
         self.store = store
         self.state = RegistryState(default_level)
         self.timeout_s = timeout_ms / SECOND_MS
         self.identity = identity
-        self.leader = None if identity is not None else "standalone"
+        self.leader = None  # the elected leader's identity (None: unknown, or alone)
         self.position = 0  # the next store offset to apply
         self._reading = threading.Lock()  # one read of the store at a time
         self._applied = threading.Condition()  # notified when ``position`` moves
@@ -166,9 +167,9 @@ class Registry:
 
     @property
     def leading(self) -> bool:
-        return self.leader is not None and (self.identity is None or self.leader == self.identity)
+        return self.identity is None or self.leader == self.identity
 
-    def set_leader(self, leader: object | None) -> None:
+    def set_leader(self, leader: Identity | None) -> None:
         """What the election decided (None: no leader now). Taken under the write lock, so
         a write under way finishes before this instance stops or starts leading."""
         with self._write_lock:
@@ -177,12 +178,14 @@ class Registry:
             self.leader = leader
             self._caught_up = False
 
-    def write_target(self) -> object | None:
+    def write_target(self) -> Identity | None:
         """Where a write goes: None for here, else the leader's identity; 50004 if none."""
+        if self.leading:
+            return None
         leader = self.leader
         if leader is None:
             raise errors.unknown_leader("no leader is elected at the moment; try again")
-        return None if self.leading else leader
+        return leader
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
