@@ -253,11 +253,16 @@ class KafkaTopicStore:
                 return [], start
         except KafkaError as exc:
             raise StoreError(f"read of {self.topic!r} at offset {position} failed: {exc}") from exc
-        records = [
-            Record(r.offset, decode(r.key), decode(r.value))
-            for r in result.records()
-            if r.offset >= position
-        ]
+        records = []
+        for r in result.records():
+            if r.offset < position:
+                continue
+            try:
+                records.append(Record(r.offset, decode(r.key), decode(r.value)))
+            except ValueError as exc:  # not written by a registry: skipped, and said so
+                log.error(
+                    "skipping offset %d of %s: not a JSON entry (%s)", r.offset, self.topic, exc
+                )
         return records, max(position, result.next_offset)
 
     def replay(self) -> Iterator[Entry]:

@@ -109,7 +109,13 @@ class Registry:
         """One read of the store from ``position``, applied (the caller holds ``_reading``)."""
         records, position = self._store(self.store.read, self.position, max_wait_ms)
         for record in records:
-            self.state.apply(record.key, record.value)
+            try:
+                self.state.apply(record.key, record.value)
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
+                # An entry no registry wrote (or a newer layout): skipped, named, and the
+                # rest of the store still read, so one bad record stops no instance.
+                log.error("skipping store entry at offset %d: %r -> %r (%s)",
+                          record.offset, record.key, record.value, exc)  # fmt: skip
         with self._applied:
             self.position = position
             self._applied.notify_all()
