@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             logging.warning("no leader elected yet: serving reads; writes fail until one is")
     try:
         uvicorn.run(
-            create_app(registry, config.timeout_ms),
+            create_app(registry),
             host=config.listener.host,
             port=config.listener.port,
             log_level="info",

@@ -102,8 +102,8 @@ async def _level_from(request: Request):
     return parse_level(document["compatibility"])
 
 
-def create_app(registry: Registry, forward_timeout_ms: int = 5000) -> FastAPI:
-    forwarder = Forwarder(registry, forward_timeout_ms)
+def create_app(registry: Registry) -> FastAPI:
+    forwarder = Forwarder(registry)
     app = FastAPI(
         title="Schema Registry",
         default_response_class=_Json,

@@ -24,9 +24,9 @@ FORWARDED_HEADER = "X-Registry-Forwarded"
 
 
 class Forwarder:
-    def __init__(self, registry, timeout_ms: int) -> None:
+    def __init__(self, registry) -> None:
         self.registry = registry
-        self.timeout_s = timeout_ms / 1000
+        self.timeout_s = registry.timeout_s  # kafkastore.timeout.ms
         self._client: httpx.AsyncClient | None = None
 
     def _http(self) -> httpx.AsyncClient:
@@ -44,10 +44,10 @@ class Forwarder:
         if "content-type" in request.headers:
             headers["content-type"] = request.headers["content-type"]
         try:
+            query = request.url.query
             answer = await self._http().request(
                 request.method,
-                leader.url + request.url.path,
-                params=request.query_params,
+                leader.url + request.url.path + (f"?{query}" if query else ""),
                 content=await request.body(),
                 headers=headers,
             )

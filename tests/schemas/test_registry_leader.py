@@ -266,6 +266,11 @@ def test_an_instance_that_is_not_eligible_never_leads(group_broker, tmp_path, st
             "compatibility": "NONE"
         }
         assert http.get("/config/a-value").json() == {"compatibilityLevel": "NONE"}
+        # Deletes go through too, query parameters and all.
+        register(client, "d-value", "d")
+        assert http.delete("/subjects/d-value").json() == [1]
+        assert http.delete("/subjects/d-value?permanent=true").json() == [1]
+        assert http.get("/subjects?deleted=true").json() == ["a-value"]
 
     eligible.kill()
     # No leader: writes fail with "unknown leader", reads keep working.
