@@ -165,8 +165,8 @@ REGISTRY_CONFIG = (
     .define(
         "host.name",
         "string",
-        "",
-        "The host other instances reach this one at (forwarded writes); empty: the "
+        None,
+        "The host other instances reach this one at (forwarded writes); unset: the "
         "listener's host, or this machine's name when the listener is 0.0.0.0. Every "
         "instance needs its own host:port.",
         optional=True,

@@ -1,6 +1,7 @@
 """The store log: its entry format, replay after a restart, and the start-up command."""
 
 import signal
+import socket
 
 import httpx
 import pytest
@@ -90,6 +91,12 @@ def test_defaults_and_confluent_style_servers():
     assert (config.listener.host, config.listener.port) == ("0.0.0.0", 8081)
     assert config.topic == "_schemas"
     assert config.compatibility_level is Level.BACKWARD
+    assert (config.leader_eligibility, config.group_id) == (True, "schema-registry")
+    assert config.advertised_host == socket.getfqdn()  # the listener is 0.0.0.0
+    named = RegistryConfig.from_mapping(
+        parse_properties("kafkastore.type=memory\nlisteners=http://10.0.0.5:8081\n")
+    )
+    assert named.advertised_host == "10.0.0.5"
 
 
 def test_repo_config_is_valid():
@@ -136,6 +143,18 @@ def test_conf_file_is_generated_from_the_registry_keys():
             "'SSL://b:9093' for configuration kafkastore.bootstrap.servers",
         ),
         ("kafkastore.type=kafka\n", "'kafkastore.bootstrap.servers' is required"),
+        (
+            "kafkastore.type=memory\nleader.eligibility=maybe\n",
+            "'maybe' for configuration leader.eligibility",
+        ),
+        (
+            "kafkastore.type=memory\ninter.instance.protocol=https\n",
+            "'https' for configuration inter.instance.protocol",
+        ),
+        (
+            "kafkastore.type=memory\nschema.registry.group.id=\n",
+            "for configuration schema.registry.group.id",
+        ),
         (
             "kafkastore.type=memory\nkafkastore.topics=x\n",
             "Unknown configuration 'kafkastore.topics' (value 'x')",
