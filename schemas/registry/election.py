@@ -241,8 +241,10 @@ class LeaderElector:
                     # Out of the group (a session timed out, the coordinator unreachable):
                     # another instance may be elected meanwhile, so this one stops leading.
                     self.registry.set_leader(None)
-            except KafkaError as exc:
-                log.warning("election: %s; trying again", exc)
+            except Exception as exc:  # noqa: BLE001 - the thread must outlive any one failure
+                log.warning(
+                    "election: %r; trying again", exc, exc_info=not isinstance(exc, KafkaError)
+                )
                 self.registry.set_leader(None)
                 self._closed.wait(1.0)
                 continue
