@@ -26,16 +26,15 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import TimeoutError as FutureTimeout
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
-from broker.protocol.errors import ErrorCode, KafkaError
+from broker.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from broker.util.clock import SECOND_MS
 
 log = logging.getLogger(__name__)
@@ -43,18 +42,47 @@ log = logging.getLogger(__name__)
 Entry = tuple[dict, dict | None]
 
 
+class Record(NamedTuple):
+    """One entry of the log and where it is."""
+
+    offset: int
+    key: dict
+    value: dict | None
+
+
 class StoreError(Exception):
     """The store could not append or replay (Confluent error 50001)."""
 
 
 class SchemaStore(Protocol):
-    def append(self, key: dict, value: dict | None) -> None:
-        """Durably append one entry; raises StoreError."""
+    def append(self, key: dict, value: dict | None) -> int:
+        """Durably append one entry; returns its offset; raises StoreError."""
+
+    def start_offset(self) -> int:
+        """The offset of the oldest entry kept (compaction may have removed older ones)."""
+
+    def end_offset(self) -> int:
+        """The offset the next append will get: everything below it is readable."""
+
+    def read(self, position: int, max_wait_ms: int) -> tuple[list[Record], int]:
+        """Entries from ``position`` on (waiting up to ``max_wait_ms`` for one to come),
+        and the position after them; raises StoreError."""
 
     def replay(self) -> Iterator[Entry]:
         """Every entry appended so far, oldest first; raises StoreError."""
 
     def close(self) -> None: ...
+
+
+def replay(store: SchemaStore) -> Iterator[Entry]:
+    """Every entry below the store's end offset as of now, oldest first."""
+    position, end = store.start_offset(), store.end_offset()
+    while position < end:
+        # A short wait, not 0: a partition leader still loading answers empty.
+        records, position = store.read(position, 100)
+        for record in records:
+            if record.offset < end:
+                yield record.key, record.value
 
 
 def encode(document: dict | None) -> bytes | None:
@@ -75,17 +103,33 @@ class InMemoryStore:
 
     def __init__(self) -> None:
         self._entries: list[tuple[bytes, bytes | None]] = []
-        self._lock = threading.Lock()
+        self._appended = threading.Condition()
 
-    def append(self, key: dict, value: dict | None) -> None:
-        with self._lock:
+    def append(self, key: dict, value: dict | None) -> int:
+        with self._appended:
             self._entries.append((encode(key), encode(value)))
+            self._appended.notify_all()
+            return len(self._entries) - 1
+
+    def start_offset(self) -> int:
+        return 0
+
+    def end_offset(self) -> int:
+        with self._appended:
+            return len(self._entries)
+
+    def read(self, position: int, max_wait_ms: int) -> tuple[list[Record], int]:
+        with self._appended:
+            self._appended.wait_for(lambda: len(self._entries) > position, max_wait_ms / SECOND_MS)
+            entries = self._entries[position:]
+        records = [
+            Record(position + i, decode(key), decode(value))
+            for i, (key, value) in enumerate(entries)
+        ]
+        return records, position + len(records)
 
     def replay(self) -> Iterator[Entry]:
-        with self._lock:
-            entries = list(self._entries)
-        for key, value in entries:
-            yield decode(key), decode(value)
+        return replay(self)
 
     def close(self) -> None:
         pass
@@ -122,6 +166,8 @@ class KafkaTopicStore:
         self.init_timeout_ms = init_timeout_ms
         self.replication_factor = replication_factor
         self._producer: Producer | None = None
+        self._reader: SimpleConsumer | None = None
+        self._reader_lock = threading.Lock()
         self._topic_ready = False
 
     def _ensure_topic(self) -> None:
@@ -158,47 +204,76 @@ class KafkaTopicStore:
             raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
         self._topic_ready = True
 
-    def replay(self) -> Iterator[Entry]:
+    def _consumer(self) -> SimpleConsumer:
+        """The reader's consumer; callers hold ``_reader_lock`` (one request at a time on
+        its connections)."""
         self._ensure_topic()
-        try:
-            consumer = SimpleConsumer(
-                self.bootstrap_servers,
-                client_id="schema-registry-replay",
-                timeout_s=self.init_timeout_ms / SECOND_MS,
-                security=self.security,
-            )
-        except KafkaError as exc:
-            raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
-        try:
-            yield from self._read_to_end(consumer)
-        except KafkaError as exc:
-            raise StoreError(f"replay of {self.topic!r} failed: {exc}") from exc
-        finally:
-            consumer.close()
-
-    def _read_to_end(self, consumer: SimpleConsumer) -> Iterator[Entry]:
-        offset = consumer.earliest_offset(self.topic, self.PARTITION)
-        # Read up to the end offset as of now: everything appended before we
-        # started, which is everything, since this registry is the only writer.
-        end = consumer.latest_offset(self.topic, self.PARTITION)
-        deadline = time.monotonic() + self.init_timeout_ms / SECOND_MS
-        while offset < end:
-            result = consumer.fetch(self.topic, self.PARTITION, offset, max_bytes=1 << 20)
-            for record in result.records():
-                if record.offset >= end:
-                    return
-                yield decode(record.key), decode(record.value)
-            if result.next_offset > offset:
-                offset = result.next_offset
-            elif time.monotonic() > deadline:
-                raise StoreError(
-                    f"replay of {self.topic!r} stopped at offset {offset} of {end} "
-                    f"after {self.init_timeout_ms} ms"
+        if self._reader is None:
+            try:
+                self._reader = SimpleConsumer(
+                    self.bootstrap_servers,
+                    client_id="schema-registry-reader",
+                    timeout_s=self.init_timeout_ms / SECOND_MS,
+                    security=self.security,
                 )
-            else:
-                time.sleep(0.05)  # nothing readable yet (a leader still loading): ask again
+            except KafkaError as exc:
+                raise StoreError(f"cannot reach {self.bootstrap_servers}: {exc}") from exc
+        return self._reader
 
-    def append(self, key: dict, value: dict | None) -> None:
+    def start_offset(self) -> int:
+        try:
+            with self._reader_lock:
+                return self._consumer().earliest_offset(self.topic, self.PARTITION)
+        except KafkaError as exc:
+            raise StoreError(f"cannot read {self.topic!r}: {exc}") from exc
+
+    def end_offset(self) -> int:
+        try:
+            with self._reader_lock:
+                return self._consumer().latest_offset(self.topic, self.PARTITION)
+        except KafkaError as exc:
+            raise StoreError(f"cannot read {self.topic!r}: {exc}") from exc
+
+    def read(self, position: int, max_wait_ms: int) -> tuple[list[Record], int]:
+        with self._reader_lock:
+            return self._read(position, max_wait_ms)
+
+    def _read(self, position: int, max_wait_ms: int) -> tuple[list[Record], int]:
+        consumer = self._consumer()
+        try:
+            try:
+                result = consumer.fetch(
+                    self.topic,
+                    self.PARTITION,
+                    position,
+                    max_bytes=1 << 20,
+                    max_wait_ms=max_wait_ms,
+                    min_bytes=1,
+                )
+            except OffsetOutOfRangeError:
+                # Compaction removed what was below the log start: nothing there to read.
+                start = consumer.earliest_offset(self.topic, self.PARTITION)
+                if start <= position:
+                    raise
+                return [], start
+        except KafkaError as exc:
+            raise StoreError(f"read of {self.topic!r} at offset {position} failed: {exc}") from exc
+        records = []
+        for r in result.records():
+            if r.offset < position:
+                continue
+            try:
+                records.append(Record(r.offset, decode(r.key), decode(r.value)))
+            except ValueError as exc:  # not written by a registry: skipped, and said so
+                log.error(
+                    "skipping offset %d of %s: not a JSON entry (%s)", r.offset, self.topic, exc
+                )
+        return records, max(position, result.next_offset)
+
+    def replay(self) -> Iterator[Entry]:
+        return replay(self)
+
+    def append(self, key: dict, value: dict | None) -> int:
         try:
             self._ensure_topic()
             if self._producer is None:
@@ -215,7 +290,7 @@ class KafkaTopicStore:
             future = self._producer.send(
                 self.topic, encode(value), key=encode(key), partition=self.PARTITION
             )
-            future.result(timeout=max(self.timeout_ms, 1) / SECOND_MS)
+            return future.result(timeout=max(self.timeout_ms, 1) / SECOND_MS).offset
         except FutureTimeout as exc:
             raise StoreError(
                 f"append to {self.topic!r} not acknowledged within {self.timeout_ms} ms"
@@ -227,3 +302,6 @@ class KafkaTopicStore:
         if self._producer is not None:
             self._producer.close(self.timeout_ms / SECOND_MS)
             self._producer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None

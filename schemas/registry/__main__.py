@@ -1,5 +1,6 @@
 """``python -m schemas.registry start CONFIG [--override key=value ...]``: replay the
-store, then serve HTTP or HTTPS. ``config-docs [--properties]``: the configuration
+store, join the leader election (a Kafka store only: instances sharing it elect the one
+that writes), then serve HTTP or HTTPS. ``config-docs [--properties]``: the configuration
 reference. ``passwd FILE USER [--role ROLE ...]``: add or replace a user of the users file
 (the password is read from stdin, never from the command line)."""
 
@@ -18,8 +19,10 @@ from broker.config.definition import add_config_commands
 from schemas.registry.app import create_app
 from schemas.registry.auth import AuthPolicy, BasicAuthMiddleware, Users, UsersFileError, user_line
 from schemas.registry.config import ConfigError, RegistryConfig
+from schemas.registry.election import Identity, LeaderElector
+from schemas.registry.errors import RegistryError
 from schemas.registry.service import Registry
-from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore, StoreError
+from schemas.store import InMemoryStore, KafkaTopicStore, SchemaStore
 
 
 def open_store(config: RegistryConfig) -> SchemaStore:
@@ -66,15 +69,43 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schema registry: bad config {args.config}: {exc}", file=sys.stderr)
         return 2
     store = open_store(config)
-    registry = Registry(store, config.compatibility_level)
+    elector = None
+    if config.store_type == "kafka":
+        identity = Identity(
+            config.advertised_host,
+            config.listener.port,
+            config.inter_instance_protocol,
+            config.leader_eligibility,
+        )
+        registry = Registry(
+            store, config.compatibility_level, timeout_ms=config.timeout_ms, identity=identity
+        )
+        elector = LeaderElector(
+            registry,
+            identity,
+            config.bootstrap_servers,
+            config.group_id,
+            session_timeout_ms=config.session_timeout_ms,
+            request_timeout_ms=config.timeout_ms,
+            security=config.store_security,
+        )
+    else:  # a memory store is this process's alone: it leads by itself
+        registry = Registry(store, config.compatibility_level, timeout_ms=config.timeout_ms)
     try:
-        registry.load()
-    except StoreError as exc:
-        print(f"schema registry: cannot replay the store: {exc}", file=sys.stderr)
+        registry.load(config.init_timeout_ms)
+    except RegistryError as exc:
+        print(f"schema registry: cannot replay the store: {exc.message}", file=sys.stderr)
         store.close()
         return 1
+    registry.start_tailing()
+    if elector is not None:
+        # Serve once the group has decided who leads, so a client's first write after
+        # the start does not meet "unknown leader" (as Confluent's registry starts).
+        elector.start()
+        if not elector.wait_for_election(config.init_timeout_ms):
+            logging.warning("no leader elected yet: serving reads; writes fail until one is")
     try:
-        app = create_app(registry)
+        app = create_app(registry, _forward_tls(config))
         if config.auth is not None:
             app = BasicAuthMiddleware(app, _policy(config))
         uvicorn.run(
@@ -88,6 +119,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schema registry: {exc}", file=sys.stderr)
         return 2
     finally:
+        if elector is not None:
+            elector.close()
+        registry.close()
         store.close()
     return 0
 
@@ -118,6 +152,14 @@ def _https(config: RegistryConfig) -> dict:
         "ssl_ca_certs": tls.truststore,
         "ssl_cert_reqs": _CLIENT_AUTH[tls.client_auth],
     }
+
+
+def _forward_tls(config: RegistryConfig) -> ssl.SSLContext | None:
+    """The leader's certificate is checked against the trust store, else the system's CAs."""
+    if config.inter_instance_protocol != "https":
+        return None
+    truststore = config.tls.truststore if config.tls is not None else None
+    return ssl.create_default_context(cafile=truststore)
 
 
 def _passwd(path: Path, user: str, roles: list[str]) -> int:

@@ -4,13 +4,15 @@ Bodies are parsed by hand rather than by pydantic models so that bad input gets
 Confluent's answers, not FastAPI's: a body that is not JSON, or a field of the
 wrong JSON type, is 400 with error code 400; a missing or unparsable schema is
 42201; unknown fields are ignored (the Confluent clients send ``metadata`` and
-``ruleSet``). Writes run in the thread pool because appending to the store blocks.
+``ruleSet``). Writes run in the thread pool because appending to the store blocks;
+on an instance that does not lead they go to the leader (forward.py).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import ssl
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -22,7 +24,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from schemas.registry import errors
 from schemas.registry.errors import RegistryError
 from schemas.registry.metrics import RegistryMetrics
+from schemas.registry.forward import POSITION_HEADER, Forwarder
 from schemas.registry.service import SCHEMA_TYPES, Registry, parse_level, parse_schema
+from schemas.registry.state import Mode
 
 log = logging.getLogger(__name__)
 
@@ -65,14 +69,32 @@ def _field(document: dict, name: str, kind: type, default: Any = None) -> Any:
     return value
 
 
-async def _schema_from(request: Request):
-    document = await _body(request)
+def _schema_in(document: dict):
     text = _field(document, "schema", str)
     schema_type = _field(document, "schemaType", str)
     references = _field(document, "references", list)
     if references:
         raise errors.invalid_schema("schema references are not supported by this registry")
     return parse_schema(text, schema_type)
+
+
+async def _schema_from(request: Request):
+    return _schema_in(await _body(request))
+
+
+def _positive(document: dict, name: str) -> int | None:
+    """An optional id or version chosen by the caller (IMPORT mode): an integer >= 1."""
+    value = _field(document, name, int)
+    if value is not None and (isinstance(value, bool) or value < 1):
+        raise errors.bad_request(f"Field '{name}' must be a positive integer, got {value!r}")
+    return value
+
+
+async def _mode_from(request: Request) -> Mode:
+    document = await _body(request)
+    if "mode" not in document:
+        raise errors.unprocessable("Field 'mode' is required")
+    return Mode.parse(document["mode"])
 
 
 async def _level_from(request: Request):
@@ -82,11 +104,27 @@ async def _level_from(request: Request):
     return parse_level(document["compatibility"])
 
 
-def create_app(registry: Registry) -> FastAPI:
-    app = FastAPI(title="Schema Registry", default_response_class=_Json, openapi_url=None)
+def create_app(registry: Registry, forward_tls: ssl.SSLContext | None = None) -> FastAPI:
+    """`forward_tls`: how a follower checks an https leader it forwards writes to."""
+    forwarder = Forwarder(registry, forward_tls)
+    app = FastAPI(
+        title="Schema Registry",
+        default_response_class=_Json,
+        openapi_url=None,
+        on_shutdown=[forwarder.close],
+    )
     state = registry.state
     metrics = RegistryMetrics(state)
     app.middleware("http")(metrics.middleware)
+
+    async def _write(request: Request, call, *args) -> Response:
+        """Run a write here when this instance leads (its answer says how far the store
+        was read, for a forwarding follower), else send it to the leader."""
+        leader = registry.write_target()
+        if leader is not None:
+            return await forwarder.forward(request, leader)
+        result = await run_in_threadpool(call, *args)
+        return _Json(result, headers={POSITION_HEADER: str(registry.position)})
 
     @app.exception_handler(RegistryError)
     async def registry_error(_: Request, exc: RegistryError) -> Response:
@@ -169,9 +207,15 @@ def create_app(registry: Registry) -> FastAPI:
         return []  # references are not supported, so nothing refers to anything
 
     @app.post("/subjects/{subject}/versions")
-    async def register(subject: str, request: Request) -> dict:
-        schema = await _schema_from(request)
-        return {"id": await run_in_threadpool(registry.register, subject, schema)}
+    async def register(subject: str, request: Request) -> Response:
+        document = await _body(request)
+        schema = _schema_in(document)
+        schema_id, number = _positive(document, "id"), _positive(document, "version")
+
+        def call() -> dict:
+            return {"id": registry.register(subject, schema, schema_id, number)}
+
+        return await _write(request, call)
 
     @app.post("/subjects/{subject}")
     async def lookup(subject: str, request: Request) -> dict:
@@ -179,15 +223,14 @@ def create_app(registry: Registry) -> FastAPI:
         return state.lookup(subject, schema, deleted=_flag(request, "deleted")).body()
 
     @app.delete("/subjects/{subject}")
-    async def delete_subject(subject: str, request: Request) -> list:
-        return await run_in_threadpool(
-            registry.delete_subject, subject, _flag(request, "permanent")
-        )
+    async def delete_subject(subject: str, request: Request) -> Response:
+        permanent = _flag(request, "permanent")
+        return await _write(request, registry.delete_subject, subject, permanent)
 
     @app.delete("/subjects/{subject}/versions/{version}")
-    async def delete_version(subject: str, version: str, request: Request) -> int:
+    async def delete_version(subject: str, version: str, request: Request) -> Response:
         permanent = _flag(request, "permanent")
-        return await run_in_threadpool(registry.delete_version, subject, version, permanent)
+        return await _write(request, registry.delete_version, subject, version, permanent)
 
     # -- compatibility config and checks --------------------------------------
 
@@ -195,16 +238,19 @@ def create_app(registry: Registry) -> FastAPI:
     async def global_config() -> dict:
         return {"compatibilityLevel": state.global_level().value}
 
+    def _set_level(subject: str | None, level) -> dict:
+        return {"compatibility": registry.set_level(subject, level).value}
+
+    def _delete_level(subject: str | None) -> dict:
+        return {"compatibilityLevel": registry.delete_level(subject).value}
+
     @app.put("/config")
-    async def put_global_config(request: Request) -> dict:
-        level = await _level_from(request)
-        await run_in_threadpool(registry.set_level, None, level)
-        return {"compatibility": level.value}
+    async def put_global_config(request: Request) -> Response:
+        return await _write(request, _set_level, None, await _level_from(request))
 
     @app.delete("/config")
-    async def delete_global_config() -> dict:
-        previous = await run_in_threadpool(registry.delete_level, None)
-        return {"compatibilityLevel": previous.value}
+    async def delete_global_config(request: Request) -> Response:
+        return await _write(request, _delete_level, None)
 
     @app.get("/config/{subject}")
     async def subject_config(subject: str, request: Request) -> dict:
@@ -216,15 +262,12 @@ def create_app(registry: Registry) -> FastAPI:
         return {"compatibilityLevel": level.value}
 
     @app.put("/config/{subject}")
-    async def put_subject_config(subject: str, request: Request) -> dict:
-        level = await _level_from(request)
-        await run_in_threadpool(registry.set_level, subject, level)
-        return {"compatibility": level.value}
+    async def put_subject_config(subject: str, request: Request) -> Response:
+        return await _write(request, _set_level, subject, await _level_from(request))
 
     @app.delete("/config/{subject}")
-    async def delete_subject_config(subject: str) -> dict:
-        previous = await run_in_threadpool(registry.delete_level, subject)
-        return {"compatibilityLevel": previous.value}
+    async def delete_subject_config(subject: str, request: Request) -> Response:
+        return await _write(request, _delete_level, subject)
 
     async def _check(subject: str, version: str | None, request: Request) -> dict:
         schema = await _schema_from(request)
@@ -242,14 +285,34 @@ def create_app(registry: Registry) -> FastAPI:
     async def check_all(subject: str, request: Request) -> dict:
         return await _check(subject, None, request)
 
-    # -- mode: this registry always accepts reads and writes ------------------
+    # -- mode: READWRITE, READONLY, IMPORT ------------------------------------
+
+    def _set_mode(subject: str | None, mode: Mode, force: bool) -> dict:
+        return {"mode": registry.set_mode(subject, mode, force).value}
+
+    def _delete_mode(subject: str) -> dict:
+        return {"mode": registry.delete_mode(subject).value}
 
     @app.get("/mode")
     async def mode() -> dict:
-        return {"mode": "READWRITE"}
+        return {"mode": state.global_mode().value}
+
+    @app.put("/mode")
+    async def put_mode(request: Request) -> Response:
+        mode = await _mode_from(request)
+        return await _write(request, _set_mode, None, mode, _flag(request, "force"))
 
     @app.get("/mode/{subject}")
     async def subject_mode(subject: str) -> dict:
-        return {"mode": "READWRITE"}
+        return {"mode": state.mode_for(subject).value}
+
+    @app.put("/mode/{subject}")
+    async def put_subject_mode(subject: str, request: Request) -> Response:
+        mode = await _mode_from(request)
+        return await _write(request, _set_mode, subject, mode, _flag(request, "force"))
+
+    @app.delete("/mode/{subject}")
+    async def delete_subject_mode(subject: str, request: Request) -> Response:
+        return await _write(request, _delete_mode, subject)
 
     return app

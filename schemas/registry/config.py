@@ -12,6 +12,7 @@ of the clients' security table (broker/client/security.py: `kafkastore.security.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,6 +234,53 @@ REGISTRY_CONFIG = (
         "Roles that may only read (GET): a user whose roles are all in this list gets 403 "
         "with error code 40301 on any write. Not a Confluent key.",
         group="Authentication",
+    .define(
+        "leader.eligibility",
+        "boolean",
+        True,
+        "Whether this instance may be elected leader (the one that writes to the store and "
+        "hands out ids). One that may not forwards every write to the leader and serves "
+        "reads from its own replay of the store.",
+        group="Leader election",
+    )
+    .define(
+        "schema.registry.group.id",
+        "string",
+        "schema-registry",
+        "The group (on the store's broker) through which instances sharing a store elect "
+        "their leader: every instance of one registry names the same group.",
+        validator=lambda v: None if v else "must not be empty",
+        group="Leader election",
+    )
+    .define(
+        "host.name",
+        "string",
+        None,
+        "The host other instances reach this one at (forwarded writes); unset: the "
+        "listener's host, or this machine's name when the listener is 0.0.0.0. Every "
+        "instance needs its own host:port.",
+        optional=True,
+        group="Leader election",
+    )
+    .define(
+        "inter.instance.protocol",
+        "string",
+        "http",
+        "The scheme other instances use to reach this one: http, or https for an https "
+        "listener (checked against ssl.truststore.location, else the system's CAs); an "
+        "https listener always uses https.",
+        validator=one_of("http", "https"),
+        group="Leader election",
+    )
+    .define(
+        "schema.registry.group.session.timeout.ms",
+        "int",
+        10 * SECOND_MS,
+        "How long the group coordinator waits without a heartbeat before it drops an "
+        "instance and another one is elected, in ms (within the broker's "
+        "group.min.session.timeout.ms and group.max.session.timeout.ms). Not a Confluent key.",
+        validator=at_least(1),
+        group="Leader election",
     )
 )
 
@@ -250,6 +298,8 @@ SAMPLE_SETTINGS = {
     "kafkastore.timeout.ms": "5000",
     "kafkastore.init.timeout.ms": "60000",
     "schema.compatibility.level": "backward",
+    "leader.eligibility": "true",
+    "schema.registry.group.id": "schema-registry",
 }
 
 
@@ -325,9 +375,24 @@ class RegistryConfig:
     timeout_ms: int
     init_timeout_ms: int
     compatibility_level: Level
+    leader_eligibility: bool
+    group_id: str
+    host_name: str
+    inter_instance_protocol: str
+    session_timeout_ms: int
+
     tls: TlsSettings | None = None
     auth: AuthSettings | None = None
     store_security: SecurityConfig = PLAINTEXT
+
+    @property
+    def advertised_host(self) -> str:
+        """The host other instances forward writes to."""
+        if self.host_name:
+            return self.host_name
+        if self.listener.host in ("0.0.0.0", "::", ""):
+            return socket.getfqdn()
+        return self.listener.host
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> RegistryConfig:
@@ -352,6 +417,14 @@ class RegistryConfig:
             tls=_tls(values, listener),
             auth=_auth(values),
             store_security=store_security,
+            leader_eligibility=values["leader.eligibility"],
+            group_id=values["schema.registry.group.id"],
+            host_name=values["host.name"] or "",
+            # An https listener can only be reached over https.
+            inter_instance_protocol=(
+                "https" if listener.scheme == "https" else values["inter.instance.protocol"]
+            ),
+            session_timeout_ms=values["schema.registry.group.session.timeout.ms"],
         )
 
     @classmethod

@@ -116,3 +116,26 @@ def bad_request(detail: str) -> RegistryError:
 def unprocessable(detail: str) -> RegistryError:
     """A required field is missing (Confluent: 422 with code 422)."""
     return RegistryError(422, 422, detail)
+
+
+def invalid_mode(mode: object) -> RegistryError:
+    return RegistryError(
+        422, 42204, f"Invalid mode {mode!r}. Valid values are READWRITE, READONLY and IMPORT"
+    )
+
+
+def not_permitted(detail: str) -> RegistryError:
+    """An operation the mode (or the state) forbids (Confluent 42205)."""
+    return RegistryError(422, 42205, detail)
+
+
+def timed_out(detail: str) -> RegistryError:
+    return RegistryError(500, 50002, f"Operation timed out: {detail}")
+
+
+def forwarding_failed(detail: str) -> RegistryError:
+    return RegistryError(500, 50003, f"Error while forwarding the request to the leader: {detail}")
+
+
+def unknown_leader(detail: str) -> RegistryError:
+    return RegistryError(500, 50004, f"Unknown leader: {detail}")

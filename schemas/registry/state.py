@@ -7,6 +7,7 @@ state it served before. Queries raise the Confluent errors for what is missing.
 
 from __future__ import annotations
 
+import enum
 import threading
 from dataclasses import dataclass, replace
 
@@ -14,6 +15,22 @@ from schemas import canonical
 from schemas.compatibility import Level
 from schemas.registry import errors
 from schemas.registry.errors import MAX_VERSION
+
+
+class Mode(enum.Enum):
+    """What a registry (or one subject) accepts: READWRITE everything; READONLY no
+    registration or delete; IMPORT registrations with the caller's ids (migrations)."""
+
+    READWRITE = "READWRITE"
+    READONLY = "READONLY"
+    IMPORT = "IMPORT"
+
+    @classmethod
+    def parse(cls, text: object) -> Mode:
+        try:
+            return cls(str(text).strip().upper())
+        except ValueError:
+            raise errors.invalid_mode(text) from None
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,15 @@ def config_key(subject: str | None) -> dict:
     return {"keytype": "CONFIG", "subject": subject, "magic": 0}
 
 
+def mode_key(subject: str | None) -> dict:
+    return {"keytype": "MODE", "subject": subject, "magic": 0}
+
+
+def id_watermark_key() -> dict:
+    """Ours, not Confluent's: the highest id handed out, written before permanent deletes."""
+    return {"keytype": "ID_WATERMARK", "magic": 0}
+
+
 def delete_subject_key(subject: str) -> dict:
     return {"keytype": "DELETE_SUBJECT", "subject": subject, "magic": 0}
 
@@ -68,6 +94,7 @@ class RegistryState:
         self._by_id: dict[int, canonical.ParsedSchema] = {}
         self._id_by_canonical: dict[str, int] = {}
         self._configs: dict[str | None, Level] = {}
+        self._modes: dict[str | None, Mode] = {}
         self._max_id = 0
         self._parsed: dict[str, canonical.ParsedSchema] = {}
         self._lock = threading.RLock()
@@ -86,6 +113,13 @@ class RegistryState:
                     self._configs.pop(key.get("subject"), None)
                 else:
                     self._configs[key.get("subject")] = Level.parse(value["compatibilityLevel"])
+            elif keytype == "ID_WATERMARK" and value is not None:
+                self._max_id = max(self._max_id, value["max_id"])
+            elif keytype == "MODE":
+                if value is None:
+                    self._modes.pop(key.get("subject"), None)
+                else:
+                    self._modes[key.get("subject")] = Mode(value["mode"])
             elif keytype == "DELETE_SUBJECT" and value is not None:
                 versions = self._subjects.get(key["subject"], {})
                 for number, entry in list(versions.items()):
@@ -215,3 +249,25 @@ class RegistryState:
 
     def level_for(self, subject: str) -> Level:
         return self.subject_level(subject) or self.global_level()
+
+    def subject_mode(self, subject: str) -> Mode | None:
+        with self._lock:
+            return self._modes.get(subject)
+
+    def global_mode(self) -> Mode:
+        with self._lock:
+            return self._modes.get(None, Mode.READWRITE)
+
+    def mode_for(self, subject: str) -> Mode:
+        return self.subject_mode(subject) or self.global_mode()
+
+    def has_schemas(self, subject: str | None = None) -> bool:
+        """Whether any version (soft-deleted ones too) exists, in ``subject`` or anywhere."""
+        with self._lock:
+            if subject is None:
+                return bool(self._subjects)
+            return bool(self._subjects.get(subject))
+
+    def id_in_use(self, schema_id: int) -> bool:
+        with self._lock:
+            return schema_id in self._by_id

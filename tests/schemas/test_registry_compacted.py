@@ -35,9 +35,11 @@ def schema(name: str, fields: int) -> str:
     )
 
 
-def churn(http: httpx.Client, subjects: int) -> None:
+def churn(http: httpx.Client, subjects: int) -> int:
     """Many entries per key: configs changed back and forth, versions registered and
-    soft-deleted, subjects deleted for good (tombstones), subjects deleted and reused."""
+    soft-deleted, subjects deleted for good (tombstones), subjects deleted and reused.
+    Returns the highest id handed out (the last subject's, deleted for good)."""
+    highest = 0
     http.put("/config", json={"compatibility": "NONE"}).raise_for_status()
     for i in range(subjects):
         subject = f"s{i}-value"
@@ -47,7 +49,7 @@ def churn(http: httpx.Client, subjects: int) -> None:
             answer = http.post(
                 f"/subjects/{subject}/versions", json={"schema": schema(f"R{i}", v + 1)}
             )
-            answer.raise_for_status()
+            highest = max(highest, answer.raise_for_status().json()["id"])
         if i % 3 == 0:
             http.delete(f"/subjects/{subject}/versions/2").raise_for_status()
         if i % 4 == 1:
@@ -58,8 +60,9 @@ def churn(http: httpx.Client, subjects: int) -> None:
             answer = http.post(
                 f"/subjects/{subject}/versions", json={"schema": schema(f"R{i}b", 9)}
             )
-            answer.raise_for_status()
+            highest = max(highest, answer.raise_for_status().json()["id"])
     http.put("/config", json={"compatibility": "FULL"}).raise_for_status()
+    return highest
 
 
 def schemas_topic(bootstrap: str) -> tuple[int, int]:
@@ -84,7 +87,7 @@ def test_a_compacted_schemas_topic_replays_to_the_same_registry(
     broker = broker_factory(BROKER)
     first = store(broker.bootstrap)
     with registry_server(first) as url, httpx.Client(base_url=url, timeout=30) as http:
-        churn(http, 30)
+        highest = churn(http, 30)
         before = registry_snapshot(http)
         ids = {v["id"] for s in before["subjects"].values() for v in s["versions"]}
     first.close()
@@ -120,3 +123,11 @@ def test_a_compacted_schemas_topic_replays_to_the_same_registry(
         time.sleep(0.3)
     assert schemas_topic(broker.bootstrap)[0] < kept
     assert replayed() == before
+    # The highest id was deleted for good and its entries compacted away: a replay still
+    # knows it was handed out, so a new schema gets the next one.
+    assert highest not in ids
+    last = store(broker.bootstrap)
+    with registry_server(last) as url, httpx.Client(base_url=url, timeout=30) as http:
+        answer = http.post("/subjects/new-value/versions", json={"schema": schema("New", 1)})
+        assert answer.json() == {"id": highest + 1}
+    last.close()

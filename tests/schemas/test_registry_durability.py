@@ -8,6 +8,7 @@ import httpx
 import pytest
 
 from broker.client.admin import AdminClient
+from broker.client.producer import Producer
 from broker.processes import RegistryProcess
 from schemas import catalog
 from schemas.store import KafkaTopicStore, StoreError
@@ -130,3 +131,23 @@ def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
         )
         assert again.json() == {"id": first}
         assert registry.stop(timeout_s=20) != -signal.SIGKILL
+
+
+def test_records_no_registry_wrote_are_skipped_and_named(broker, registry_server, caplog):
+    """Someone else's records in the store topic (not JSON; JSON the registry cannot use)
+    stop no registry: they are logged with their offsets, the rest is served, ids go on."""
+    store = KafkaTopicStore(broker.bootstrap, "_schemas_foreign", timeout_ms=10_000)
+    with registry_server(store) as url, httpx.Client(base_url=url, timeout=30) as http:
+        first = http.post("/subjects/a-value/versions", json={"schema": SCHEMAS["AuditEvent"]})
+    with Producer(broker.bootstrap, acks=-1) as producer:
+        producer.send("_schemas_foreign", b"not json", key=b"{broken").result(10)
+        producer.send("_schemas_foreign", b'{"id": 7}', key=b'{"keytype": "SCHEMA"}').result(10)
+    store.close()
+    again = KafkaTopicStore(broker.bootstrap, "_schemas_foreign", timeout_ms=10_000)
+    with registry_server(again) as url, httpx.Client(base_url=url, timeout=30) as http:
+        assert http.get("/subjects").json() == ["a-value"]
+        second = http.post("/subjects/c-value/versions", json={"schema": SCHEMAS["ClickEvent"]})
+        assert second.json()["id"] == first.json()["id"] + 1
+    again.close()
+    skipped = [r.getMessage() for r in caplog.records if "skipping" in r.getMessage()]
+    assert any("offset 1 " in m for m in skipped) and any("offset 2" in m for m in skipped)

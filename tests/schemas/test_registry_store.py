@@ -1,6 +1,7 @@
 """The store log: its entry format, replay after a restart, and the start-up command."""
 
 import signal
+import socket
 
 import httpx
 import pytest
@@ -71,9 +72,12 @@ def test_entries_follow_the_confluent_layout(registry_server):
     assert entries[1][1] == {"compatibilityLevel": "FULL"}
     assert keys[2] == {"keytype": "DELETE_SUBJECT", "subject": "a-value", "magic": 0}
     assert entries[2][1] == {"subject": "a-value", "version": 1}
-    # A permanent delete tombstones every version key, and the subject's config.
-    assert entries[3] == (keys[0], None)
-    assert entries[4] == (keys[1], None)
+    # A permanent delete first records the highest id handed out (ours: compaction may
+    # drop the deleted entries, the id must stay used), then tombstones every version
+    # key, and the subject's config.
+    assert entries[3] == ({"keytype": "ID_WATERMARK", "magic": 0}, {"max_id": 1})
+    assert entries[4] == (keys[0], None)
+    assert entries[5] == (keys[1], None)
 
 
 # -- configuration -------------------------------------------------------------
@@ -87,6 +91,12 @@ def test_defaults_and_confluent_style_servers():
     assert (config.listener.host, config.listener.port) == ("0.0.0.0", 8081)
     assert config.topic == "_schemas"
     assert config.compatibility_level is Level.BACKWARD
+    assert (config.leader_eligibility, config.group_id) == (True, "schema-registry")
+    assert config.advertised_host == socket.getfqdn()  # the listener is 0.0.0.0
+    named = RegistryConfig.from_mapping(
+        parse_properties("kafkastore.type=memory\nlisteners=http://10.0.0.5:8081\n")
+    )
+    assert named.advertised_host == "10.0.0.5"
 
 
 def test_store_security_under_confluents_kafkastore_names():
@@ -160,6 +170,18 @@ def test_conf_file_is_generated_from_the_registry_keys():
             "'HTTPS://b:9093' for configuration kafkastore.bootstrap.servers",
         ),
         ("kafkastore.type=kafka\n", "'kafkastore.bootstrap.servers' is required"),
+        (
+            "kafkastore.type=memory\nleader.eligibility=maybe\n",
+            "'maybe' for configuration leader.eligibility",
+        ),
+        (
+            "kafkastore.type=memory\ninter.instance.protocol=https\n",
+            "'https' for configuration inter.instance.protocol",
+        ),
+        (
+            "kafkastore.type=memory\nschema.registry.group.id=\n",
+            "for configuration schema.registry.group.id",
+        ),
         (
             "kafkastore.type=memory\nkafkastore.topics=x\n",
             "Unknown configuration 'kafkastore.topics' (value 'x')",

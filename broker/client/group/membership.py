@@ -37,7 +37,6 @@ from typing import NamedTuple, Protocol
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
 from broker.client.coordinator import find_coordinator as coordinator_lookup
-from broker.client.group.consumer_protocol import PROTOCOL_TYPE
 from broker.protocol.apis import (
     API_BY_KEY,
     JOIN_GROUP,
@@ -88,7 +87,10 @@ class Coordinator(NamedTuple):
 
 
 class GroupHooks(Protocol):
-    """What the member's protocol (the consumer) decides; called on the polling thread."""
+    """What the member's protocol decides (the consumer's, protocol type "consumer"; the
+    schema registry's leader election, "sr"); called on the polling thread."""
+
+    protocol_type: str  # JoinGroup's and SyncGroup's protocol_type
 
     def join_protocols(self) -> list[dict]:
         """[{name, metadata}] in order of preference, for JoinGroup."""
@@ -322,7 +324,7 @@ class GroupMembership:
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
             "member_id": member_id,
             "group_instance_id": self.instance_id,
-            "protocol_type": PROTOCOL_TYPE,
+            "protocol_type": self.hooks.protocol_type,
             "protocols": self.hooks.join_protocols(),
         }
         # The coordinator holds a JoinGroup until the group has joined (up to the
@@ -395,7 +397,7 @@ class GroupMembership:
             "generation_id": generation.generation_id,
             "member_id": generation.member_id,
             "group_instance_id": self.instance_id,
-            "protocol_type": PROTOCOL_TYPE,  # v5+: the coordinator checks them
+            "protocol_type": self.hooks.protocol_type,  # v5+: the coordinator checks them
             "protocol_name": generation.protocol,
             "assignments": [{"member_id": m, "assignment": a} for m, a in assignments.items()],
         }

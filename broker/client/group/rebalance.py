@@ -34,6 +34,7 @@ from broker.client.cluster import ClusterMetadata
 from broker.client.group.assignors import Assignor, RebalanceProtocol
 from broker.client.group.consumer_protocol import (
     NEWEST_VERSION,
+    PROTOCOL_TYPE,
     Assignment,
     Subscription,
     TopicPartition,
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 
 
 class ConsumerRebalance:
+    protocol_type = PROTOCOL_TYPE
+
     def __init__(
         self,
         subscription: SubscriptionState,
