@@ -23,8 +23,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.registry import errors
 from schemas.registry.errors import RegistryError
-from schemas.registry.metrics import RegistryMetrics
 from schemas.registry.forward import POSITION_HEADER, Forwarder
+from schemas.registry.metrics import RegistryMetrics
 from schemas.registry.service import SCHEMA_TYPES, Registry, parse_level, parse_schema
 from schemas.registry.state import Mode
 

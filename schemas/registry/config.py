@@ -234,6 +234,7 @@ REGISTRY_CONFIG = (
         "Roles that may only read (GET): a user whose roles are all in this list gets 403 "
         "with error code 40301 on any write. Not a Confluent key.",
         group="Authentication",
+    )
     .define(
         "leader.eligibility",
         "boolean",

@@ -22,10 +22,10 @@ import threading
 import time
 from dataclasses import dataclass
 
-from broker.client.security import SecurityConfig
 from broker.client.cluster import ClusterMetadata
 from broker.client.group.heartbeat import HeartbeatThread
 from broker.client.group.membership import Generation, GroupMembership, MemberState
+from broker.client.security import SecurityConfig
 from broker.protocol.errors import KafkaError
 
 log = logging.getLogger(__name__)
