@@ -175,8 +175,8 @@ def test_conf_file_is_generated_from_the_registry_keys():
             "'maybe' for configuration leader.eligibility",
         ),
         (
-            "kafkastore.type=memory\ninter.instance.protocol=https\n",
-            "'https' for configuration inter.instance.protocol",
+            "kafkastore.type=memory\ninter.instance.protocol=ftp\n",
+            "'ftp' for configuration inter.instance.protocol",
         ),
         (
             "kafkastore.type=memory\nschema.registry.group.id=\n",
