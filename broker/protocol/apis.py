@@ -53,6 +53,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     CREATE_PARTITIONS = 37
@@ -88,6 +91,9 @@ CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
 INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
 OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
+DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS
+CREATE_ACLS = ApiKey.CREATE_ACLS
+DELETE_ACLS = ApiKey.DELETE_ACLS
 DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
 ALTER_CONFIGS = ApiKey.ALTER_CONFIGS
 CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
@@ -1007,6 +1013,84 @@ LIST_PARTITION_REASSIGNMENTS_API = Api(
     ),
 )
 
+# -- ACLs (codes: broker/security/acl.py; v0, without pattern types, is no longer Kafka's) --
+
+_ACL_FILTER = (
+    F("resource_type_filter", INT8),
+    F("resource_name_filter", STRING, nullable="0+"),
+    F("pattern_type_filter", INT8, default=3),
+    F("principal_filter", STRING, nullable="0+"),
+    F("host_filter", STRING, nullable="0+"),
+    F("operation", INT8),
+    F("permission_type", INT8),
+)
+
+DESCRIBE_ACLS_API = Api(
+    DESCRIBE_ACLS, "DescribeAcls", 1, 3, 2,
+    request=Struct(*_ACL_FILTER),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("resources", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("pattern_type", INT8, default=3),
+            F("acls", Array(Struct(
+                F("principal", STRING),
+                F("host", STRING),
+                F("operation", INT8),
+                F("permission_type", INT8),
+            ))),
+        ))),
+    ),
+)
+
+CREATE_ACLS_API = Api(
+    CREATE_ACLS, "CreateAcls", 1, 3, 2,
+    request=Struct(
+        F("creations", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("resource_pattern_type", INT8, default=3),
+            F("principal", STRING),
+            F("host", STRING),
+            F("operation", INT8),
+            F("permission_type", INT8),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("results", Array(Struct(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
+    ),
+)
+
+DELETE_ACLS_API = Api(
+    DELETE_ACLS, "DeleteAcls", 1, 3, 2,
+    request=Struct(F("filters", Array(Struct(*_ACL_FILTER)))),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("filter_results", Array(Struct(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("matching_acls", Array(Struct(
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F("pattern_type", INT8, default=3),
+                F("principal", STRING),
+                F("host", STRING),
+                F("operation", INT8),
+                F("permission_type", INT8),
+            ))),
+        ))),
+    ),
+)
+
 # fmt: on
 
 API_BY_KEY: dict[int, Api] = dict(
@@ -1047,6 +1131,9 @@ API_BY_KEY: dict[int, Api] = dict(
                 DESCRIBE_LOG_DIRS_API,
                 ALTER_PARTITION_REASSIGNMENTS_API,
                 LIST_PARTITION_REASSIGNMENTS_API,
+                DESCRIBE_ACLS_API,
+                CREATE_ACLS_API,
+                DELETE_ACLS_API,
             )
         }.items()
     )

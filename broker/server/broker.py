@@ -14,6 +14,8 @@ from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
+from broker.security.acl_store import FileAclStore
+from broker.security.authorizer import authorizer_from_config
 from broker.server.context import BrokerContext
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
@@ -80,7 +82,11 @@ def open_broker_state(
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
+    ctx.authorizer = authorizer_from_config(cfg)
     if not cfg.cluster_mode:
+        if ctx.authorizer is not None:
+            ctx.acl_store = FileAclStore(ctx.authorizer, cfg.log_dirs[0])
+            ctx.acl_store.load()
         ctx.admin = LocalController(
             cfg.broker_id,
             metadata,
@@ -148,6 +154,8 @@ class Broker:
             dynamic = await self.cluster.broker_overrides()
             self.ctx = open_broker_state(cfg, now_ms, cluster_id, overrides, dynamic)
             self.cluster.attach(self.ctx)
+            if self.ctx.acl_store is not None:  # the ACLs in force before serving
+                await self.ctx.acl_store.start()
         else:
             self.ctx = open_broker_state(cfg, now_ms)
         metadata, replicas = self.ctx.metadata, self.ctx.replicas

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.acl_store import AclStore
+    from broker.security.authorizer import Authorizer
     from broker.server.dynamic_config import DynamicConfigs
     from broker.server.replication_quota import ReplicationQuota
 
@@ -57,6 +59,10 @@ class BrokerContext:
     configs: DynamicConfigs | None = None
     # What this broker, as a leader, sends to throttled followers (replication_quota.py).
     leader_quota: ReplicationQuota | None = None
+    # ACL decisions (None: `authorizer.class.name` empty, no authorization) and where the
+    # ACLs are kept (a file, or ZooKeeper in a cluster): broker/security/.
+    authorizer: Authorizer | None = None
+    acl_store: AclStore | None = None
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)
