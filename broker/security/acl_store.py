@@ -166,7 +166,7 @@ class FileAclStore(AclStore):
                     "resourceType": RESOURCE_TYPE_NAMES[p.resource_type],
                     "name": p.name,
                     "patternType": p.pattern_type.name,
-                    **json.loads(encode_entries(entries)),
+                    "acls": json.loads(encode_entries(entries))["acls"],
                 }
                 for p, entries in resources.items()
             ],
@@ -212,7 +212,10 @@ class ZkAclStore(AclStore):
             for name in await self.zk.get_children(f"{root}/{kind}") or []:
                 pattern = ResourcePattern(resource_type, name, pattern_type)
                 seen.add(pattern)
-                await self.reload(pattern)
+                try:
+                    await self.reload(pattern)
+                except z.ZkDataError as exc:
+                    log.error("ignoring ACLs: %s", exc)
         for binding in self.authorizer.bindings(AclBindingFilter(pattern_type=pattern_type)):
             if binding.pattern not in seen:
                 self.authorizer.set_entries(binding.pattern, ())
@@ -226,8 +229,8 @@ class ZkAclStore(AclStore):
             return frozenset(), None
         try:
             return decode_entries(found[0]), found[1].version
-        except AclError as exc:
-            raise AclError(f"{z.acl_path(pattern)}: {exc}") from None
+        except AclError as exc:  # hand-written: not the fault of a request that reads it
+            raise z.ZkDataError(f"{z.acl_path(pattern)}: {exc}") from None
 
     async def _update(
         self, pattern: ResourcePattern, change: Callable[[Entries], Entries]
