@@ -166,6 +166,9 @@ class AclBinding:
     pattern: ResourcePattern
     entry: AccessControlEntry
 
+    def __str__(self) -> str:
+        return f"{self.pattern}: {self.entry}"
+
 
 @dataclass(frozen=True)
 class AclBindingFilter:
@@ -260,6 +263,11 @@ def _by_name(names: dict, name: str, what: str):
 def resource_type_of(name: str) -> ResourceType:
     """`Topic` (any case, as Kafka's ResourceType.fromString) -> ResourceType.TOPIC."""
     return _by_name(RESOURCE_TYPE_NAMES, name.replace("_", ""), "resource type")
+
+
+def operation_of(name: str) -> Operation:
+    """`Read`, `ClusterAction`, `IDEMPOTENT_WRITE` (any case, with or without _) -> Operation."""
+    return _by_name(OPERATION_NAMES, name.replace("_", ""), "operation")
 
 
 def pattern_type_of(name: str) -> PatternType:

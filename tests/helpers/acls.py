@@ -11,11 +11,19 @@ from broker.security.acl import Operation, PatternType, Permission, ResourceType
 from broker.server.request import Session
 
 ADMIN = "User:admin"
-# What a broker needs to answer with ACLs: Kafka's authorizer name and one super user.
-AUTHORIZER_SETTINGS = {
-    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
-    "super.users": f"{ADMIN};User:broker",
-}
+
+
+def authorizer_settings(super_users: str = ADMIN, allow_everyone: bool = False) -> dict:
+    """A broker's settings for Kafka's authorizer, its super users (`User:a;User:b`)."""
+    return {
+        "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+        "super.users": super_users,
+        "allow.everyone.if.no.acl.found": str(allow_everyone).lower(),
+    }
+
+
+# In process: the super user of the tests, and a broker's own principal.
+AUTHORIZER_SETTINGS = authorizer_settings(f"{ADMIN};User:broker")
 
 
 @contextlib.contextmanager

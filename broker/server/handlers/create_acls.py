@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import CREATE_ACLS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, binding_from_wire, error_of
+from broker.security.acl_wire import binding_from_wire
+from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
 from broker.server.handlers.base import ApiHandler, run_async
 
 

@@ -5,12 +5,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import DELETE_ACLS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.acls import (
-    SECURITY_DISABLED_MESSAGE,
-    entry_fields,
-    error_of,
-    filter_from_wire,
-)
+from broker.security.acl_wire import binding_fields, filter_from_wire
+from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
 from broker.server.handlers.base import ApiHandler, run_async
 
 
@@ -26,14 +22,7 @@ async def _delete(broker, filters) -> dict:
     for deleted, exc in await broker.acl_store.delete(filters):
         code, message = error_of(exc)
         matching = [
-            {
-                "error_code": ErrorCode.NONE,
-                "error_message": None,
-                "resource_type": int(b.pattern.resource_type),
-                "resource_name": b.pattern.name,
-                "pattern_type": int(b.pattern.pattern_type),
-                **entry_fields(b.entry),
-            }
+            {"error_code": ErrorCode.NONE, "error_message": None, **binding_fields(b)}
             for b in deleted
         ]
         results.append({"error_code": code, "error_message": message, "matching_acls": matching})

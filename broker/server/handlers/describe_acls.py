@@ -8,12 +8,8 @@ from collections import defaultdict
 from broker.protocol.apis import DESCRIBE_ACLS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import AclError
-from broker.server.handlers.acls import (
-    SECURITY_DISABLED_MESSAGE,
-    entry_fields,
-    error_of,
-    filter_from_wire,
-)
+from broker.security.acl_wire import entry_fields, filter_from_wire
+from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
 from broker.server.handlers.base import ApiHandler
 
 
