@@ -55,8 +55,10 @@ class Authorizer:
         self._prefixed: dict[ResourceType, dict[str, frozenset[AccessControlEntry]]] = defaultdict(
             dict
         )
-        # type -> prefix length -> how many prefixed patterns have it.
-        self._prefix_lengths: dict[ResourceType, dict[int, int]] = defaultdict(dict)
+        # type -> prefix length -> how many prefixed patterns have it; and the lengths
+        # sorted, so a name is probed only with the prefix lengths it can have.
+        self._prefix_counts: dict[ResourceType, dict[int, int]] = defaultdict(dict)
+        self._prefix_lengths: dict[ResourceType, tuple[int, ...]] = {}
 
     # -- the cache ------------------------------------------------------------------------------
     def entries(self, pattern: ResourcePattern) -> frozenset[AccessControlEntry]:
@@ -73,15 +75,17 @@ class Authorizer:
         else:
             index.pop(pattern.name, None)
         if pattern.pattern_type == PatternType.PREFIXED and had != bool(entries):
-            lengths = self._prefix_lengths[pattern.resource_type]
+            counts = self._prefix_counts[pattern.resource_type]
             n = len(pattern.name)
-            lengths[n] = lengths.get(n, 0) + (1 if entries else -1)
-            if not lengths[n]:
-                del lengths[n]
+            counts[n] = counts.get(n, 0) + (1 if entries else -1)
+            if not counts[n]:
+                del counts[n]
+            self._prefix_lengths[pattern.resource_type] = tuple(sorted(counts))
 
     def clear(self) -> None:
         self._literal.clear()
         self._prefixed.clear()
+        self._prefix_counts.clear()
         self._prefix_lengths.clear()
 
     def _index(self, pattern: ResourcePattern) -> dict[str, frozenset[AccessControlEntry]]:
@@ -123,11 +127,13 @@ class Authorizer:
         lengths = self._prefix_lengths.get(resource_type)
         if lengths:
             prefixed = self._prefixed[resource_type]
+            longest = len(name)
             for n in lengths:
-                if n <= len(name):
-                    entries = prefixed.get(name[:n])
-                    if entries:
-                        found.append(entries)
+                if n > longest:
+                    break
+                entries = prefixed.get(name[:n])
+                if entries:
+                    found.append(entries)
         return found
 
     def authorize(
