@@ -23,19 +23,8 @@ def _enum(kind, value: int):
 
 
 def binding_from_wire(creation: dict) -> AclBinding:
-    return AclBinding(
-        ResourcePattern(
-            _enum(ResourceType, creation["resource_type"]),
-            creation["resource_name"],
-            _enum(PatternType, creation["resource_pattern_type"]),
-        ),
-        AccessControlEntry(
-            creation["principal"],
-            creation["host"],
-            _enum(Operation, creation["operation"]),
-            _enum(Permission, creation["permission_type"]),
-        ),
-    )
+    """A CreateAcls creation (its pattern type is `resource_pattern_type`)."""
+    return binding_from_fields(creation, creation, pattern_type_key="resource_pattern_type")
 
 
 def filter_from_wire(f: dict) -> AclBindingFilter:
@@ -61,13 +50,9 @@ def entry_fields(entry: AccessControlEntry) -> dict:
 
 def binding_to_wire(binding: AclBinding) -> dict:
     """A CreateAcls creation."""
-    p = binding.pattern
-    return {
-        "resource_type": int(p.resource_type),
-        "resource_name": p.name,
-        "resource_pattern_type": int(p.pattern_type),
-        **entry_fields(binding.entry),
-    }
+    fields = binding_fields(binding)
+    fields["resource_pattern_type"] = fields.pop("pattern_type")
+    return fields
 
 
 def filter_to_wire(f: AclBindingFilter) -> dict:
@@ -94,14 +79,16 @@ def binding_fields(binding: AclBinding) -> dict:
     }
 
 
-def binding_from_fields(resource: dict, acl: dict) -> AclBinding:
+def binding_from_fields(
+    resource: dict, acl: dict, pattern_type_key: str = "pattern_type"
+) -> AclBinding:
     """An ACL from a DescribeAcls resource and one of its ACLs, or from a DeleteAcls
-    matching ACL (both arguments the same dict)."""
+    matching ACL or a CreateAcls creation (both arguments the same dict)."""
     return AclBinding(
         ResourcePattern(
             _enum(ResourceType, resource["resource_type"]),
             resource["resource_name"],
-            _enum(PatternType, resource["pattern_type"]),
+            _enum(PatternType, resource[pattern_type_key]),
         ),
         AccessControlEntry(
             acl["principal"],

@@ -125,6 +125,22 @@ def refused_code(
     return REFUSED[resource_type]
 
 
+def refused_partitions(
+    broker: BrokerContext, request: RequestContext, operation: Operation, topics: list[dict]
+) -> dict[tuple[str, int], ErrorCode]:
+    """(topic, partition) -> TOPIC_AUTHORIZATION_FAILED for the partitions of the topics
+    (`{"name", "partitions": [{"partition_index"}]}`, as OffsetCommit and OffsetDelete
+    carry them) the principal may not do `operation` on."""
+    if broker.authorizer is None:
+        return {}
+    return {
+        (t["name"], p["partition_index"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for t in topics
+        if not allowed(broker, request, operation, ResourceType.TOPIC, t["name"])
+        for p in t["partitions"]
+    }
+
+
 def allowed_on_any(
     broker: BrokerContext, request: RequestContext, operation: Operation, resource_type
 ) -> bool:

@@ -116,9 +116,7 @@ def _add(admin: AdminClient, args, out: Output) -> None:
             out.line(f" \t{_entry_text(entry)} ")
         out.line()
         admin.create_acls([AclBinding(pattern, e) for e in entries])
-        if admin.last_errors:
-            ((code, message),) = list(admin.last_errors.values())[:1]
-            raise CommandError(message or code.name)
+        _raise_first_error(admin)
     _list(admin, args, out)
 
 
@@ -148,9 +146,7 @@ def _remove(admin: AdminClient, args, out: Output) -> None:
             out.line("Nothing removed.")
             continue
         admin.delete_acls(filters)
-        if admin.last_errors:
-            ((code, message),) = list(admin.last_errors.values())[:1]
-            raise CommandError(message or code.name)
+        _raise_first_error(admin)
     _list(admin, args, out)
 
 
@@ -170,6 +166,11 @@ def _list(admin: AdminClient, args, out: Output) -> None:
         for entry in entries:
             out.line(f" \t{_entry_text(entry)} ")
         out.line()
+
+
+def _raise_first_error(admin: AdminClient) -> None:
+    for code, message in admin.last_errors.values():
+        raise CommandError(message or code.name)
 
 
 def _confirmed(question: str, out: Output) -> bool:

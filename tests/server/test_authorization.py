@@ -223,7 +223,7 @@ def test_super_users_need_no_acl_and_no_deny_stops_them(secured):
 
 def test_allow_everyone_if_no_acl_found(tmp_path):
     b = InProcessBroker(
-        tmp_path / "logs", **AUTHORIZER_SETTINGS, **{"allow.everyone.if.no.acl.found": "true"}
+        tmp_path / "logs", **{**AUTHORIZER_SETTINGS, "allow.everyone.if.no.acl.found": "true"}
     )
     with as_principal(b, ADMIN):
         create(b, "t")

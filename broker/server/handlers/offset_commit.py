@@ -10,7 +10,7 @@ from broker.coordinator.offsets_topic import CommittedOffset
 from broker.protocol.apis import OFFSET_COMMIT_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
-from broker.server.authorization import allowed
+from broker.server.authorization import allowed, refused_partitions
 from broker.server.handlers.base import ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -21,12 +21,7 @@ def handle(broker, request, body: dict):
         return error_response(body, groups)
     if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body["group_id"]):
         return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refused = {
-        (t["name"], p["partition_index"]): ErrorCode.TOPIC_AUTHORIZATION_FAILED
-        for t in body["topics"]
-        if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, t["name"])
-        for p in t["partitions"]
-    }
+    refused = refused_partitions(broker, request, Operation.READ, body["topics"])
     now = broker.now_ms()
     retention = body["retention_time_ms"]
     offsets: dict[tuple[str, int], CommittedOffset] = {}
