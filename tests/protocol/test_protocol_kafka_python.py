@@ -269,7 +269,31 @@ def _generated_classes() -> dict[tuple[int, bool], type]:
 
 GENERATED_CLASSES = _generated_classes()
 # The group and cluster-operation APIs at the versions only the generated classes cover.
-GENERATED_ONLY = {8, 9, 10, 11, 12, 13, 14, 15, 16, 29, 30, 31, 32, 33, 35, 37, 42, 43, 44, 45, 46, 47, 60}
+GENERATED_ONLY = {
+    8,
+    9,
+    10,
+    11,
+    12,
+    13,
+    14,
+    15,
+    16,
+    29,
+    30,
+    31,
+    32,
+    33,
+    35,
+    37,
+    42,
+    43,
+    44,
+    45,
+    46,
+    47,
+    60,
+}
 GENERATED = [
     (k, v)
     for k, v in all_api_versions()
