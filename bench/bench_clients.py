@@ -48,7 +48,9 @@ def produce(conf: dict, n: int, topic: str = TOPIC) -> tuple[float, str, Produce
     return n / elapsed, bootstrap, producer
 
 
-def consume(bootstrap: str, n: int, topic: str = TOPIC) -> tuple[float, int]:
+def consume(
+    bootstrap: str, n: int, topic: str = TOPIC, conf: dict | None = None
+) -> tuple[float, int]:
     """Read the partition from its log start to its high watermark, again and again until
     n messages have been delivered. The mock cluster keeps only a bounded tail of each
     partition (about 5 MB), so it is read in several passes; ours in one. Each consume()
@@ -61,6 +63,7 @@ def consume(bootstrap: str, n: int, topic: str = TOPIC) -> tuple[float, int]:
             "enable.auto.commit": False,
             "fetch.max.bytes": 52428800,
             "max.partition.fetch.bytes": 10485760,
+            **(conf or {}),
         }
     )
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)

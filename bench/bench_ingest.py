@@ -71,7 +71,7 @@ from broker.client.producer import Producer
 from broker.processes import ROOT
 from broker.util.clock import HOUR_MS, now_ms
 from schemas import catalog
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 from schemas.samples import events, page_view
 from schemas.serde import AvroSerializer
 
@@ -326,7 +326,9 @@ def task_cpu(bootstrap: str, registry_url: str, rounds: int = 3) -> tuple[float,
     best = float("inf")
     for _ in range(rounds):
         with tempfile.TemporaryDirectory(prefix="bench-ingest-task-") as root:
-            settings = TaskSettings(layout.new_run_id(), (bootstrap,), registry_url, root)
+            settings = TaskSettings(
+                layout.new_run_id(), (bootstrap,), RegistrySettings(registry_url), root
+            )
             cpu = time.process_time()
             result = run_task(TaskSpec(TOPIC, 0, 0, end), settings)
             best = min(best, time.process_time() - cpu)
@@ -352,7 +354,7 @@ def child_task(arg: str) -> None:
     settings = TaskSettings(
         run_id=layout.new_run_id(),
         bootstrap_servers=(job["bootstrap"],),
-        registry_url=job["registry"],
+        registry=RegistrySettings(job["registry"]),
         root=job["root"],
         max_bytes=None,
     )

@@ -55,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         asyncio.run(Broker(config).run_until_signalled())
+    except ConfigError as exc:  # found at start: a key store, a JAAS config, credentials
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except (BrokerIdInUse, ClusterIdMismatch, LogDirMismatch, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

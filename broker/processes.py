@@ -259,6 +259,8 @@ class RegistryProcess(ServerProcess):
         port = port or free_port()
         super().__init__(port, log_path or Path(work) / f"registry-{port}.log")
         self.overrides = dict(overrides or {})
+        # A keystore means the registry serves HTTPS on its port.
+        self.scheme = "https" if (settings or {}).get("ssl.keystore.location") else "http"
         values = {"listeners": self.url}
         if bootstrap is not None:
             values |= {
@@ -273,7 +275,7 @@ class RegistryProcess(ServerProcess):
 
     @property
     def url(self) -> str:
-        return f"http://{HOST}:{self.port}"
+        return f"{self.scheme}://{HOST}:{self.port}"
 
     def command(self) -> list[str]:
         args = [sys.executable, "-m", "schemas.registry", "start", str(self.config)]

@@ -15,11 +15,14 @@ import pendulum
 from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference, Variable, dag, task
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from ingest_airflow import assets, gate, runs, settings
+from ingest_airflow import metrics as airflow_metrics
 from ingest_airflow.alerts import hourly_load_missed_deadline
 from ingest_airflow.spark import submit_ingest
+from prometheus_client import generate_latest
 
 from ingest import audit as ingest_audit
-from ingest import warehouse
+from ingest import layout, warehouse
+from ingest import metrics as ingest_metrics
 from ingest.job import open_root
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,9 @@ def kafka_hourly_load():
         if not loads:
             raise AirflowFailException("the load task succeeded but committed no run")
         manifest = loads[-1]
+        run_metrics = f"{layout.history_dir(manifest.run_id)}/{ingest_metrics.LOAD_FILE}"
+        if fs.exists(run_metrics):  # written by the load after its commit
+            airflow_metrics.report(fs.read_bytes(run_metrics).decode())
         if config["audit.publish"]:
             ingest_audit.publish_loaded_counts(config, fs, manifest)
         report = ingest_audit.audit(config, fs, manifest.run_id)
@@ -113,7 +119,14 @@ def kafka_hourly_load():
         config = settings.Settings(**planned["settings"]).load()
         fs = open_root(config)
         data = json.loads(fs.read_bytes(path))
-        done = ingest_audit.finalize(fs, gate.report_from_dict(data))
+        report = gate.report_from_dict(data)
+        done = ingest_audit.finalize(fs, report)
+        # The verdict's metrics, once the _SUCCESS markers are written (ingest/metrics.py).
+        loads = runs.runs_after(fs, planned["baseline"], kind="load")
+        topics = {p.topic for m in loads[-1:] for p in m.partitions}
+        registry = ingest_metrics.audit_metrics(report, fs, topics)
+        ingest_metrics.publish(config, fs, data["run_id"], "audit", registry)
+        airflow_metrics.report(generate_latest(registry).decode())
         warehouse.enqueue(config, fs, [h.marker for h in done])
         uris = assets.emit_hours(
             outlet_events,

@@ -38,7 +38,7 @@ from ingest.fs import FileSystem
 from ingest.manifest import Manifest
 from ingest.plugins import TopicContext, TopicPlugins
 from schemas.audited_producer import AUDIT_SCHEMA
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 from schemas.serde import AvroDeserializer, AvroSerializer
 from schemas.windows import window_start
 
@@ -242,7 +242,7 @@ def audit(
             committed_next[key] = max(committed_next.get(key, 0), p.next)
             if p.gap is not None and m.kind == "load":
                 report.gaps[p.topic] = report.gaps.get(p.topic, 0) + p.gap.size
-    registry = RegistryClient(config["registry.url"])
+    registry = RegistrySettings.from_config(config).client()
     produced = producer_counts(config, registry)
     periods = _Periods(config)
     hours: dict[tuple[str, int], list[int]] = defaultdict(list)
@@ -342,7 +342,7 @@ def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Mani
     marker = f"{layout.history_dir(manifest.run_id)}/{PUBLISHED}"
     if manifest.kind != "load" or not manifest.windows or fs.exists(marker):
         return 0
-    serialize = AvroSerializer(RegistryClient(config["registry.url"]), AUDIT_SCHEMA)
+    serialize = AvroSerializer(RegistrySettings.from_config(config).client(), AUDIT_SCHEMA)
     topic = config["audit.topic"]
     now = wall_clock_ms()
     with Producer(config["bootstrap.servers"], acks=-1) as producer:

@@ -76,6 +76,7 @@ def _audit_and_finalize(config, fs, manifest, out, spark=None) -> int:
     report = audit.audit(config, fs, manifest.run_id)
     path = audit.write_report(fs, report)
     done = audit.finalize(fs, report)
+    _publish_audit_metrics(config, fs, report, {p.topic for p in manifest.partitions})
     print(report.text(), file=out)
     print(
         f"audit report: {fs.uri(path)}; {len(done)} hour(s) complete (_SUCCESS written), "
@@ -84,6 +85,18 @@ def _audit_and_finalize(config, fs, manifest, out, spark=None) -> int:
     )
     _register(config, fs, out, spark, finalized=[h.marker for h in done])
     return len(report.incomplete_hours)
+
+
+def _publish_audit_metrics(config, fs, report, topics) -> None:
+    from ingest import metrics
+
+    if report.run_id is None:
+        return
+    try:
+        registry = metrics.audit_metrics(report, fs, topics)
+        metrics.publish(config, fs, report.run_id, "audit", registry)
+    except Exception:  # the verdict and the markers are written; metrics must not fail it
+        logging.getLogger(__name__).exception("the audit's metrics were not published")
 
 
 def _register(config, fs, out, spark=None, finalized=(), everything=False) -> bool:
@@ -143,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     rerun.add_argument("--to", dest="time_to", type=_parse_time, help="with --from")
     sub.add_parser("history", help="list the committed runs")
+    sub.add_parser(
+        "status",
+        help="one screen: brokers, partitions, groups' lag, the registry, the last run, hours",
+    )
     reg = sub.add_parser(
         "register", help="register the finalized hours still queued in their warehouse tables"
     )
@@ -206,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
         return 0
     fs = job.open_root(config)
+    if args.command == "status":
+        from ingest import status
+
+        sections = status.gather(config, fs)
+        print(status.render(sections, status.colour_wanted(out)), file=out)
+        return {status.OK: 0, status.WARN: 0, status.BAD: 1}[status.worst(sections)]
     if args.command == "history":
         print(
             f"{'run':<30} {'kind':<6} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",

@@ -49,7 +49,43 @@ INGEST_CONFIG = (
         "registry.url",
         "string",
         "http://127.0.0.1:8081",
-        "Schema registry (Confluent REST API).",
+        "Schema registry (Confluent REST API): http:// or https://.",
+        group="sources",
+    )
+    .define(
+        "registry.basic.auth.user.info",
+        "password",
+        None,
+        "user:password for a registry with basic authentication (Confluent's "
+        "basic.auth.user.info). Keep it out of the YAML file in production: the DAGs take it "
+        "from the registry Connection's login and password.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.ca.location",
+        "string",
+        None,
+        "A PEM file of the CA certificates an https registry is checked against; unset: the "
+        "system's.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.certificate.location",
+        "string",
+        None,
+        "A PEM client certificate (and its key, unless registry.ssl.key.location is set) for "
+        "a registry that asks for one.",
+        optional=True,
+        group="sources",
+    )
+    .define(
+        "registry.ssl.key.location",
+        "string",
+        None,
+        "The private key of registry.ssl.certificate.location, if in a file of its own.",
+        optional=True,
         group="sources",
     )
     .define(
@@ -292,6 +328,33 @@ INGEST_CONFIG = (
         "derby.log; one Spark driver at a time may open it); unused with "
         "warehouse.metastore.uris.",
         group="warehouse",
+    )
+    .define(
+        "metrics.textfile.dir",
+        "string",
+        "",
+        "The node exporter's textfile collector directory: each committed run writes "
+        "kafka_hourly_load.prom and each audit kafka_hourly_audit.prom there (empty: not "
+        "written). The same text is always written next to the run's manifest "
+        "(history/<run>/metrics.prom, audit.prom).",
+        optional=True,
+        group="metrics",
+    )
+    .define(
+        "metrics.pushgateway.url",
+        "string",
+        "",
+        "A Prometheus Pushgateway (`host:port` or URL) the run's and the audit's metrics are "
+        "pushed to, grouped by `step` (load, audit); empty: not pushed.",
+        optional=True,
+        group="metrics",
+    )
+    .define(
+        "metrics.pushgateway.job",
+        "string",
+        "kafka_hourly_load",
+        "The job label of the pushed metrics.",
+        group="metrics",
     )
     .define(
         "warehouse.dir",

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from broker.processes import ROOT, Cluster, RegistryProcess
+from broker.processes import ROOT, Cluster, RegistryProcess, free_port
 from broker.util.clock import HOUR_MS, now_ms
 
 WORK = ROOT / "var" / "demo"
@@ -257,7 +257,15 @@ def main() -> int:
     )
     # Three brokers and ZooKeeper; every topic replicated three times, acks=all writes
     # on at least two replicas. Their data under WORK/broker-<id>, logs under LOGS.
-    cluster = Cluster(WORK, 3, overrides=CLUSTER_SETTINGS).start()
+    # Each broker serves Prometheus metrics (broker/metrics/README.md) on a port of its own.
+    metrics_ports = {i: free_port() for i in range(3)}
+    cluster = Cluster(
+        WORK,
+        3,
+        overrides=CLUSTER_SETTINGS,
+        broker_overrides={i: {"metrics.port": str(p)} for i, p in metrics_ports.items()},
+    ).start()
+    metrics_urls = ", ".join(f"http://127.0.0.1:{p}/metrics" for p in metrics_ports.values())
     bootstrap = cluster.bootstrap
     registry = None
     try:
@@ -271,6 +279,7 @@ def main() -> int:
             f"{cluster.controller()}, replication factor 3), schema registry on {registry.url} "
             "(schemas in the cluster's _schemas topic)",
         )
+        print(f"    broker metrics (Prometheus): {metrics_urls}", flush=True)
 
         now = now_ms()
         start = now - now % HOUR_MS - 4 * HOUR_MS  # three whole hours, the last over an hour ago
@@ -374,6 +383,9 @@ def main() -> int:
     for what, where in [
         ("data (Parquet, dt=/hr=)", shown(root / "data")),
         ("manifests", shown(root / "history")),
+        ("load metrics", f"{shown(root / 'history')}/<run>/metrics.prom, audit.prom"),
+        ("broker metrics", f"{metrics_urls} (while the brokers ran)"),
+        ("dashboard", "docs/grafana-dashboard.json (Grafana, on a Prometheus scraping them)"),
         ("quarantined records", shown(root / "errors")),
         ("audit report", f"{shown(html_path)} (and history/<run>/audit.json)"),
         ("logs", f"{shown(LOGS)}/: {logs}"),

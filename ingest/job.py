@@ -17,7 +17,7 @@ from typing import Any
 from broker.client.admin import AdminClient
 from broker.client.simple_consumer import SimpleConsumer
 from broker.util.clock import SECOND_MS
-from ingest import layout
+from ingest import layout, metrics
 from ingest.commit import (
     Recovery,
     RunLock,
@@ -48,6 +48,7 @@ from ingest.plan import (
 from ingest.plugins import TopicPlugins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
+from schemas.client import RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
     return TaskSettings(
         run_id=run_id,
         bootstrap_servers=tuple(config["bootstrap.servers"]),
-        registry_url=config["registry.url"],
+        registry=RegistrySettings.from_config(config),
         root=config["root"],
         plugins=TopicPlugins.from_config(config),
         time_field=config["time.field"],
@@ -182,7 +183,23 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
                 moves,
                 lock=lock,
             )
+            _publish_metrics(config, fs, manifest, results, ranges)
     return LoadResult(run_id, manifest, recovered, results)
+
+
+def _publish_metrics(config, fs, manifest, results, ranges) -> None:
+    """The committed run's metrics (ingest/metrics.py), with the high watermarks now for
+    the lag at the end; a failure here is logged: the run is committed already."""
+    try:
+        with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+            ends = {
+                (r.topic, r.partition): consumer.latest_offset(r.topic, r.partition) for r in ranges
+            }
+        registry = metrics.run_metrics(manifest, results, ranges, ends)
+        where = metrics.publish(config, fs, manifest.run_id, "load", registry)
+        log.info("run %s: metrics in %s", manifest.run_id, ", ".join(where))
+    except Exception:
+        log.exception("run %s: committed, but its metrics were not published", manifest.run_id)
 
 
 def build_manifest(

@@ -30,7 +30,7 @@ from ingest.plugins import TopicContext, TopicPlugins
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
 from ingest.writers import PartitionedWriters
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
 # Fault injection for the crash and cluster tests: a directory holding trigger files.
@@ -82,7 +82,7 @@ class TaskSettings:
 
     run_id: str
     bootstrap_servers: tuple[str, ...]
-    registry_url: str
+    registry: RegistrySettings
     root: str
     plugins: TopicPlugins = TopicPlugins()
     time_field: str = "header.time"
@@ -132,6 +132,7 @@ class TaskResult:
     quarantined_windows: dict[int, int] = field(default_factory=dict)
     schema_ids: list[int] = field(default_factory=list)
     read_from: list[int] = field(default_factory=list)  # brokers that served the reads, in turn
+    seconds: float = 0.0  # the task's run time (the load's metrics)
 
     @property
     def balances(self) -> bool:
@@ -151,14 +152,17 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         kerberos=settings.webhdfs_kerberos,
         via=settings.root_filesystem,
     )
-    registry = RegistryClient(settings.registry_url)
+    registry = settings.registry.client()
     consumer = SimpleConsumer(
         list(settings.bootstrap_servers), client_id=f"ingest-{settings.run_id}"
     )
+    started = time.monotonic()
     try:
-        return _run(spec, settings, attempt, fs, registry, consumer)
+        result = _run(spec, settings, attempt, fs, registry, consumer)
     finally:
         consumer.close()
+    result.seconds = time.monotonic() - started
+    return result
 
 
 def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:

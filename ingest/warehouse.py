@@ -45,7 +45,7 @@ from ingest import layout
 from ingest.fs import FileSystem
 from ingest.plugins import WRITERS, TopicContext, TopicPlugins
 from ingest.writers import avro_schema_with_kafka_fields
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ class HiveTableRegistrar:
                 result.failed[d] = str(exc)
         if not by_topic:
             return result
-        registry = RegistryClient(self.config["registry.url"])
+        registry = RegistrySettings.from_config(self.config).client()
         try:
             if self.spark.conf.get("spark.sql.catalogImplementation", "") != "hive":
                 # Tables in Spark's in-memory catalog would vanish with the session.

@@ -8,9 +8,12 @@ cached for ``latest_ttl`` seconds only (0 disables that cache).
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -44,12 +47,75 @@ def _schema_text(schema: str | dict) -> str:
     return schema if isinstance(schema, str) else json.dumps(schema)
 
 
+def _user_info(text: str | None) -> tuple[str, str] | None:
+    """Confluent's ``basic.auth.user.info``: ``user:password``."""
+    if not text:
+        return None
+    user, sep, password = text.partition(":")
+    if not sep or not user:
+        raise ValueError("basic.auth.user.info must look like user:password")
+    return user, password
+
+
+@dataclass(frozen=True)
+class RegistrySettings:
+    """Where a registry is and how to reach it: picklable, so a Spark task carries it and
+    builds its own client on the executor. Field names are Confluent's client settings."""
+
+    url: str
+    basic_auth_user_info: str | None = field(default=None, repr=False)
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], prefix: str = "registry.") -> RegistrySettings:
+        """From `<prefix>url`, `<prefix>basic.auth.user.info`, `<prefix>ssl.ca.location`,
+        `<prefix>ssl.certificate.location`, `<prefix>ssl.key.location` (absent = None)."""
+        return cls(
+            config[f"{prefix}url"],
+            basic_auth_user_info=config.get(f"{prefix}basic.auth.user.info"),
+            ssl_ca_location=config.get(f"{prefix}ssl.ca.location"),
+            ssl_certificate_location=config.get(f"{prefix}ssl.certificate.location"),
+            ssl_key_location=config.get(f"{prefix}ssl.key.location"),
+        )
+
+    def client(self, **kwargs) -> RegistryClient:
+        return RegistryClient(
+            self.url,
+            basic_auth_user_info=self.basic_auth_user_info,
+            ssl_ca_location=self.ssl_ca_location,
+            ssl_certificate_location=self.ssl_certificate_location,
+            ssl_key_location=self.ssl_key_location,
+            **kwargs,
+        )
+
+
 class RegistryClient:
-    def __init__(self, url: str, *, timeout: float = 10.0, latest_ttl: float = 30.0) -> None:
+    """``basic_auth_user_info`` (``user:password``) and ``ssl_ca_location`` (a PEM of CA
+    certificates for an https registry) are Confluent's client settings of the same names;
+    ``ssl_certificate_location``/``ssl_key_location`` present a client certificate."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        timeout: float = 10.0,
+        latest_ttl: float = 30.0,
+        basic_auth_user_info: str | None = None,
+        ssl_ca_location: str | None = None,
+        ssl_certificate_location: str | None = None,
+        ssl_key_location: str | None = None,
+    ) -> None:
+        tls = ssl.create_default_context(cafile=ssl_ca_location)
+        if ssl_certificate_location:
+            tls.load_cert_chain(ssl_certificate_location, ssl_key_location)
         self._http = httpx.Client(
             base_url=url.rstrip("/"),
             timeout=timeout,
             headers={"Accept": f"{MEDIA_TYPE}, application/json", "Content-Type": MEDIA_TYPE},
+            auth=_user_info(basic_auth_user_info),
+            verify=tls,
         )
         self.latest_ttl = latest_ttl
         self._lock = threading.Lock()

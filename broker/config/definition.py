@@ -74,13 +74,21 @@ class Key:
                 value = PARSERS[self.type](raw.strip() if self.type != "password" else raw)
             except ValueError as exc:
                 raise ConfigError(
-                    f"Invalid value {raw!r} for configuration {self.name}: {exc or 'not a ' + self.type}"
+                    f"Invalid value {self._shown(raw)} for configuration {self.name}: "
+                    f"{exc or 'not a ' + self.type}"
                 ) from None
         if self.validator is not None:
             problem = self.validator(value)
             if problem:
-                raise ConfigError(f"Invalid value {raw!r} for configuration {self.name}: {problem}")
+                raise ConfigError(
+                    f"Invalid value {self._shown(raw)} for configuration {self.name}: {problem}"
+                )
         return value
+
+    def _shown(self, raw: Any) -> str:
+        # A secret never reaches an error message (and so never a log), as Kafka's
+        # Password type prints [hidden].
+        return "[hidden]" if self.type == "password" else repr(raw)
 
     def format(self, value: Any) -> str | None:
         """A parsed value as the string a properties file (or DescribeConfigs) shows."""
@@ -91,6 +99,13 @@ class Key:
         if isinstance(value, list | tuple):
             return ",".join(str(v) for v in value)
         return str(value)
+
+
+_SECRET_WORDS = ("passw", "pasw", "pwd", "secret", "jaas", "user.info", "credential")
+
+
+def _looks_secret(name: str) -> bool:
+    return any(word in name.lower() for word in _SECRET_WORDS)
 
 
 # Validators: each returns None when the value is fine, else a short reason.
@@ -133,7 +148,10 @@ class ConfigDef:
             k for k in raw if k not in self.keys and not k.startswith(allowed_prefixes or ("\0",))
         ]
         if unknown:
-            raise ConfigError(f"Unknown configuration {unknown[0]!r} (value {raw[unknown[0]]!r})")
+            name = unknown[0]
+            # A misspelt secret's key is still a secret's: its value is not shown.
+            shown = "[hidden]" if _looks_secret(name) else repr(raw[name])
+            raise ConfigError(f"Unknown configuration {name!r} (value {shown})")
         values: dict[str, Any] = {}
         for key in self.keys.values():
             if key.name in raw:

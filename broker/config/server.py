@@ -3,10 +3,9 @@ has the key, so an existing server.properties reads the same here."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from broker.config.definition import (
     ConfigDef,
@@ -16,21 +15,23 @@ from broker.config.definition import (
     load_properties,
     one_of,
 )
+from broker.config.listeners import (
+    JAAS_KEY,
+    SASL_MECHANISMS,
+    Listener,
+    check_listeners,
+    listeners_problem,
+    parse_listener,
+    parse_protocol_map,
+    protocol_map_problem,
+    split_override,
+)
 from broker.log.cleaner import CleanerConfig
 from broker.log.config import LogConfig, cleanup_policy_problem
 from broker.security.acl import AclError, parse_principal
 from broker.security.authorizer import parse_super_users
+from broker.security.principal import principal_rules_problem
 from broker.util.clock import HOUR_MS, MINUTE_MS
-
-
-def _listeners(value: list[str]) -> str | None:
-    for item in value:
-        try:
-            parse_listener(item)
-        except ValueError as exc:
-            return str(exc)
-    return None if value else "at least one listener is needed"
-
 
 # Kafka's authorizer class names: ours answers to both (2.4+ and the older one).
 ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
@@ -63,9 +64,10 @@ SERVER_CONFIG = (
         "listeners",
         "list",
         ["PLAINTEXT://127.0.0.1:9092"],
-        "Where the broker listens: comma-separated `PLAINTEXT://host:port`. An empty host binds all "
-        "interfaces; port 0 picks a free port (tests).",
-        validator=_listeners,
+        "Where the broker listens: comma-separated `NAME://host:port`, each NAME given a "
+        "security protocol by `listener.security.protocol.map`; every listener gets its own "
+        "socket. An empty host binds all interfaces; port 0 picks a free port (tests).",
+        validator=listeners_problem,
         group="network",
     )
     .define(
@@ -75,7 +77,7 @@ SERVER_CONFIG = (
         "Addresses given to clients in Metadata; defaults to "
         "`listeners` (with the port actually bound).",
         optional=True,
-        validator=lambda v: _listeners(v) if v else None,
+        validator=lambda v: listeners_problem(v) if v else None,
         group="network",
         default_doc="listeners",
     )
@@ -88,6 +90,179 @@ SERVER_CONFIG = (
         group="network",
     )
     .define(
+        "listener.security.protocol.map",
+        "list",
+        ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],
+        "The security protocol of each listener name: `NAME:PROTOCOL,...` with PLAINTEXT, SSL, "
+        "SASL_PLAINTEXT or SASL_SSL. Every name in `listeners` must be here.",
+        validator=protocol_map_problem,
+        group="security",
+    )
+    .define(
+        "ssl.keystore.type",
+        "string",
+        "PEM",
+        "Format of the key store; PEM only (a file holding the private key and the "
+        "certificate chain). Per listener: `listener.name.<name>.ssl.keystore.type`.",
+        validator=one_of("PEM"),
+        group="security",
+    )
+    .define(
+        "ssl.keystore.location",
+        "string",
+        None,
+        "PEM file with this broker's private key and certificate chain; SSL and SASL_SSL "
+        "listeners need it (or `ssl.keystore.key` with `ssl.keystore.certificate.chain`). Per "
+        "listener: `listener.name.<name>.ssl.keystore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.keystore.key",
+        "password",
+        None,
+        "The private key as PEM text (Kafka's inline PEM key store, with "
+        "`ssl.keystore.certificate.chain`), instead of `ssl.keystore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.keystore.certificate.chain",
+        "password",
+        None,
+        "The certificate chain as PEM text, with `ssl.keystore.key`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.key.password",
+        "password",
+        None,
+        "Password of the private key in the key store, when it is encrypted.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.truststore.type",
+        "string",
+        "PEM",
+        "Format of the trust store; PEM only (CA certificates).",
+        validator=one_of("PEM"),
+        group="security",
+    )
+    .define(
+        "ssl.truststore.location",
+        "string",
+        None,
+        "PEM file of the CA certificates that client certificates (and, for the inter-broker "
+        "client, other brokers' certificates) must chain to; unset: the system's CAs.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.truststore.certificates",
+        "password",
+        None,
+        "The trusted CA certificates as PEM text, instead of `ssl.truststore.location`.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "ssl.endpoint.identification.algorithm",
+        "string",
+        "https",
+        "`https`: this broker, as a client of other brokers, checks that their certificate "
+        "names the host it reaches them at; empty: no check.",
+        optional=True,
+        validator=one_of("https", ""),
+        group="security",
+    )
+    .define(
+        "ssl.client.auth",
+        "string",
+        "none",
+        "Client certificates on TLS listeners: `required` (refused without one), `requested` "
+        "(checked when given) or `none`. The principal is taken from the certificate's subject "
+        "(`ssl.principal.mapping.rules`).",
+        validator=one_of("none", "requested", "required"),
+        group="security",
+    )
+    .define(
+        "ssl.enabled.protocols",
+        "list",
+        ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted; TLSv1.2 and TLSv1.3 only.",
+        validator=lambda v: (
+            None
+            if v and all(p in ("TLSv1.2", "TLSv1.3") for p in v)
+            else "value must be TLSv1.2 and/or TLSv1.3"
+        ),
+        group="security",
+    )
+    .define(
+        "ssl.principal.mapping.rules",
+        "string",
+        "DEFAULT",
+        "How a client certificate's subject (RFC 2253, e.g. `CN=alice,O=corp`) becomes the "
+        "user name of principal `User:<name>`: comma-separated rules "
+        "`RULE:<pattern>/<replacement>/[LU]` (the first whose pattern matches the whole "
+        "subject wins; L/U lower/upper-cases) and `DEFAULT` (the subject unchanged).",
+        validator=principal_rules_problem,
+        group="security",
+    )
+    .define(
+        "sasl.enabled.mechanisms",
+        "list",
+        list(SASL_MECHANISMS),
+        "SASL mechanisms offered on SASL listeners (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512). Per "
+        "listener: `listener.name.<name>.sasl.enabled.mechanisms`.",
+        validator=lambda v: next(
+            (f"unsupported mechanism {m!r}" for m in v if m not in SASL_MECHANISMS), None
+        ),
+        group="security",
+    )
+    .define(
+        "sasl.jaas.config",
+        "password",
+        None,
+        'JAAS-style login config, as Kafka: `<LoginModule> required username=".." '
+        'password=".." user_<name>="<password>" ...;`. The `user_<name>` entries are '
+        "the PLAIN users; `username`/`password` are what this broker sends to other brokers. "
+        "Per listener and mechanism: `listener.name.<name>.<mechanism>.sasl.jaas.config` "
+        "(mechanism in lower case, e.g. `plain`), which wins over this key.",
+        optional=True,
+        group="security",
+    )
+    .define(
+        "sasl.scram.credentials.file",
+        "string",
+        None,
+        "JSON file of the SCRAM credentials of a single broker, as Kafka stores them: "
+        '`{"<user>": {"version": 1, "config": {"SCRAM-SHA-256": "salt=..,stored_key=..,'
+        'server_key=..,iterations=4096"}}}`; re-read when it changes. Unset: no SCRAM user.',
+        optional=True,
+        group="security",
+    )
+    .define(
+        "sasl.mechanism.inter.broker.protocol",
+        "string",
+        "PLAIN",
+        "The SASL mechanism brokers use with each other on a SASL inter-broker listener; the "
+        "credentials are the `username`/`password` of that listener's JAAS config.",
+        validator=one_of(*SASL_MECHANISMS),
+        group="security",
+    )
+    .define(
+        "connections.max.reauth.ms",
+        "long",
+        0,
+        "A SASL session's lifetime: clients must re-authenticate within it (KIP-368; told in "
+        "SaslAuthenticate's session_lifetime_ms); a connection past it is closed at its next "
+        "request. 0: sessions do not expire.",
+        validator=at_least(0),
+        group="security",
+    )
+    .define(
         "message.max.bytes",
         "int",
         1048588,
@@ -96,6 +271,35 @@ SERVER_CONFIG = (
         validator=at_least(0),
         group="network",
         dynamic=True,
+    )
+    .define(
+        "metrics.port",
+        "int",
+        None,
+        "Port of the broker's Prometheus endpoint (`GET /metrics`, text format; "
+        "broker/metrics/README.md). Unset: no endpoint and no metrics counted; 0 picks a free "
+        "port (logged).",
+        optional=True,
+        validator=lambda v: None if v is None or 0 <= v <= 65535 else "must be 0..65535",
+        group="metrics",
+    )
+    .define(
+        "metrics.host",
+        "string",
+        None,
+        "Address the Prometheus endpoint binds; empty binds all interfaces.",
+        optional=True,
+        group="metrics",
+        default_doc="the first listener's host",
+    )
+    .define(
+        "metrics.partition.series.enabled",
+        "boolean",
+        True,
+        "Export per-partition series (log size and end offset, consumer lag and committed "
+        "offsets per partition). Off, the same quantities are summed per topic (and group), "
+        "which bounds the series count on brokers with many partitions.",
+        group="metrics",
     )
     .define(
         "produce.record.validation",
@@ -727,20 +931,6 @@ SERVER_CONFIG = (
 )
 
 
-def parse_listener(text: str) -> tuple[str, str, int]:
-    """`PLAINTEXT://host:port` -> (protocol, host, port)."""
-    parts = urlsplit(text)
-    if parts.scheme.upper() != "PLAINTEXT" or not parts.netloc:
-        raise ValueError(f"listener {text!r} must look like PLAINTEXT://host:port")
-    try:
-        port = parts.port
-    except ValueError:
-        port = None
-    if port is None:
-        raise ValueError(f"listener {text!r} has no valid port")
-    return "PLAINTEXT", parts.hostname or "", port
-
-
 @dataclass(frozen=True)
 class BrokerConfig:
     """The validated broker configuration, with derived values computed once."""
@@ -756,7 +946,16 @@ class BrokerConfig:
 
     @classmethod
     def from_mapping(cls, raw: dict[str, Any]) -> BrokerConfig:
-        return cls(SERVER_CONFIG.parse(raw), dict(raw))
+        config = cls(SERVER_CONFIG.parse(raw, allow_unknown=("listener.name.",)), dict(raw))
+        try:
+            check_listeners(config)
+            for name in config.values:  # each per-listener override parses as its key
+                split = split_override(name)
+                if split is not None:
+                    config.listener_value(*split)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+        return config
 
     def __getitem__(self, key: str) -> Any:
         return self.values[key]
@@ -766,11 +965,11 @@ class BrokerConfig:
         return self.values["broker.id"]
 
     @property
-    def listeners(self) -> list[tuple[str, str, int]]:
+    def listeners(self) -> list[Listener]:
         return [parse_listener(item) for item in self.values["listeners"]]
 
     @property
-    def advertised_listeners(self) -> list[tuple[str, str, int]] | None:
+    def advertised_listeners(self) -> list[Listener] | None:
         items = self.values["advertised.listeners"]
         return [parse_listener(item) for item in items] if items else None
 
@@ -778,7 +977,24 @@ class BrokerConfig:
     def inter_broker_listener(self) -> str:
         """The listener brokers reach each other on: `inter.broker.listener.name`, else
         the first listener's."""
-        return self.values["inter.broker.listener.name"] or self.listeners[0][0]
+        name = self.values["inter.broker.listener.name"]
+        return name.upper() if name else self.listeners[0].name
+
+    @property
+    def protocol_map(self) -> dict[str, str]:
+        return parse_protocol_map(self.values["listener.security.protocol.map"])
+
+    def security_protocol(self, listener: str) -> str:
+        return self.protocol_map[listener]
+
+    def listener_value(self, listener: str, key: str) -> Any:
+        """`listener.name.<listener>.<key>` when set (Kafka's per-listener override), else
+        the broker-wide `key`. JAAS configs are per mechanism: `<mech>.sasl.jaas.config`."""
+        for name, raw in self.values.items():
+            if split_override(name) == (listener.upper(), key):
+                declared = SERVER_CONFIG.keys[JAAS_KEY if key.endswith(JAAS_KEY) else key]
+                return replace(declared, name=name).parse(raw)
+        return self.values[JAAS_KEY if key.endswith(JAAS_KEY) else key]
 
     @property
     def cluster_mode(self) -> bool:
@@ -834,7 +1050,7 @@ class BrokerConfig:
         )
 
 
-__all__ = ["SERVER_CONFIG", "BrokerConfig", "ConfigError", "parse_listener"]
+__all__ = ["SERVER_CONFIG", "BrokerConfig", "ConfigError", "Listener", "parse_listener"]
 
 # What conf/server.properties sets (the embedded single-broker default); the file itself
 # is generated from SERVER_CONFIG by `python -m broker config-docs --properties`.

@@ -48,6 +48,7 @@ from broker.protocol.apis import (
 )
 from broker.protocol.errors import ErrorCode
 from broker.server.inter_broker import NodeClient, RequestChannel
+from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.server.metadata import LEADER_DURING_DELETE
 from broker.util.clock import now_ms
 
@@ -118,10 +119,12 @@ class Controller:
         request_timeout_s: float,
         on_change: Callable[[int | None], None] = lambda controller_id: None,
         auto_rebalance: AutoRebalance | None = None,
+        security: InterBrokerSecurity = PLAINTEXT,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.listener = listener  # the inter-broker listener: where requests are sent
+        self.security = security  # and how (its TLS and SASL)
         self.unclean_default = unclean_default
         self.request_timeout_s = request_timeout_s
         self.on_change = on_change  # told the active controller's id (or None)
@@ -1068,7 +1071,9 @@ class Controller:
         if channel is not None and not channel.closed:
             channel.node.update_endpoint(endpoint)
             return
-        node = NodeClient(broker_id, endpoint, client_id=f"controller-{self.broker_id}")
+        node = NodeClient(
+            broker_id, endpoint, client_id=f"controller-{self.broker_id}", security=self.security
+        )
         self._channels[broker_id] = RequestChannel(node, request_timeout_s=self.request_timeout_s)
 
     def _send(self, broker_id: int, api, body: dict, on_response=None) -> None:

@@ -30,6 +30,7 @@ from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.acl_store import ZkAclStore
 from broker.server.inter_broker import NodeClient
+from broker.server.inter_broker.security import inter_broker_security
 from broker.server.meta import new_cluster_id
 from broker.server.partition import Partition
 from broker.server.producer_ids import ZkProducerIdBlocks
@@ -55,6 +56,8 @@ class ClusterMembership:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.broker_id = config.broker_id
+        # How this broker reaches the others (TLS, SASL): checked before anything starts.
+        self.inter_broker = inter_broker_security(config)
         self.zk = ZkClient(
             config["zookeeper.connect"],
             session_timeout_ms=config["zookeeper.session.timeout.ms"],
@@ -158,6 +161,7 @@ class ClusterMembership:
                 backoff_ms=cfg["replica.fetch.backoff.ms"],
                 request_timeout_s=cfg["controller.socket.timeout.ms"] / 1000,
                 num_fetchers=cfg["num.replica.fetchers"],
+                security=self.inter_broker,
             ),
             ctx.now_ms,
             quota=ReplicationQuota(lambda: ctx.configs.current[FOLLOWER_RATE]),
@@ -180,6 +184,7 @@ class ClusterMembership:
             self.broker_id,
             self.zk,
             listener=self.config.inter_broker_listener,
+            security=self.inter_broker,
             # The broker default as it is now (a dynamic broker config may change it).
             unclean_default=lambda: self.ctx.replicas.topic_configs.default.unclean_leader_election,
             request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
@@ -342,7 +347,12 @@ class ClusterMembership:
             raise RuntimeError(f"controller {controller_id} is not registered")
         broker = z.decode_broker(controller_id, registration[0])
         endpoint = broker.endpoint(self.config.inter_broker_listener) or broker.endpoints[0]
-        node = NodeClient(controller_id, endpoint, client_id=f"broker-{self.broker_id}")
+        node = NodeClient(
+            controller_id,
+            endpoint,
+            client_id=f"broker-{self.broker_id}",
+            security=self.inter_broker,
+        )
         try:
             response = await node.request(
                 CONTROLLED_SHUTDOWN_API.key,

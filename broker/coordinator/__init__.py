@@ -22,4 +22,9 @@ def start_group_coordinator(ctx) -> GroupCoordinator:
         known = ctx.metadata.topics.get(topic)
         return known is not None and partition in known
 
-    return GroupCoordinator(manager, GroupConfig.from_broker_config(cfg), ctx.now_ms, topic_exists)
+    coordinator = GroupCoordinator(
+        manager, GroupConfig.from_broker_config(cfg), ctx.now_ms, topic_exists
+    )
+    coordinator.on_rebalance = lambda: ctx.metrics.rebalance_started()
+    coordinator.on_offsets_stored = lambda count: ctx.metrics.offsets_committed(count)
+    return coordinator

@@ -128,6 +128,9 @@ class GroupCoordinator:
         self.topic_exists = topic_exists
         self.rebalances = Purgatory("Rebalance")
         self.sessions = Purgatory("Heartbeat")
+        # Told of each rebalance started and each batch of offsets stored (metrics).
+        self.on_rebalance: Callable[[], None] = lambda: None
+        self.on_offsets_stored: Callable[[int], None] = lambda count: None
         manager.on_loaded = self._group_loaded
         manager.on_unloaded = self._group_unloaded
 
@@ -337,6 +340,7 @@ class GroupCoordinator:
             self._answer_syncs(group, E.REBALANCE_IN_PROGRESS)
         was_empty = group.is_(S.EMPTY)
         group.transition(S.PREPARING_REBALANCE, now)
+        self.on_rebalance()
         log.info(
             "group %s: rebalancing (generation %d, %s)", group.group_id, group.generation_id, reason
         )
@@ -672,6 +676,7 @@ class GroupCoordinator:
         def stored(error: ErrorCode) -> None:
             if error == E.NONE and not group.is_(S.DEAD):
                 group.offsets.update(accepted)
+                self.on_offsets_stored(len(accepted))
             for tp in accepted:
                 answers[tp] = error
             waiter.complete(answers)

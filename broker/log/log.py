@@ -15,6 +15,7 @@ import bisect
 import logging
 import os
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -114,6 +115,8 @@ class Log:
         # offset must come down to it.
         self.truncations = 0
         self._lowest_truncation: int | None = None
+        # Told the seconds each flush that wrote anything took (its LogManager sets it).
+        self.on_flush: Callable[[float], None] = lambda seconds: None
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -450,12 +453,14 @@ class Log:
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         if target <= self._recovery_point and not self._dir_dirty:
             return
+        started = time.perf_counter()
         for segment in self._segments:
             if segment.next_offset > self._recovery_point and segment.base_offset < target:
                 segment.flush()
         if self._dir_dirty:
             fsync_dir(self._dir)
             self._dir_dirty = False
+        self.on_flush(time.perf_counter() - started)
         self._recovery_point = max(self._recovery_point, target)
         if target == self.log_end_offset:
             self._unflushed_messages = 0

@@ -63,6 +63,8 @@ class LogManager:
         self._deleting: list[Log] = []
         self._high_watermarks: dict[TopicPartition, int] = {}
         self._last_retention_check = now_ms()
+        # Told the seconds each log flush took (the broker's metrics).
+        self.on_flush: Callable[[float], None] = lambda seconds: None
 
     # -- start-up ---------------------------------------------------------------------
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
@@ -98,6 +100,7 @@ class LogManager:
                     now_ms=self._now_ms,
                     log_start_offset=start_offsets.get(key, 0),
                 )
+                self._logs[key].on_flush = self._flushed
                 self._dir_of[key] = log_dir
         # Recovery flushed every log to its end: record that before anything else happens.
         self.checkpoint()
@@ -133,9 +136,13 @@ class LogManager:
             self._config_for(topic),
             now_ms=self._now_ms,
         )
+        created.on_flush = self._flushed
         self._logs[key] = created
         self._dir_of[key] = log_dir
         return created
+
+    def _flushed(self, seconds: float) -> None:
+        self.on_flush(seconds)
 
     def set_topic_config(self, topic: str, config: LogConfig | None) -> None:
         """Per-topic overrides (None: back to the default), applied to its logs at once."""

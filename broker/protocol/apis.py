@@ -48,6 +48,7 @@ class ApiKey(enum.IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
@@ -58,6 +59,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     ELECT_LEADERS = 43
@@ -86,6 +88,7 @@ LEAVE_GROUP = ApiKey.LEAVE_GROUP
 SYNC_GROUP = ApiKey.SYNC_GROUP
 DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
 LIST_GROUPS = ApiKey.LIST_GROUPS
+SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
 API_VERSIONS = ApiKey.API_VERSIONS
 CREATE_TOPICS = ApiKey.CREATE_TOPICS
 DELETE_TOPICS = ApiKey.DELETE_TOPICS
@@ -96,6 +99,7 @@ CREATE_ACLS = ApiKey.CREATE_ACLS
 DELETE_ACLS = ApiKey.DELETE_ACLS
 DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
 ALTER_CONFIGS = ApiKey.ALTER_CONFIGS
+SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
 CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
 DELETE_GROUPS = ApiKey.DELETE_GROUPS
 ELECT_LEADERS = ApiKey.ELECT_LEADERS
@@ -533,6 +537,31 @@ OFFSET_DELETE_API = Api(
                 F("error_code", INT16),
             ))),
         ))),
+    ),
+)
+
+# SaslHandshake stays at v1: Kafka's own note, clients up to 2.4 cannot negotiate higher.
+SASL_HANDSHAKE_API = Api(
+    SASL_HANDSHAKE, "SaslHandshake", 0, 1, None,
+    request=Struct(
+        F("mechanism", STRING),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("mechanisms", Array(STRING)),
+    ),
+)
+
+SASL_AUTHENTICATE_API = Api(
+    SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 2,
+    request=Struct(
+        F("auth_bytes", BYTES),
+    ),
+    response=Struct(
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F("auth_bytes", BYTES),
+        F("session_lifetime_ms", INT64, "1+", default=0),
     ),
 )
 
@@ -1112,6 +1141,8 @@ API_BY_KEY: dict[int, Api] = dict(
                 DESCRIBE_GROUPS_API,
                 LIST_GROUPS_API,
                 API_VERSIONS_API,
+                SASL_HANDSHAKE_API,
+                SASL_AUTHENTICATE_API,
                 CREATE_TOPICS_API,
                 DELETE_TOPICS_API,
                 INIT_PRODUCER_ID_API,

@@ -7,15 +7,21 @@ import logging
 import signal
 from collections.abc import Callable
 
-from broker.config.server import BrokerConfig
+from broker.config.server import BrokerConfig, ConfigError
 from broker.controller.local import LocalController, read_broker_overrides, read_topic_overrides
 from broker.controller.membership import ClusterMembership
 from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
+from broker.metrics import broker_metrics
+from broker.metrics.http import MetricsServer
+from broker.metrics.state import BrokerStateCollector
 from broker.security.acl_store import FileAclStore
 from broker.security.authorizer import authorizer_from_config
+from broker.security.credentials import Credentials
+from broker.security.listener import listener_security
+from broker.security.scram import ScramError
 from broker.server.context import BrokerContext
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
@@ -77,12 +83,18 @@ def open_broker_state(
     )
     replicas.load()
     ctx = BrokerContext(
-        cfg, metadata, replicas, ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE), now_ms
+        cfg,
+        metadata,
+        replicas,
+        ProducerIdAllocator(cfg.log_dirs[0] / PRODUCER_ID_FILE),
+        now_ms,
+        metrics=broker_metrics(cfg),
     )
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
     ctx.authorizer = authorizer_from_config(cfg)
+    ctx.credentials = open_credentials(cfg["sasl.scram.credentials.file"])
     if not cfg.cluster_mode:
         if ctx.authorizer is not None:
             ctx.acl_store = FileAclStore(ctx.authorizer, cfg.log_dirs[0])
@@ -97,6 +109,15 @@ def open_broker_state(
             cfg["default.replication.factor"],
         )
     return ctx
+
+
+def open_credentials(path: str | None) -> Credentials:
+    try:
+        return Credentials(path)
+    except (OSError, ValueError, ScramError) as exc:
+        raise ConfigError(
+            f"Invalid value {path!r} for configuration sasl.scram.credentials.file: {exc}"
+        ) from None
 
 
 def cleaner_view(replicas: ReplicaManager):
@@ -132,8 +153,9 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.ctx: BrokerContext | None = None
-        self.network: NetworkServer | None = None
+        self.networks: list[NetworkServer] = []  # one per listener
         self.cluster: ClusterMembership | None = None
+        self.metrics_server: MetricsServer | None = None
         # Log compaction (broker/log/cleaner.py): threads clean, the event loop swaps.
         self.cleaner: LogCleaner | None = None
         self._background: asyncio.Future | None = None
@@ -141,7 +163,22 @@ class Broker:
 
     @property
     def port(self) -> int:
-        return self.network.port
+        """The first listener's bound port."""
+        return self.networks[0].port
+
+    def _advertised_endpoints(self) -> tuple[Endpoint, ...]:
+        """Every listener as clients and brokers reach it: its `advertised.listeners` entry,
+        else its own host (127.0.0.1 for all interfaces) and the port actually bound."""
+        cfg = self.config
+        advertised = {a.name: a for a in cfg.advertised_listeners or ()}
+        endpoints = []
+        for network in self.networks:
+            given = advertised.get(network.listener)
+            host = given.host if given is not None else network.host or "127.0.0.1"
+            port = given.port if given is not None and given.port else network.port
+            protocol = cfg.security_protocol(network.listener)
+            endpoints.append(Endpoint(network.listener, host, port, protocol))
+        return tuple(endpoints)
 
     async def start(self) -> None:
         cfg = self.config
@@ -159,22 +196,30 @@ class Broker:
         else:
             self.ctx = open_broker_state(cfg, now_ms)
         metadata, replicas = self.ctx.metadata, self.ctx.replicas
-        listener, host, port = cfg.listeners[0]
-        self.network = NetworkServer(
-            self.ctx, host, port, cfg["socket.request.max.bytes"], listener=listener
-        )
-        bound = await self.network.start()
-        advertised = cfg.advertised_listeners
-        adv_host, adv_port = (
-            (advertised[0][1], advertised[0][2]) if advertised else (host or "127.0.0.1", bound)
-        )
-        adv_port = adv_port or bound
-        if self.cluster is not None:
-            await self.cluster.start((Endpoint(listener, adv_host, adv_port, listener),))
-        else:
-            self.ctx.admin.start(
-                BrokerEndpoint(cfg.broker_id, adv_host, adv_port, cfg["broker.rack"])
+        self.networks = []
+        for listener in cfg.listeners:  # each its own socket, served independently
+            security = listener_security(cfg, listener.name, self.ctx.credentials)
+            network = NetworkServer(
+                self.ctx, listener.host, listener.port, cfg["socket.request.max.bytes"], security
             )
+            self.networks.append(network)
+            await network.start()
+        endpoints = self._advertised_endpoints()
+        if self.cluster is not None:
+            await self.cluster.start(endpoints)
+        else:
+            first = endpoints[0]
+            self.ctx.admin.start(
+                BrokerEndpoint(
+                    cfg.broker_id,
+                    first.host,
+                    first.port,
+                    cfg["broker.rack"],
+                    tuple((e.listener, e.host, e.port) for e in endpoints),
+                )
+            )
+        if self.ctx.metrics.enabled:
+            await self._serve_metrics(self.networks[0].host)
         background = [self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())]
         if cfg.cleaner_config.enabled:  # log compaction
             self.cleaner = LogCleaner(
@@ -183,14 +228,29 @@ class Broker:
             background.append(self.cleaner.run())
         self._background = asyncio.gather(*background)
         log.info(
-            "broker %d serving on %s:%d (cluster %s, %d partitions%s)",
+            "broker %d serving on %s (cluster %s, %d partitions%s)",
             cfg.broker_id,
-            host or "*",
-            bound,
+            ", ".join(f"{n.listener}://{n.host or '*'}:{n.port}" for n in self.networks),
             metadata.cluster_id,
             len(replicas.partitions),
             f", ZooKeeper {cfg['zookeeper.connect']}" if self.cluster else "",
         )
+
+    async def _serve_metrics(self, listener_host: str) -> None:
+        """The Prometheus endpoint (broker/metrics/), on the event loop like the rest."""
+        cfg, ctx = self.config, self.ctx
+        networks = self.networks
+        ctx.metrics.registry.register(
+            BrokerStateCollector(
+                ctx,
+                lambda: {network.listener: network.connections for network in networks},
+                per_partition=cfg["metrics.partition.series.enabled"],
+            )
+        )
+        host = cfg["metrics.host"] if cfg["metrics.host"] is not None else listener_host
+        self.metrics_server = MetricsServer(ctx.metrics.registry, host, cfg["metrics.port"])
+        port = await self.metrics_server.start()
+        log.info("broker %d metrics at http://%s:%d/metrics", cfg.broker_id, host or "*", port)
 
     async def _duties(self) -> None:
         """Flush by time, retention, delayed deletes, high-watermark checkpoints, expired
@@ -227,8 +287,10 @@ class Broker:
             await asyncio.gather(self._background, return_exceptions=True)
         if self.cleaner is not None:  # log compaction: before the logs close
             self.cleaner.shutdown()
-        if self.network is not None:
-            await self.network.stop()
+        for network in self.networks:
+            await network.stop()
+        if self.metrics_server is not None:
+            await self.metrics_server.stop()
         if self.cluster is not None:
             await self.cluster.stop()
         if self.ctx is not None:
@@ -244,8 +306,8 @@ class Broker:
             # Leave nothing behind: a registration, a listener, open logs.
             if self.cluster is not None:
                 await self.cluster.stop()
-            if self.network is not None:
-                await self.network.stop()
+            for network in self.networks:
+                await network.stop()
             if self.ctx is not None:
                 self.ctx.replicas.logs.close()
             raise

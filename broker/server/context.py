@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker.config.server import BrokerConfig
+from broker.metrics.definitions import BrokerMetrics, NullMetrics
 from broker.server.metadata import MetadataCache
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.purgatory import Purgatory
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.security.acl_store import AclStore
     from broker.security.authorizer import Authorizer
+    from broker.security.credentials import Credentials
     from broker.server.dynamic_config import DynamicConfigs
     from broker.server.replication_quota import ReplicationQuota
 
@@ -63,10 +65,23 @@ class BrokerContext:
     # ACLs are kept (a file, or ZooKeeper in a cluster): broker/security/.
     authorizer: Authorizer | None = None
     acl_store: AclStore | None = None
+    # The SCRAM credentials the SASL listeners check (broker/security/credentials.py).
+    credentials: Credentials | None = None
+    # Prometheus event metrics (broker/metrics/); NullMetrics when `metrics.port` is unset.
+    metrics: BrokerMetrics = field(default_factory=NullMetrics)
 
     def __post_init__(self) -> None:
         self.replicas.high_watermark_listeners.append(self._partition_changed)
         self.replicas.leadership_listeners.append(self._partition_changed)
+        self.replicas.leadership_listeners.append(self._leadership_metrics)
+        # Read self.metrics at call time: open_broker_state may set it after construction.
+        self.replicas.on_isr_proposed = lambda old, new: self.metrics.isr_proposed(old, new)
+        self.replicas.logs.on_flush = lambda seconds: self.metrics.log_flushed(seconds)
+
+    def _leadership_metrics(self, topic: str, partition: int) -> None:
+        hosted = self.replicas.get(topic, partition)
+        if hosted is not None:
+            self.metrics.leadership_changed(topic, partition, hosted.leader_epoch, hosted.is_leader)
 
     def _partition_changed(self, topic: str, partition: int) -> None:
         now = self.now_ms()

@@ -22,6 +22,7 @@ from broker.protocol.framing import (
     encode_response,
 )
 from broker.protocol.types import DecodeError
+from broker.security.authenticator import AuthenticationFailed
 from broker.server.authorization import request_refusal
 from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 @dataclass
 class Respond:
     parts: list[Any]
+    # Close the connection once the parts are sent, for this reason (a failed SASL
+    # authentication is answered, then the connection ends).
+    close: str | None = None
 
 
 @dataclass
@@ -64,11 +68,18 @@ Outcome = Respond | NoResponse | Close | Wait
 
 
 def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outcome:
+    authenticator = session.authenticator
+    if authenticator is not None and authenticator.expects_raw_tokens:
+        return _raw_token(broker, authenticator, frame)
     try:
         header, _ = decode_request_header(frame)
     except DecodeError as exc:
         return Close(f"malformed request header: {exc}")
     key, version = header.api_key, header.api_version
+    if authenticator is not None:
+        refused = authenticator.admit(key, broker.now_ms())
+        if refused is not None:
+            return Close(refused)
     handler = HANDLERS.get(key)
     if key == API_VERSIONS and not handler.declares(version):
         # Answer in v0, listing the ApiVersions range alone as Kafka does (KIP-511), so a
@@ -97,13 +108,22 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
         return NoResponse()
     if isinstance(result, Delayed):
         return Wait(result.operation, header)
-    return _encode(header, result)
+    return _encode(header, result, session.closing)
 
 
-def _encode(header: RequestHeader, body: dict) -> Respond | Close:
+def _raw_token(broker: BrokerContext, authenticator, frame: bytes) -> Respond | Close:
+    """A bare SASL token (after SaslHandshake v0): no header, answered size-prefixed."""
+    try:
+        return Respond([authenticator.raw_token(frame, broker.now_ms())])
+    except AuthenticationFailed as exc:
+        return Close(str(exc))
+
+
+def _encode(header: RequestHeader, body: dict, close: str | None = None) -> Respond | Close:
     try:
         return Respond(
-            encode_response(header.api_key, header.api_version, header.correlation_id, body)
+            encode_response(header.api_key, header.api_version, header.correlation_id, body),
+            close,
         )
     except Exception:
         log.exception("failed to encode the response to API %s v%s", *header[:2])

@@ -21,6 +21,7 @@ from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
 from broker.server.inter_broker import NodeClient
+from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.server.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,8 @@ class FetcherSettings:
     backoff_ms: int
     request_timeout_s: float
     num_fetchers: int = 1
+    # How to reach the leaders: the inter-broker listener's TLS and SASL.
+    security: InterBrokerSecurity = PLAINTEXT
 
 
 class ReplicaFetcherManager:
@@ -86,7 +89,7 @@ class ReplicaFetcherManager:
             self.fetchers[key] = fetcher
             fetcher.start()
         elif fetcher.address != address:  # the leader restarted elsewhere
-            fetcher.node.update_endpoint(_endpoint(address))
+            fetcher.node.update_endpoint(_endpoint(address, self.settings.security.protocol))
             fetcher.address = address
         partition = self.replicas.get(*tp)
         fetcher.add(tp, partition.leader_epoch if partition is not None else -1)
@@ -121,8 +124,9 @@ class ReplicaFetcherManager:
         }
 
 
-def _endpoint(address: tuple[str, int]) -> Endpoint:
-    return Endpoint("PLAINTEXT", address[0], address[1])
+def _endpoint(address: tuple[str, int], protocol: str) -> Endpoint:
+    # The metadata cache holds the inter-broker listener's address; its name is not kept.
+    return Endpoint(protocol, address[0], address[1], protocol)
 
 
 class ReplicaFetcher:
@@ -133,7 +137,10 @@ class ReplicaFetcher:
         self.address = address
         settings = manager.settings
         self.node = NodeClient(
-            leader, _endpoint(address), client_id=f"replica-fetcher-{settings.broker_id}"
+            leader,
+            _endpoint(address, settings.security.protocol),
+            client_id=f"replica-fetcher-{settings.broker_id}",
+            security=settings.security,
         )
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.last_leader_hw: dict[TopicPartition, int] = {}

@@ -70,6 +70,10 @@ class ReplicaManager:
         self.leadership_listeners: list[Callable[[str, int], None]] = []
         self.fetchers: Fetchers | None = None
         self.isr_writer: IsrWriter | None = None
+        # Told (current ISR, proposed ISR) of each change proposed as leader (metrics).
+        self.on_isr_proposed: Callable[[tuple[int, ...], tuple[int, ...]], None] = lambda old, new: (
+            None
+        )
         # The newest controller epoch seen: requests from older controllers are refused.
         self.controller_epoch = -1
 
@@ -196,6 +200,7 @@ class ReplicaManager:
         log.info(
             "%s-%d: ISR %s -> %s", partition.topic, partition.index, list(partition.isr), list(isr)
         )
+        self.on_isr_proposed(partition.isr, isr)
         partition.propose_isr(isr)
         self.isr_writer.write(partition, isr)
 

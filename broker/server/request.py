@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker.protocol.framing import RequestHeader
 
@@ -27,9 +28,16 @@ class Session:
     client_host: str = "127.0.0.1"
     client_port: int = 0
     security_protocol: str = "PLAINTEXT"
-    # Kafka's principal string; ANONYMOUS until an authenticating listener sets it.
+    # Kafka's principal string; ANONYMOUS until an authenticating listener sets it (the
+    # subject of a TLS client certificate, then a SASL authentication).
     principal: str = ANONYMOUS
     connection_id: str = field(default="")
+    # A SASL listener's per-connection state machine (broker/security/authenticator.py),
+    # which the dispatcher consults before any request; None on other listeners.
+    authenticator: Any = None
+    # Why the connection must close once the current answer is sent (a failed SASL
+    # authentication); None while it stays open.
+    closing: str | None = None
 
     def __post_init__(self) -> None:
         if not self.connection_id:

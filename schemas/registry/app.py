@@ -21,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from schemas.registry import errors
 from schemas.registry.errors import RegistryError
+from schemas.registry.metrics import RegistryMetrics
 from schemas.registry.service import SCHEMA_TYPES, Registry, parse_level, parse_schema
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,8 @@ async def _level_from(request: Request):
 def create_app(registry: Registry) -> FastAPI:
     app = FastAPI(title="Schema Registry", default_response_class=_Json, openapi_url=None)
     state = registry.state
+    metrics = RegistryMetrics(state)
+    app.middleware("http")(metrics.middleware)
 
     @app.exception_handler(RegistryError)
     async def registry_error(_: Request, exc: RegistryError) -> Response:
@@ -108,6 +111,11 @@ def create_app(registry: Registry) -> FastAPI:
     @app.get("/")
     async def root() -> dict:
         return {}
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        """Prometheus text format (schemas/registry/metrics.py)."""
+        return metrics.endpoint()
 
     # -- schemas by id --------------------------------------------------------
 

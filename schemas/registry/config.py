@@ -19,27 +19,35 @@ from broker.protocol.topic import topic_name_problem
 from broker.util.clock import MINUTE_MS, SECOND_MS
 from schemas.compatibility import Level
 
-__all__ = ["REGISTRY_CONFIG", "ConfigError", "Listener", "RegistryConfig"]
+__all__ = [
+    "REGISTRY_CONFIG",
+    "AuthSettings",
+    "ConfigError",
+    "Listener",
+    "RegistryConfig",
+    "TlsSettings",
+]
 
 
 @dataclass(frozen=True)
 class Listener:
     host: str
     port: int
+    scheme: str = "http"
 
 
 def _listener(value: str) -> Listener:
     first = value.split(",")[0].strip()
     parts = urlsplit(first)
-    if parts.scheme != "http":
-        raise ValueError("only http:// listeners are supported")
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("expected an http:// or https:// listener")
     try:
         port = parts.port
     except ValueError:
         port = None
     if not parts.hostname or port is None:
         raise ValueError("expected http://host:port")
-    return Listener(parts.hostname, port)
+    return Listener(parts.hostname, port, parts.scheme)
 
 
 def _server(item: str) -> str:
@@ -143,6 +151,83 @@ REGISTRY_CONFIG = (
         validator=_problem(Level.parse),
         group="Compatibility",
     )
+    # HTTPS: Confluent's key names; PEM files rather than Java keystores.
+    .define(
+        "ssl.keystore.location",
+        "string",
+        None,
+        "For an https:// listener: a PEM file with the registry's certificate chain and "
+        "its private key.",
+        optional=True,
+        group="HTTPS",
+    )
+    .define(
+        "ssl.key.password",
+        "password",
+        None,
+        "The password of the private key in ssl.keystore.location, if it is encrypted.",
+        optional=True,
+        group="HTTPS",
+    )
+    .define(
+        "ssl.truststore.location",
+        "string",
+        None,
+        "A PEM file of the CA certificates client certificates are checked against "
+        "(with ssl.client.authentication REQUESTED or REQUIRED).",
+        optional=True,
+        group="HTTPS",
+    )
+    .define(
+        "ssl.client.authentication",
+        "string",
+        "NONE",
+        "Whether an https client must show a certificate: NONE, REQUESTED or REQUIRED.",
+        validator=one_of("NONE", "REQUESTED", "REQUIRED"),
+        group="HTTPS",
+    )
+    # Basic authentication (docs/contracts/avro.md, "Security").
+    .define(
+        "authentication.method",
+        "string",
+        "NONE",
+        "NONE: anyone reaching the listener may call every route. BASIC: HTTP basic "
+        "authentication against authentication.users.file.",
+        validator=one_of("NONE", "BASIC"),
+        group="Authentication",
+    )
+    .define(
+        "authentication.realm",
+        "string",
+        "SchemaRegistry",
+        "The realm named in the WWW-Authenticate challenge.",
+        group="Authentication",
+    )
+    .define(
+        "authentication.users.file",
+        "string",
+        None,
+        "With authentication.method=BASIC: the users file, one 'name: <hash>[,role...]' a "
+        "line, hashes written by `python -m schemas.registry passwd`; read again when it "
+        "changes. Not a Confluent key (Confluent names a JAAS file that names this one).",
+        optional=True,
+        group="Authentication",
+    )
+    .define(
+        "authentication.roles",
+        "list",
+        [],
+        "Roles let in; a user with none of them gets 403. Empty: every user in the file.",
+        group="Authentication",
+    )
+    .define(
+        "authentication.readonly.roles",
+        "list",
+        [],
+        "Roles that may only read (GET): a user whose roles are all in this list gets 403 "
+        "with error code 40301 on any write. Not a Confluent key.",
+        group="Authentication",
+    )
 )
 
 # conf/registry.properties: the keys set there (the rest is shown at its default).
@@ -163,6 +248,65 @@ SAMPLE_SETTINGS = {
 
 
 @dataclass(frozen=True)
+class TlsSettings:
+    keystore: str
+    key_password: str | None
+    truststore: str | None
+    client_auth: str  # NONE | REQUESTED | REQUIRED
+
+
+@dataclass(frozen=True)
+class AuthSettings:
+    users_file: str
+    realm: str
+    roles: tuple[str, ...]
+    readonly_roles: tuple[str, ...]
+
+
+def _tls(values: Mapping[str, Any], listener: Listener) -> TlsSettings | None:
+    keystore = values["ssl.keystore.location"]
+    if listener.scheme == "http":
+        return None
+    if not keystore:
+        raise ConfigError(
+            f"Configuration 'ssl.keystore.location' is required for the https listener "
+            f"{values['listeners']!r}"
+        )
+    for key in ("ssl.keystore.location", "ssl.truststore.location"):
+        if values[key] and not Path(values[key]).is_file():
+            raise ConfigError(
+                f"Invalid value {values[key]!r} for configuration {key}: no such file"
+            )
+    if values["ssl.client.authentication"] != "NONE" and not values["ssl.truststore.location"]:
+        raise ConfigError(
+            "Configuration 'ssl.truststore.location' is required when "
+            f"ssl.client.authentication={values['ssl.client.authentication']}"
+        )
+    return TlsSettings(
+        keystore,
+        values["ssl.key.password"],
+        values["ssl.truststore.location"],
+        values["ssl.client.authentication"],
+    )
+
+
+def _auth(values: Mapping[str, Any]) -> AuthSettings | None:
+    if values["authentication.method"] == "NONE":
+        return None
+    users_file = values["authentication.users.file"]
+    if not users_file:
+        raise ConfigError(
+            "Configuration 'authentication.users.file' is required when authentication.method=BASIC"
+        )
+    return AuthSettings(
+        users_file,
+        values["authentication.realm"],
+        tuple(values["authentication.roles"]),
+        tuple(values["authentication.readonly.roles"]),
+    )
+
+
+@dataclass(frozen=True)
 class RegistryConfig:
     listener: Listener
     store_type: str
@@ -172,6 +316,8 @@ class RegistryConfig:
     timeout_ms: int
     init_timeout_ms: int
     compatibility_level: Level
+    tls: TlsSettings | None = None
+    auth: AuthSettings | None = None
 
     @classmethod
     def from_mapping(cls, raw: Mapping[str, Any]) -> RegistryConfig:
@@ -182,8 +328,9 @@ class RegistryConfig:
                 "Configuration 'kafkastore.bootstrap.servers' is required when "
                 "kafkastore.type=kafka"
             )
+        listener = _listener(values["listeners"])
         return cls(
-            listener=_listener(values["listeners"]),
+            listener=listener,
             store_type=values["kafkastore.type"],
             bootstrap_servers=[_server(s) for s in servers or []],
             topic=values["kafkastore.topic"],
@@ -191,6 +338,8 @@ class RegistryConfig:
             timeout_ms=values["kafkastore.timeout.ms"],
             init_timeout_ms=values["kafkastore.init.timeout.ms"],
             compatibility_level=Level.parse(values["schema.compatibility.level"]),
+            tls=_tls(values, listener),
+            auth=_auth(values),
         )
 
     @classmethod

@@ -130,6 +130,15 @@ class RegistryState:
                 if deleted or any(not v.deleted for v in vs.values())
             )
 
+    def counts(self) -> tuple[int, int, int]:
+        """(live subjects, live versions, schema ids in use): what the metrics report."""
+        with self._lock:
+            live = [v for vs in self._subjects.values() for v in vs.values() if not v.deleted]
+            subjects = sum(
+                1 for vs in self._subjects.values() if any(not v.deleted for v in vs.values())
+            )
+            return subjects, len(live), len({v.id for v in live})
+
     def versions(self, subject: str, deleted: bool = False) -> list[Version]:
         """The subject's versions, oldest first; 40401 if there are none to show."""
         with self._lock:

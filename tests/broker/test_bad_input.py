@@ -20,18 +20,9 @@ from broker.protocol.apis import API_VERSIONS, PRODUCE
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import decode_response, encode_request
 from broker.records.batch import build_batch
+from tests.helpers.wire import recv_exact
 
 MAX_REQUEST = 1024 * 1024
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 def _roundtrip(
@@ -39,9 +30,9 @@ def _roundtrip(
 ) -> dict:
     with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(encode_request(api_key, version, 7, "bad-input-test", body))
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
         cid, resp = decode_response(
-            api_key, version if response_version is None else response_version, _recv_exact(s, size)
+            api_key, version if response_version is None else response_version, recv_exact(s, size)
         )
         assert cid == 7
         return resp
@@ -180,8 +171,8 @@ def test_unsupported_api_versions_version_answers_v0_with_ranges(noisy):
     with socket.create_connection(("127.0.0.1", noisy.port), timeout=10) as s:
         body = struct.pack(">hhih", API_VERSIONS, 9, 42, 4) + b"test" + b"\0" + b"\0"
         s.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        cid, resp = decode_response(API_VERSIONS, 0, _recv_exact(s, size))
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
+        cid, resp = decode_response(API_VERSIONS, 0, recv_exact(s, size))
     assert cid == 42
     assert resp["error_code"] == ErrorCode.UNSUPPORTED_VERSION
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
@@ -195,7 +186,7 @@ def test_unsupported_api_versions_answer_lists_api_versions_alone(noisy):
     with socket.create_connection(("127.0.0.1", noisy.port), timeout=10) as s:
         body = struct.pack(">hhih", API_VERSIONS, 9, 43, 4) + b"test" + b"\0" + b"\0"
         s.sendall(struct.pack(">i", len(body)) + body)
-        (size,) = struct.unpack(">i", _recv_exact(s, 4))
-        _, resp = decode_response(API_VERSIONS, 0, _recv_exact(s, size))
+        (size,) = struct.unpack(">i", recv_exact(s, 4))
+        _, resp = decode_response(API_VERSIONS, 0, recv_exact(s, size))
     ranges = {k["api_key"]: (k["min_version"], k["max_version"]) for k in resp["api_keys"]}
     assert ranges == {API_VERSIONS: (0, 3)}

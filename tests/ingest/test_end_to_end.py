@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -196,6 +197,104 @@ def test_load_end_to_end(spark, config, traffic):
         for dt, hr in hours:
             marker = Path(config["root"]) / layout.success_marker(topic, layout.Hour(dt, hr))
             assert json.loads(marker.read_text())["complete"] is True
+
+
+def test_the_run_metrics_parse_and_match_its_manifest(config, traffic, tmp_path):
+    """The committed run's metrics file (next to its manifest), parsed by prometheus_client,
+    says what the manifest says; the audit's gives the newest complete hour."""
+    from ingest import metrics
+    from ingest.audit import audit
+    from tests.helpers.metrics import Scrape
+
+    fs = open_root(config)
+    run = list_runs(fs)[-1]
+    m = load_manifest(fs, run)
+    text = fs.read_bytes(f"{layout.history_dir(run)}/{metrics.LOAD_FILE}").decode()
+    scrape = Scrape(text)
+    for topic in TOPICS:
+        parts = [p for p in m.partitions if p.topic == topic]
+        assert scrape.value("ingest_run_records", topic=topic) == sum(p.loaded for p in parts)
+        assert scrape.value("ingest_run_quarantined_records", topic=topic) == sum(
+            p.quarantined for p in parts
+        )
+        assert scrape.value("ingest_run_skipped_offsets", topic=topic) == sum(
+            p.skipped for p in parts
+        )
+        assert scrape.value("ingest_run_gap_offsets", topic=topic) == 0
+        assert scrape.value("ingest_run_written_bytes", topic=topic) == sum(
+            f.bytes for p in parts for f in p.files
+        )
+        # Nothing was produced during the run: it started that far behind, and ended level.
+        assert scrape.value("ingest_lag_start_offsets", topic=topic) == sum(
+            p.next - p.first for p in parts
+        )
+        assert scrape.value("ingest_lag_end_offsets", topic=topic) == 0
+        assert scrape.value("ingest_run_tasks", topic=topic) >= len(parts)
+        assert scrape.value("ingest_run_task_seconds_max", topic=topic) > 0
+        assert scrape.value("ingest_run_decode_records_per_second", topic=topic) > 0
+    assert (
+        sum(scrape.value("ingest_run_quarantined_records", topic=t) for t in TOPICS) == traffic.bad
+    )
+    committed = scrape.value("ingest_last_committed_run_timestamp_seconds", run=run)
+    assert abs(committed - layout.run_start_ms(run) / 1000) < 600
+
+    # The audit (the first test finalized every hour): the newest complete hour per topic,
+    # written to the textfile collector's directory as configured.
+    report = audit(config, fs, run)
+    textfiles = tmp_path / "textfile"
+    where = metrics.publish(
+        {**config, "metrics.textfile.dir": str(textfiles)},
+        fs,
+        run,
+        "audit",
+        metrics.audit_metrics(report, fs, TOPICS),
+    )
+    assert str(textfiles / "kafka_hourly_audit.prom") in where
+    audited = Scrape((textfiles / "kafka_hourly_audit.prom").read_text())
+    newest = {layout.Hour(f.dt, f.hr) for p in m.partitions for f in p.files}
+    for topic in TOPICS:
+        assert (
+            audited.value("ingest_last_complete_hour_timestamp_seconds", topic=topic)
+            == max(h.start_ms for h in newest) / 1000
+        )
+    # Every ingest_* series the dashboard queries is in one of the two files.
+    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
+    asked = {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+        for name in re.findall(r"\b(ingest_[a-z_]+)", target["expr"])
+    }
+    assert asked and asked <= set(scrape.samples) | set(audited.samples)
+
+
+def test_status_shows_the_cluster_the_registry_the_run_and_the_hours(config, capsys):
+    """`python -m ingest status` on what the tests before left: one broker, the registry,
+    the committed run, every hour complete."""
+    from ingest.cli import main
+
+    fs = open_root(config)
+    run = list_runs(fs)[-1]
+    m = load_manifest(fs, run)
+    overrides = [
+        f"bootstrap.servers={config['bootstrap.servers'][0]}",
+        f"registry.url={config['registry.url']}",
+        f"root={config['root']}",
+    ]
+    args = ["--config", str(ROOT / "conf" / "ingest.yaml")]
+    for override in overrides:
+        args += ["--set", override]
+    assert main([*args, "status"]) == 0
+    screen = capsys.readouterr().out
+    assert "\033[" not in screen  # not a terminal: no colour
+    assert "1 broker(s) 0; controller 0" in screen
+    assert "0 under-replicated" in screen and "0 offline" in screen
+    assert f"{config['registry.url']}: leader" in screen
+    assert f"last run {run} (load)" in screen
+    newest = max((f.dt, f.hr) for p in m.partitions for f in p.files)
+    for topic in TOPICS:
+        assert f"{topic}: complete up to {newest[0]} {newest[1]}h" in screen
+    assert len(screen.splitlines()) <= 40, screen  # one screen
 
 
 def test_incremental_load_adds_only_new_records(spark, config, traffic):

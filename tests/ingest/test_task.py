@@ -14,7 +14,7 @@ from ingest.layout import new_run_id
 from ingest.plan import TaskSpec
 from ingest.task import TaskSettings, run_task
 from schemas import catalog
-from schemas.client import RegistryClient
+from schemas.client import RegistryClient, RegistrySettings
 from schemas.samples import events
 from schemas.serde import AvroSerializer
 
@@ -56,7 +56,11 @@ def produced(broker, registry):
 def test_task_loads_its_range_into_hourly_staged_files(tmp_path, broker, registry, produced):
     run = new_run_id()
     settings = TaskSettings(
-        run, (broker.bootstrap,), registry.url, str(tmp_path), window_ms=10 * MINUTE_MS
+        run,
+        (broker.bootstrap,),
+        RegistrySettings(registry.url),
+        str(tmp_path),
+        window_ms=10 * MINUTE_MS,
     )
     result = run_task(TaskSpec("task-views", 0, 50, 550), settings, attempt=0)
     assert (result.start, result.end) == (50, 550)
@@ -103,7 +107,11 @@ def test_fetches_ending_mid_batch_over_every_codec_balance_the_ledger(tmp_path, 
                 producer.send(topic, value, partition=0, timestamp_ms=sent[i]["header"]["time"])
             producer.flush()
     settings = TaskSettings(
-        new_run_id(), (broker.bootstrap,), registry.url, str(tmp_path), fetch_bytes=2048
+        new_run_id(),
+        (broker.bootstrap,),
+        RegistrySettings(registry.url),
+        str(tmp_path),
+        fetch_bytes=2048,
     )
     result = run_task(TaskSpec(topic, 0, 13, 391), settings, attempt=0)
     assert result.balances and (result.start, result.end) == (13, 391)

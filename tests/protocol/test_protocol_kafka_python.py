@@ -26,6 +26,8 @@ from kafka.protocol.old import (
     metadata,
     offset_for_leader_epoch,
     produce,
+    sasl_authenticate,
+    sasl_handshake,
 )
 from kafka.protocol.old.types import Schema
 
@@ -49,11 +51,13 @@ KAFKA_PYTHON = {
     14: (group.SyncGroupRequest, group.SyncGroupResponse),
     15: (admin.DescribeGroupsRequest, admin.DescribeGroupsResponse),
     16: (admin.ListGroupsRequest, admin.ListGroupsResponse),
+    17: (sasl_handshake.SaslHandshakeRequest, sasl_handshake.SaslHandshakeResponse),
     18: (api_versions.ApiVersionsRequest, api_versions.ApiVersionsResponse),
     19: (admin.CreateTopicsRequest, admin.CreateTopicsResponse),
     20: (admin.DeleteTopicsRequest, admin.DeleteTopicsResponse),
     22: (init_producer_id.InitProducerIdRequest, init_producer_id.InitProducerIdResponse),
     32: (admin.DescribeConfigsRequest, admin.DescribeConfigsResponse),
+    36: (sasl_authenticate.SaslAuthenticateRequest, sasl_authenticate.SaslAuthenticateResponse),
     42: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     43: (admin.ElectLeadersRequest, admin.ElectLeadersResponse),
     23: (
@@ -94,7 +98,8 @@ def test_kafka_python_covers_nearly_all_our_versions():
         (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 4), (15, 5), (16, 2), (16, 3),
         (16, 4), (19, 4), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
         (31, 2), (31, 3), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
-        (35, 2), (35, 3), (35, 4), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2), (43, 2),
+        (35, 2), (35, 3), (35, 4), (36, 2), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2),
+        (43, 2),
         (44, 0), (44, 1), (45, 0), (46, 0), (47, 0), (60, 0), (60, 1), (60, 2),
     ]  # fmt: skip
     assert {m for m in missing if m[0] in GENERATED_ONLY} <= set(GENERATED)
@@ -269,7 +274,7 @@ def _generated_classes() -> dict[tuple[int, bool], type]:
 
 GENERATED_CLASSES = _generated_classes()
 # The group and cluster-operation APIs at the versions only the generated classes cover.
-GENERATED_ONLY = {
+GENERATED_ONLY = {  # fmt: skip
     8,
     9,
     10,
@@ -285,6 +290,7 @@ GENERATED_ONLY = {
     32,
     33,
     35,
+    36,
     37,
     42,
     43,

@@ -112,8 +112,8 @@ def test_conf_file_is_generated_from_the_registry_keys():
             "'sideways' for configuration schema.compatibility.level",
         ),
         (
-            "kafkastore.type=memory\nlisteners=https://0.0.0.0:8081\n",
-            "'https://0.0.0.0:8081' for configuration listeners",
+            "kafkastore.type=memory\nlisteners=ftp://0.0.0.0:8081\n",
+            "'ftp://0.0.0.0:8081' for configuration listeners",
         ),
         (
             "kafkastore.type=memory\nlisteners=http://localhost\n",

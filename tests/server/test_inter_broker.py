@@ -39,6 +39,7 @@ from broker.server.inter_broker import (
     RequestChannel,
 )
 from broker.server.inter_broker.connection import check_security
+from broker.server.inter_broker.security import InterBrokerSecurity
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 from tests.helpers.server_requests import fetch_body, produce_body, values
 
@@ -362,12 +363,18 @@ def test_close_fails_the_requests_in_flight():
 
 
 def test_security_protocols():
-    with pytest.raises(ValueError, match="SASL_SSL.* not supported"):
-        check_security(Endpoint("SECURE", "h", 1, "SASL_SSL"), None)
+    tls = ssl.create_default_context()
+    with pytest.raises(ValueError, match="SASL_SSL but this broker connects with PLAINTEXT"):
+        check_security(Endpoint("SECURE", "h", 1, "SASL_SSL"), InterBrokerSecurity())
     with pytest.raises(ValueError, match="needs a TLS context"):
-        check_security(Endpoint("SSL", "h", 1, "SSL"), None)
+        check_security(Endpoint("SSL", "h", 1, "SSL"), InterBrokerSecurity("SSL"))
     with pytest.raises(ValueError, match="PLAINTEXT but a TLS context"):
-        check_security(plaintext(1), ssl.create_default_context())
+        check_security(plaintext(1), InterBrokerSecurity("PLAINTEXT", tls))
+    with pytest.raises(ValueError, match="SASL credentials are needed"):
+        check_security(Endpoint("S", "h", 1, "SASL_SSL"), InterBrokerSecurity("SASL_SSL", tls))
+    sasl = InterBrokerSecurity("SASL_SSL", tls, "PLAIN", "broker", "secret")
+    check_security(Endpoint("S", "h", 1, "SASL_SSL"), sasl)
+    assert "secret" not in repr(sasl)
 
 
 @pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
@@ -385,11 +392,14 @@ def test_an_ssl_endpoint_is_reached_over_tls(tmp_path):
 
     async def scenario():
         async with ScriptedPeer(lambda c: answer_each(c, echo_metadata), ssl=server_side) as peer:
-            node = NodeClient(1, peer.endpoint, client_id="broker-9", ssl=client_side)
+            node = NodeClient(
+                1, peer.endpoint, client_id="broker-9",
+                security=InterBrokerSecurity("SSL", client_side),
+            )  # fmt: skip
             assert named(await node.request(METADATA, 8, metadata("secret"), 10)) == "secret"
             node.close()
             untrusted = NodeClient(1, peer.endpoint, client_id="broker-9",
-                                   ssl=ssl.create_default_context())  # fmt: skip
+                                   security=InterBrokerSecurity("SSL", ssl.create_default_context()))  # fmt: skip
             with pytest.raises(NetworkError, match="CERTIFICATE_VERIFY_FAILED"):
                 await untrusted.request(METADATA, 8, metadata("secret"), 10)
 

@@ -117,9 +117,11 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
     total = 0
     any_error = False
     responses = []
+    sent: list[tuple[str, int]] = []  # bytes per topic, counted once the answer is final
     for topic in body["topics"]:
         name = topic["topic"]
         partitions = []
+        before = total
         for preq in topic["partitions"]:
             entry = _fetch_partition(
                 broker, name, preq, remaining, first=(total == 0), replica_id=replica_id
@@ -138,8 +140,12 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
             any_error |= entry["error_code"] != ErrorCode.NONE
             partitions.append(entry)
         responses.append({"topic": name, "partitions": partitions})
+        if total > before:
+            sent.append((name, total - before))
     if not final and total < min_bytes and not any_error:
         return None
+    for name, size in sent:
+        broker.metrics.fetched(name, size)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

@@ -145,6 +145,7 @@ def _produce_partition(
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
         return _partition_response(index, result.error, message=result.message), -1
+    broker.metrics.produced(topic, len(records), sum(h.last_offset_delta + 1 for _, h in batches))
     answer = _partition_response(
         index,
         ErrorCode.NONE,

@@ -6,7 +6,9 @@ and its correlation id must say so. A mismatch, an undecodable frame, a peer tha
 or a request that times out leaves the stream untrustworthy: the connection closes and
 every request still waiting on it fails with NetworkError.
 
-On connect we send ApiVersions v3 and keep the peer's ranges. Brokers of one cluster run
+On connect (TLS first when the inter-broker listener uses it) we send ApiVersions v3 and
+keep the peer's ranges; on a SASL listener we then authenticate (SaslHandshake v1 and
+SaslAuthenticate, inter_broker/security.py says with what) before any other request. Brokers of one cluster run
 the same code and callers pass fixed versions, so nothing is negotiated; the check costs
 one round trip per connection (connections live long) and turns a peer that does not
 serve an API version (a broker of another build during an upgrade) into an
@@ -18,14 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl as ssl_module
 import struct
 import time
 from collections import deque
 from typing import Any
 
+from broker.config.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS
 from broker.controller.zk_layout import Endpoint
-from broker.protocol.apis import API_BY_KEY, API_VERSIONS
+from broker.protocol.apis import API_BY_KEY, API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
 from broker.protocol.errors import (
     ErrorCode,
     NetworkError,
@@ -35,6 +37,9 @@ from broker.protocol.errors import (
 )
 from broker.protocol.framing import FrameDecoder, decode_response, encode_request
 from broker.protocol.types import DecodeError
+from broker.security.sasl_client import SaslClient
+from broker.security.scram import ScramError
+from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -113,21 +118,23 @@ class RequestPipeline:
         return tokens
 
 
-def check_security(endpoint: Endpoint, ssl: ssl_module.SSLContext | None) -> None:
-    """The security protocols an inter-broker connection speaks. PLAINTEXT today; an SSL
-    endpoint needs a TLS context (given to asyncio, which does the handshake); SASL is
-    planned with the security work (docs/contracts/security.md)."""
+def check_security(endpoint: Endpoint, security: InterBrokerSecurity) -> None:
+    """The endpoint's security protocol must be the one this broker connects with (that of
+    the inter-broker listener): TLS needs a context, SASL credentials."""
     protocol = endpoint.security_protocol
-    if protocol == "PLAINTEXT":
-        if ssl is not None:
-            raise ValueError(f"{endpoint.url()} is PLAINTEXT but a TLS context was given")
-    elif protocol == "SSL":
-        if ssl is None:
-            raise ValueError(f"{endpoint.url()} is SSL and needs a TLS context")
-    else:
+    if protocol != security.protocol:
         raise ValueError(
-            f"security protocol {protocol!r} of {endpoint.url()} is not supported for "
-            "inter-broker connections (PLAINTEXT or SSL)"
+            f"{endpoint.url()} is {protocol} but this broker connects with {security.protocol}"
+        )
+    tls = protocol in TLS_PROTOCOLS
+    if tls and security.ssl is None:
+        raise ValueError(f"{endpoint.url()} is {protocol} and needs a TLS context")
+    if not tls and security.ssl is not None:
+        raise ValueError(f"{endpoint.url()} is {protocol} but a TLS context was given")
+    if (protocol in SASL_PROTOCOLS) != security.sasl:
+        raise ValueError(
+            f"{endpoint.url()} is {protocol}: SASL credentials are "
+            + ("needed" if protocol in SASL_PROTOCOLS else "not expected")
         )
 
 
@@ -143,13 +150,13 @@ class BrokerConnection:
         endpoint: Endpoint,
         *,
         client_id: str | None,
-        ssl: ssl_module.SSLContext | None = None,
+        security: InterBrokerSecurity = PLAINTEXT,
         max_frame_bytes: int = MAX_FRAME_BYTES,
     ) -> None:
-        check_security(endpoint, ssl)
+        check_security(endpoint, security)
         self.endpoint = endpoint
         self.peer = endpoint.url()
-        self.ssl = ssl  # the TLS context of an SSL listener; None for PLAINTEXT
+        self.security = security
         self.max_frame_bytes = max_frame_bytes
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.closed_at: float | None = None  # time.monotonic() of close, for the backoff
@@ -183,7 +190,7 @@ class BrokerConnection:
         try:
             async with asyncio.timeout_at(deadline):
                 reader, self._writer = await asyncio.open_connection(
-                    self.endpoint.host, self.endpoint.port, ssl=self.ssl, limit=READ_CHUNK
+                    self.endpoint.host, self.endpoint.port, ssl=self.security.ssl, limit=READ_CHUNK
                 )
         except TimeoutError as exc:
             self._fail(f"no connection within {timeout_s:g}s")
@@ -216,6 +223,38 @@ class BrokerConnection:
         self.api_versions = {
             k["api_key"]: (k["min_version"], k["max_version"]) for k in answer["api_keys"]
         }
+        if self.security.sasl:
+            await self._authenticate(max(0.0, deadline - loop.time()))
+
+    async def _authenticate(self, timeout_s: float) -> None:
+        """SaslHandshake v1, then SaslAuthenticate until the exchange is over; NetworkError
+        (the connection closed) when the peer refuses."""
+        mechanism = self.security.mechanism
+        try:
+            answer = await self.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout_s)
+            if answer["error_code"] != ErrorCode.NONE:
+                raise NetworkError(
+                    f"{self.peer} refused SASL mechanism {mechanism} "
+                    f"({as_error_code(answer['error_code']).name}; it offers "
+                    f"{', '.join(answer['mechanisms'])})"
+                )
+            client = SaslClient(mechanism, self.security.username, self.security.password)
+            token = client.first()
+            while token is not None:
+                body = {"auth_bytes": token}
+                answer = await self.request(SASL_AUTHENTICATE, 1, body, timeout_s)
+                if answer["error_code"] != ErrorCode.NONE:
+                    raise NetworkError(
+                        f"{self.peer} refused this broker's SASL {mechanism} authentication: "
+                        f"{answer['error_message']}"
+                    )
+                token = client.respond(answer["auth_bytes"])
+        except (NetworkError, ScramError, RequestTimedOutError, UnsupportedVersionError) as exc:
+            self._fail(f"SASL authentication failed: {exc}")
+            raise NetworkError(f"SASL authentication with {self.peer} failed: {exc}") from exc
+        except BaseException:
+            self._fail("connect cancelled")
+            raise
 
     async def request(self, api_key: int, version: int, body: dict, timeout_s: float) -> dict:
         """The response body of one request. Raises UnsupportedVersionError (nothing sent,

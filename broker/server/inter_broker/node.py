@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import ssl as ssl_module
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from dataclasses import dataclass
 from broker.controller.zk_layout import Endpoint
 from broker.protocol.errors import NetworkError, RequestTimedOutError
 from broker.server.inter_broker.connection import MAX_FRAME_BYTES, BrokerConnection
+from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class NodeClient:
         client_id: str | None,
         backoff: ReconnectBackoff | None = None,
         connect_timeout_s: float = 10.0,
-        ssl: ssl_module.SSLContext | None = None,
+        security: InterBrokerSecurity = PLAINTEXT,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         rand: Callable[[], float] = random.random,
     ) -> None:
@@ -73,7 +73,7 @@ class NodeClient:
         self.client_id = client_id
         self.backoff = backoff or ReconnectBackoff()
         self.connect_timeout_s = connect_timeout_s
-        self.ssl = ssl  # the TLS context for an SSL endpoint (the security work sets it)
+        self.security = security  # the inter-broker listener's TLS and SASL
         self.max_frame_bytes = max_frame_bytes
         self._rand = rand
         self._endpoint = endpoint
@@ -165,7 +165,7 @@ class NodeClient:
                 continue
             endpoint = self._endpoint
             connection = BrokerConnection(
-                endpoint, client_id=self.client_id, ssl=self.ssl,
+                endpoint, client_id=self.client_id, security=self.security,
                 max_frame_bytes=self.max_frame_bytes,
             )  # fmt: skip
             self.connect_attempts += 1

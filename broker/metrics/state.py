@@ -1,0 +1,181 @@
+"""Metrics read from the broker's state at scrape time: nothing to keep in step.
+
+`BrokerStateCollector.collect()` runs on the event loop (the endpoint in `http.py` calls
+`generate_latest` from a coroutine), so it reads the partitions, purgatories and groups
+between two steps of the loop, never while they change.
+
+Per-partition series (`metrics.partition.series.enabled`) are the ones whose count
+grows with the partitions: log size and end offset, and consumer lag per partition.
+Turned off, the same quantities come summed per topic (and per group and topic).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from broker.coordinator.group import GroupState
+from broker.server.context import BrokerContext
+
+
+class BrokerStateCollector(Collector):
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        connections: Callable[[], dict[str, int]],
+        per_partition: bool = True,
+    ) -> None:
+        self.ctx = ctx
+        self.connections = connections  # listener -> open connections
+        self.per_partition = per_partition
+
+    def collect(self) -> Iterable:
+        ctx = self.ctx
+        yield from self._partitions(ctx)
+        yield from self._cluster(ctx)
+        purgatory = GaugeMetricFamily(
+            "kafka_purgatory_size",
+            "Requests waiting in a purgatory (long-poll fetches, acks=all produces, joins, "
+            "heartbeats).",
+            labels=["purgatory"],
+        )
+        for each in ctx.purgatories():
+            purgatory.add_metric([each.name], len(each))
+        yield purgatory
+        connections = GaugeMetricFamily(
+            "kafka_network_connections",
+            "Open client connections, by listener.",
+            labels=["listener"],
+        )
+        for listener, count in self.connections().items():
+            connections.add_metric([listener], count)
+        yield connections
+        if ctx.groups is not None:
+            yield from self._groups(ctx)
+
+    def _partitions(self, ctx: BrokerContext) -> Iterable:
+        hosted = list(ctx.replicas.partitions.values())
+        leaders = [p for p in hosted if p.is_leader]
+        yield GaugeMetricFamily(
+            "kafka_partitions", "Partitions hosted by this broker (led or followed).", len(hosted)
+        )
+        yield GaugeMetricFamily(
+            "kafka_leader_partitions", "Partitions this broker leads.", len(leaders)
+        )
+        yield GaugeMetricFamily(
+            "kafka_under_replicated_partitions",
+            "Partitions led here whose ISR is smaller than their replica set.",
+            sum(1 for p in leaders if p.under_replicated()),
+        )
+        yield GaugeMetricFamily(
+            "kafka_under_min_isr_partitions",
+            "Partitions led here whose ISR is smaller than min.insync.replicas (acks=all "
+            "produces fail).",
+            sum(1 for p in leaders if len(p.isr) < p.log.config.min_insync_replicas),
+        )
+        labels = ["topic", "partition"] if self.per_partition else ["topic"]
+        size = GaugeMetricFamily(
+            "kafka_log_size_bytes", "Bytes of a log's segments on disk.", labels=labels
+        )
+        end = GaugeMetricFamily(
+            "kafka_log_end_offset",
+            "The offset the next record appended will get"
+            + ("" if self.per_partition else " (summed over the topic's partitions)")
+            + ".",
+            labels=labels,
+        )
+        if self.per_partition:
+            for p in hosted:
+                key = [p.topic, str(p.index)]
+                size.add_metric(key, p.log.size_bytes)
+                end.add_metric(key, p.log.log_end_offset)
+        else:
+            sizes: dict[str, int] = defaultdict(int)
+            ends: dict[str, int] = defaultdict(int)
+            for p in hosted:
+                sizes[p.topic] += p.log.size_bytes
+                ends[p.topic] += p.log.log_end_offset
+            for topic in sizes:
+                size.add_metric([topic], sizes[topic])
+                end.add_metric([topic], ends[topic])
+        yield size
+        yield end
+
+    def _cluster(self, ctx: BrokerContext) -> Iterable:
+        metadata = ctx.metadata
+        me = ctx.config.broker_id
+        controller = metadata.controller_id
+        # A single broker is its own controller (its local controller).
+        active = controller == me or ctx.cluster is None
+        yield GaugeMetricFamily(
+            "kafka_controller_active",
+            "1 on the broker that is the active controller, else 0 (the sum over the cluster "
+            "is 1 when healthy).",
+            1 if active else 0,
+        )
+        yield GaugeMetricFamily(
+            "kafka_controller_id",
+            "The active controller's broker id as this broker knows it.",
+            me if ctx.cluster is None else controller,
+        )
+        # Reported by the controller alone, as Kafka does, so the cluster sum is right.
+        offline = 0
+        if active:
+            offline = sum(
+                1
+                for partitions in metadata.topics.values()
+                for state in partitions.values()
+                if not metadata.is_online(state)
+            )
+        yield GaugeMetricFamily(
+            "kafka_offline_partitions",
+            "Partitions without a live leader (on the active controller; 0 elsewhere).",
+            offline,
+        )
+
+    def _groups(self, ctx: BrokerContext) -> Iterable:
+        groups = list(ctx.groups.manager.groups.values())
+        by_state = GaugeMetricFamily(
+            "kafka_groups", "Consumer groups coordinated here, by state.", labels=["state"]
+        )
+        counts = {state: 0 for state in GroupState}
+        for group in groups:
+            counts[group.state] += 1
+        for state, count in counts.items():
+            by_state.add_metric([state.value], count)
+        yield by_state
+        labels = ["group", "topic", "partition"] if self.per_partition else ["group", "topic"]
+        committed = GaugeMetricFamily(
+            "kafka_group_committed_offset",
+            "A group's committed offset (the position it resumes from).",
+            labels=["group", "topic", "partition"],
+        )
+        lag = GaugeMetricFamily(
+            "kafka_group_lag",
+            "High watermark minus committed offset, for partitions led by this broker too "
+            "(elsewhere: kafka_log_end_offset of the leader minus kafka_group_committed_offset)"
+            + ("" if self.per_partition else "; summed over the topic's partitions")
+            + ".",
+            labels=labels,
+        )
+        totals: dict[tuple[str, str], int] = defaultdict(int)
+        for group in groups:
+            for (topic, index), offset in list(group.offsets.items()):
+                if self.per_partition:
+                    committed.add_metric([group.group_id, topic, str(index)], offset.offset)
+                partition = ctx.replicas.partitions.get((topic, index))
+                if partition is None or not partition.is_leader:
+                    continue
+                behind = max(partition.high_watermark - offset.offset, 0)
+                if self.per_partition:
+                    lag.add_metric([group.group_id, topic, str(index)], behind)
+                else:
+                    totals[(group.group_id, topic)] += behind
+        for key, behind in totals.items():
+            lag.add_metric(list(key), behind)
+        if self.per_partition:
+            yield committed
+        yield lag
