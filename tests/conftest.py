@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.processes import BrokerProcess, Cluster, RegistryProcess, ZooKeeperProcess
+from tests.helpers.acls import authorizer_settings
 
 
 @pytest.fixture
@@ -43,6 +44,28 @@ def group_broker(tmp_path_factory):
     overrides = {"group.initial.rebalance.delay.ms": "0"}
     with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", overrides) as b:
         yield b
+
+
+@pytest.fixture
+def acl_broker_factory(tmp_path):
+    """`make(super_users="User:admin", allow_everyone=False, **overrides)`: a broker process
+    with Kafka's authorizer on (tests/helpers/acls.py), stopped after the test. Over
+    PLAINTEXT every client is User:ANONYMOUS; listeners that authenticate (SASL) set the
+    principal their clients log in as."""
+    started: list[BrokerProcess] = []
+
+    def make(super_users: str = "User:admin", allow_everyone: bool = False, **overrides):
+        settings = {
+            **authorizer_settings(super_users, allow_everyone),
+            **overrides,
+        }
+        b = BrokerProcess(tmp_path / f"acl-logs-{len(started)}", settings)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.stop()
 
 
 @pytest.fixture(scope="module")

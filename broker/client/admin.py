@@ -1,7 +1,9 @@
 """Administration: topics (create, delete, list, describe, more partitions), consumer
 groups (list, describe, committed offsets, alter offsets, delete groups and offsets), and
 the cluster's operations (leader elections, partition reassignments, configs, the
-cluster and its log dirs), and users' SCRAM credentials.
+cluster and its log dirs), users' SCRAM credentials, and ACLs (create, describe, delete:
+broker/security/acl.py's AclBinding and AclBindingFilter; asked of any broker, each
+follows the same store).
 
 create_topics, delete_topics and delete_groups return the outcome of every topic or group
 as an ErrorCode (NONE on success) so a caller can treat TOPIC_ALREADY_EXISTS as fine;
@@ -31,10 +33,13 @@ from broker.protocol.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
     ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_ACLS,
     CREATE_PARTITIONS,
     CREATE_TOPICS,
+    DELETE_ACLS,
     DELETE_GROUPS,
     DELETE_TOPICS,
+    DESCRIBE_ACLS,
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
@@ -61,6 +66,8 @@ from broker.protocol.errors import (
     error_for,
 )
 from broker.protocol.types import DecodeError
+from broker.security.acl import AclBinding, AclBindingFilter
+from broker.security.acl_wire import binding_from_fields, binding_to_wire, filter_to_wire
 from broker.security.scram import (
     MAX_ITERATIONS,
     MECHANISMS,
@@ -876,6 +883,48 @@ class AdminClient:
         }
         return self._report("alter user SCRAM credentials", outcome, raise_errors)
 
+    # --- ACLs -------------------------------------------------------------------------
+
+    def create_acls(
+        self, bindings: list[AclBinding], raise_errors: bool = False
+    ) -> dict[AclBinding, ErrorCode]:
+        """Create ACLs (one already there is fine); returns binding -> ErrorCode (see the
+        module docstring)."""
+        body = {"creations": [binding_to_wire(b) for b in bindings]}
+        response = self._broker_request(None, CREATE_ACLS, body)
+        outcome = {
+            b: (as_error_code(r["error_code"]), r["error_message"])
+            for b, r in zip(bindings, response["results"], strict=True)
+        }
+        return self._report("create ACLs", outcome, raise_errors)
+
+    def describe_acls(self, acl_filter: AclBindingFilter | None = None) -> list[AclBinding]:
+        """The ACLs the filter matches (None: every ACL). Raises the broker's refusal
+        (SecurityDisabledError without an authorizer, ClusterAuthorizationFailedError)."""
+        body = filter_to_wire(acl_filter or AclBindingFilter())
+        response = self._broker_request(None, DESCRIBE_ACLS, body)
+        _raise_request_error(response, "describe ACLs")
+        return [binding_from_fields(r, a) for r in response["resources"] for a in r["acls"]]
+
+    def delete_acls(
+        self, filters: list[AclBindingFilter], raise_errors: bool = False
+    ) -> list[list[AclBinding]]:
+        """Delete the ACLs each filter matches; per filter, the ACLs deleted. A filter's
+        failure leaves its list empty, its error in `last_errors` (raised with
+        `raise_errors`)."""
+        body = {"filters": [filter_to_wire(f) for f in filters]}
+        response = self._broker_request(None, DELETE_ACLS, body)
+        results = response["filter_results"]
+        self._report(
+            "delete ACLs",
+            {
+                f: (as_error_code(r["error_code"]), r["error_message"])
+                for f, r in zip(filters, results, strict=True)
+            },
+            raise_errors,
+        )
+        return [[binding_from_fields(m, m) for m in r["matching_acls"]] for r in results]
+
     def _alter_configs(
         self, api_key: int, operation: str, changes: dict, entries, validate_only, raise_errors
     ) -> dict[ConfigResource, ErrorCode]:
@@ -959,10 +1008,12 @@ class AdminClient:
         return {name: code for name, (code, _) in outcome.items()}
 
 
-def _label(name: str | tuple[str, int] | ConfigResource) -> str:
-    if isinstance(name, str | ConfigResource):
-        return str(name)
-    return f"{name[0]}-{name[1]}"
+def _label(name) -> str:
+    """A topic, group, config resource or ACL as errors name it; (topic, partition) as
+    topic-partition."""
+    if isinstance(name, tuple) and not isinstance(name, ConfigResource):
+        return f"{name[0]}-{name[1]}"
+    return str(name)
 
 
 def _error_codes(response: dict) -> list[int]:

@@ -28,8 +28,23 @@ from broker.config.listeners import (
 )
 from broker.log.cleaner import CleanerConfig
 from broker.log.config import LogConfig, cleanup_policy_problem
+from broker.security.acl import AclError, parse_principal
+from broker.security.authorizer import parse_super_users
 from broker.security.principal import principal_rules_problem
 from broker.util.clock import HOUR_MS, MINUTE_MS
+
+# Kafka's authorizer class names: ours answers to both (2.4+ and the older one).
+ACL_AUTHORIZER = "kafka.security.authorizer.AclAuthorizer"
+AUTHORIZER_NAMES = (ACL_AUTHORIZER, "kafka.security.auth.SimpleAclAuthorizer")
+
+
+def _super_users(value: str) -> str | None:
+    for principal in parse_super_users(value):
+        try:
+            parse_principal(principal)
+        except AclError as exc:
+            return str(exc)
+    return None
 
 
 def _log_dirs(value: list[str]) -> str | None:
@@ -886,6 +901,32 @@ SERVER_CONFIG = (
         "Most members a group may have (further joins: GROUP_MAX_SIZE_REACHED).",
         validator=at_least(1),
         group="groups",
+    )
+    .define(
+        "authorizer.class.name",
+        "string",
+        "",
+        "Empty: no authorization (every connection may call every API). Kafka's "
+        f"{ACL_AUTHORIZER}: ACLs decide (docs/contracts/security.md, Authorization), kept "
+        "in ZooKeeper in a cluster and in acls.json in the first log dir of a single broker.",
+        validator=one_of("", *AUTHORIZER_NAMES),
+        group="authorization",
+    )
+    .define(
+        "super.users",
+        "string",
+        "",
+        "Principals allowed everything whatever the ACLs say, separated by semicolons "
+        "(User:admin;User:broker).",
+        validator=_super_users,
+        group="authorization",
+    )
+    .define(
+        "allow.everyone.if.no.acl.found",
+        "boolean",
+        False,
+        "Allow an operation on a resource that no ACL applies to at all (else denied).",
+        group="authorization",
     )
 )
 

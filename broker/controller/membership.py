@@ -28,6 +28,7 @@ from broker.controller.zk import BadVersionError, NodeExistsError, SessionState,
 from broker.controller.zk_admin import ZkTopicAdmin
 from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
 from broker.protocol.errors import ErrorCode, KafkaError
+from broker.security.acl_store import ZkAclStore
 from broker.security.user_scram import scram_entries
 from broker.server.inter_broker import NodeClient
 from broker.server.inter_broker.security import inter_broker_security
@@ -138,7 +139,8 @@ class ClusterMembership:
     # -- wiring -----------------------------------------------------------------------------
     def attach(self, ctx) -> None:
         """Give the broker's state its cluster parts: admin, producer ids, ISR writer,
-        replica fetchers, the config change listener."""
+        replica fetchers, the config change listener, the ACL store (started by the
+        broker before it serves)."""
         self.ctx = ctx
         cfg = self.config
         ctx.cluster = self
@@ -153,6 +155,8 @@ class ClusterMembership:
         self.config_changes = ConfigChangeListener(
             self.zk, ctx.configs, self.spawn, now_ms, self._user_config
         )
+        if ctx.authorizer is not None:
+            ctx.acl_store = ZkAclStore(ctx.authorizer, self.zk, self.spawn, now_ms)
         ctx.producer_ids = ZkProducerIdBlocks(self.zk, self.broker_id, self.spawn)
         ctx.replicas.isr_writer = self
         ctx.replicas.fetchers = ReplicaFetcherManager(

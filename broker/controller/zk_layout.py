@@ -10,6 +10,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from broker.security.acl import (
+    RESOURCE_TYPE_NAMES,
+    AclError,
+    PatternType,
+    ResourcePattern,
+    pattern_type_of,
+    resource_type_of,
+)
+
 CLUSTER_ID = "/cluster/id"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
@@ -414,12 +423,6 @@ def decode_config_change(data: bytes) -> str:
     return path
 
 
-def config_change_sequence(name: str) -> int | None:
-    """The sequence number of a child of /config/changes (None for another node)."""
-    digits = name[len(CONFIG_CHANGE_PREFIX) :]
-    return int(digits) if name.startswith(CONFIG_CHANGE_PREFIX) and digits.isdigit() else None
-
-
 def encode_cluster_id(cluster_id: str) -> bytes:
     return _dump({"version": "1", "id": cluster_id})
 
@@ -519,3 +522,58 @@ def encode_consumer_offset(offset: int) -> bytes:
 
 def decode_consumer_offset(data: bytes, what: str = "consumer offset") -> int:
     return _decode_decimal(data, what)
+
+
+# -- ACLs (Kafka 2.x's AclAuthorizer; the JSON of a resource's ACLs: broker/security/acl.py) --
+# Literal patterns: /kafka-acl/<ResourceType>/<name>, changes announced under
+# /kafka-acl-changes as `<ResourceType>:<name>`; prefixed patterns:
+# /kafka-acl-extended/prefixed/<ResourceType>/<name>, announced under
+# /kafka-acl-extended-changes as {"version":1,"resourceType","name","patternType"}.
+ACL_LITERAL = "/kafka-acl"
+ACL_EXTENDED = "/kafka-acl-extended"
+ACL_LITERAL_CHANGES = "/kafka-acl-changes"
+ACL_EXTENDED_CHANGES = "/kafka-acl-extended-changes"
+ACL_CHANGE_PREFIX = "acl_changes_"
+
+
+def acl_root(pattern_type) -> str:
+    """Where the ACLs of a pattern type live (LITERAL, or an extended one: `prefixed`)."""
+    if pattern_type == PatternType.LITERAL:
+        return ACL_LITERAL
+    return f"{ACL_EXTENDED}/{PatternType(pattern_type).name.lower()}"
+
+
+def acl_path(pattern) -> str:
+    return f"{acl_root(pattern.pattern_type)}/{RESOURCE_TYPE_NAMES[pattern.resource_type]}/{pattern.name}"
+
+
+def acl_changes_path(pattern_type) -> str:
+    return ACL_LITERAL_CHANGES if pattern_type == PatternType.LITERAL else ACL_EXTENDED_CHANGES
+
+
+def encode_acl_change(pattern) -> bytes:
+    kind = RESOURCE_TYPE_NAMES[pattern.resource_type]
+    if pattern.pattern_type == PatternType.LITERAL:
+        return f"{kind}:{pattern.name}".encode()
+    return _dump(
+        {"version": 1, "resourceType": kind, "name": pattern.name,
+         "patternType": pattern.pattern_type.name}
+    )  # fmt: skip
+
+
+def decode_acl_change(changes_path: str, data: bytes):
+    """The resource pattern a notification under `changes_path` names."""
+    try:
+        if changes_path == ACL_LITERAL_CHANGES:
+            kind, sep, name = data.decode().partition(":")
+            if not sep:
+                raise AclError(f"expected <ResourceType>:<name>, got {data!r}")
+            return ResourcePattern(resource_type_of(kind), name, PatternType.LITERAL)
+        value = _load(data, "ACL change notification")
+        return ResourcePattern(
+            resource_type_of(value["resourceType"]),
+            value["name"],
+            pattern_type_of(value["patternType"]),
+        )
+    except (AclError, KeyError, TypeError, UnicodeDecodeError) as exc:
+        raise ZkDataError(f"ACL change notification {data!r}: {exc}") from None

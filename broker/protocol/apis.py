@@ -68,6 +68,9 @@ class ApiKey(enum.IntEnum):
     LIST_PARTITION_REASSIGNMENTS = 46
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
 
 
 PRODUCE = ApiKey.PRODUCE
@@ -107,6 +110,9 @@ ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
 LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
 DESCRIBE_USER_SCRAM_CREDENTIALS = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
 ALTER_USER_SCRAM_CREDENTIALS = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
+DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS
+CREATE_ACLS = ApiKey.CREATE_ACLS
+DELETE_ACLS = ApiKey.DELETE_ACLS
 
 
 @dataclass(frozen=True, eq=False)
@@ -1040,55 +1046,175 @@ LIST_PARTITION_REASSIGNMENTS_API = Api(
     ),
 )
 
-# -- security (docs/contracts/security.md) --
+# -- ACLs (codes: broker/security/acl.py; v0, without pattern types, is no longer Kafka's) --
 
-# Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (broker/security/scram.py).
-DESCRIBE_USER_SCRAM_CREDENTIALS_API = Api(
-    DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0, 0,
-    request=Struct(
-        # null or empty: every user.
-        F("users", Array(Struct(
-            F("name", STRING),
-        )), nullable="0+", default=None),
-    ),
+_ACL_FILTER = (
+    F("resource_type_filter", INT8),
+    F("resource_name_filter", STRING, nullable="0+"),
+    F("pattern_type_filter", INT8, default=3),
+    F("principal_filter", STRING, nullable="0+"),
+    F("host_filter", STRING, nullable="0+"),
+    F("operation", INT8),
+    F("permission_type", INT8),
+)
+
+DESCRIBE_ACLS_API = Api(
+    DESCRIBE_ACLS, "DescribeAcls", 1, 3, 2,
+    request=Struct(*_ACL_FILTER),
     response=Struct(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+", default=None),
-        F("results", Array(Struct(
-            F("user", STRING),
-            F("error_code", INT16),
-            F("error_message", STRING, nullable="0+", default=None),
-            F("credential_infos", Array(Struct(
-                F("mechanism", INT8),
-                F("iterations", INT32),
+        F("resources", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("pattern_type", INT8, default=3),
+            F("acls", Array(Struct(
+                F("principal", STRING),
+                F("host", STRING),
+                F("operation", INT8),
+                F("permission_type", INT8),
             ))),
         ))),
     ),
 )
 
-ALTER_USER_SCRAM_CREDENTIALS_API = Api(
-    ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0, 0,
+CREATE_ACLS_API = Api(
+    CREATE_ACLS, "CreateAcls", 1, 3, 2,
     request=Struct(
-        F("deletions", Array(Struct(
-            F("name", STRING),
-            F("mechanism", INT8),
-        ))),
-        F("upsertions", Array(Struct(
-            F("name", STRING),
-            F("mechanism", INT8),
-            F("iterations", INT32),
-            F("salt", BYTES),
-            F("salted_password", BYTES),
+        F("creations", Array(Struct(
+            F("resource_type", INT8),
+            F("resource_name", STRING),
+            F("resource_pattern_type", INT8, default=3),
+            F("principal", STRING),
+            F("host", STRING),
+            F("operation", INT8),
+            F("permission_type", INT8),
         ))),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
         F("results", Array(Struct(
-            F("user", STRING),
             F("error_code", INT16),
             F("error_message", STRING, nullable="0+", default=None),
         ))),
+    ),
+)
+
+DELETE_ACLS_API = Api(
+    DELETE_ACLS, "DeleteAcls", 1, 3, 2,
+    request=Struct(F("filters", Array(Struct(*_ACL_FILTER)))),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("filter_results", Array(Struct(
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("matching_acls", Array(Struct(
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("resource_type", INT8),
+                F("resource_name", STRING),
+                F("pattern_type", INT8, default=3),
+                F("principal", STRING),
+                F("host", STRING),
+                F("operation", INT8),
+                F("permission_type", INT8),
+            ))),
+        ))),
+    ),
+)
+
+# fmt: on
+
+# -- security (docs/contracts/security.md) --
+
+# Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (broker/security/scram.py).
+DESCRIBE_USER_SCRAM_CREDENTIALS_API = Api(
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+    "DescribeUserScramCredentials",
+    0,
+    0,
+    0,
+    request=Struct(
+        # null or empty: every user.
+        F(
+            "users",
+            Array(
+                Struct(
+                    F("name", STRING),
+                )
+            ),
+            nullable="0+",
+            default=None,
+        ),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("error_message", STRING, nullable="0+", default=None),
+        F(
+            "results",
+            Array(
+                Struct(
+                    F("user", STRING),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+", default=None),
+                    F(
+                        "credential_infos",
+                        Array(
+                            Struct(
+                                F("mechanism", INT8),
+                                F("iterations", INT32),
+                            )
+                        ),
+                    ),
+                )
+            ),
+        ),
+    ),
+)
+
+ALTER_USER_SCRAM_CREDENTIALS_API = Api(
+    ALTER_USER_SCRAM_CREDENTIALS,
+    "AlterUserScramCredentials",
+    0,
+    0,
+    0,
+    request=Struct(
+        F(
+            "deletions",
+            Array(
+                Struct(
+                    F("name", STRING),
+                    F("mechanism", INT8),
+                )
+            ),
+        ),
+        F(
+            "upsertions",
+            Array(
+                Struct(
+                    F("name", STRING),
+                    F("mechanism", INT8),
+                    F("iterations", INT32),
+                    F("salt", BYTES),
+                    F("salted_password", BYTES),
+                )
+            ),
+        ),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F(
+            "results",
+            Array(
+                Struct(
+                    F("user", STRING),
+                    F("error_code", INT16),
+                    F("error_message", STRING, nullable="0+", default=None),
+                )
+            ),
+        ),
     ),
 )
 
@@ -1136,6 +1262,9 @@ API_BY_KEY: dict[int, Api] = dict(
                 LIST_PARTITION_REASSIGNMENTS_API,
                 DESCRIBE_USER_SCRAM_CREDENTIALS_API,
                 ALTER_USER_SCRAM_CREDENTIALS_API,
+                DESCRIBE_ACLS_API,
+                CREATE_ACLS_API,
+                DELETE_ACLS_API,
             )
         }.items()
     )

@@ -17,6 +17,8 @@ from broker.log.manager import LogManager
 from broker.metrics import broker_metrics
 from broker.metrics.http import MetricsServer
 from broker.metrics.state import BrokerStateCollector
+from broker.security.acl_store import FileAclStore
+from broker.security.authorizer import authorizer_from_config
 from broker.security.credentials import Credentials
 from broker.security.listener import listener_security
 from broker.security.scram import ScramError
@@ -91,8 +93,12 @@ def open_broker_state(
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
+    ctx.authorizer = authorizer_from_config(cfg)
     ctx.credentials = open_credentials(cfg["sasl.scram.credentials.file"])
     if not cfg.cluster_mode:
+        if ctx.authorizer is not None:
+            ctx.acl_store = FileAclStore(ctx.authorizer, cfg.log_dirs[0])
+            ctx.acl_store.load()
         ctx.admin = LocalController(
             cfg.broker_id,
             metadata,
@@ -186,6 +192,8 @@ class Broker:
             dynamic = await self.cluster.broker_overrides()
             self.ctx = open_broker_state(cfg, now_ms, cluster_id, overrides, dynamic)
             self.cluster.attach(self.ctx)
+            if self.ctx.acl_store is not None:  # the ACLs in force before serving
+                await self.ctx.acl_store.start()
         else:
             self.ctx = open_broker_state(cfg, now_ms)
         metadata, replicas = self.ctx.metadata, self.ctx.replicas

@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from broker.controller.admin import TopicAdmin
     from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
+    from broker.security.acl_store import AclStore
+    from broker.security.authorizer import Authorizer
     from broker.security.credentials import Credentials
     from broker.server.dynamic_config import DynamicConfigs
     from broker.server.replication_quota import ReplicationQuota
@@ -59,6 +61,10 @@ class BrokerContext:
     configs: DynamicConfigs | None = None
     # What this broker, as a leader, sends to throttled followers (replication_quota.py).
     leader_quota: ReplicationQuota | None = None
+    # ACL decisions (None: `authorizer.class.name` empty, no authorization) and where the
+    # ACLs are kept (a file, or ZooKeeper in a cluster): broker/security/.
+    authorizer: Authorizer | None = None
+    acl_store: AclStore | None = None
     # The SCRAM credentials the SASL listeners check (broker/security/credentials.py).
     credentials: Credentials | None = None
     # Prometheus event metrics (broker/metrics/); NullMetrics when `metrics.port` is unset.

@@ -23,6 +23,7 @@ from broker.protocol.framing import (
 )
 from broker.protocol.types import DecodeError
 from broker.security.authenticator import AuthenticationFailed
+from broker.server.authorization import request_refusal
 from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
 from broker.server.handlers.base import NO_RESPONSE, Delayed
@@ -93,6 +94,9 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
     if not handler.accepts(version):
         return _encode(header, handler.error_response(body, ErrorCode.UNSUPPORTED_VERSION))
     request = RequestContext(header, session, broker.now_ms())
+    refusal = request_refusal(broker, request, body)  # ACLs (authorization.py)
+    if refusal:
+        return _encode(header, handler.error_response(body, refusal))
     try:
         result = handler.handle(broker, request, body)
     except Exception:  # a bug must cost one connection, never the broker

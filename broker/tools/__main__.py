@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from broker.tools import (
+    acls,
     configs,
     console_consumer,
     console_producer,
@@ -21,6 +22,7 @@ from broker.tools import (
 
 # name -> main(argv) -> exit code; the name is Kafka's script without `kafka-` and `.sh`.
 TOOLS = {
+    "acls": acls.main,
     "consumer-groups": consumer_groups.main,
     "consumer-offset-checker": zk_offset_checker.main,  # Kafka 0.8's, for ZooKeeper groups
     "dump-log": dump_log.main,

@@ -88,14 +88,16 @@ def test_kafka_python_covers_nearly_all_our_versions():
     # See _has; kafka-python's old classes stop before the flexible versions of most APIs
     # (ListOffsets v6+, Metadata v9, CreateTopics v4, the group APIs' later versions) and
     # have no OffsetDelete, DescribeLogDirs, reassignment, DescribeCluster, SCRAM credential or
-    # IncrementalAlterConfigs classes (and DescribeConfigs up to v2 only; their AlterConfigs
+    # IncrementalAlterConfigs classes (nor usable ACL ones: their DescribeAcls "v2" is not
+    # flexible) (and DescribeConfigs up to v2 only; their AlterConfigs
     # response list holds a request class; we check those against the generated ones);
     # their CreatePartitions nests its fields differently (same bytes): its generated
     # classes have them all (test_generated_classes_agree).
     assert [m for m in missing if m[0] not in INTER_BROKER] == [
         (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
         (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 4), (15, 5), (16, 2), (16, 3),
-        (16, 4), (19, 4), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
+        (16, 4), (19, 4), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
+        (31, 2), (31, 3), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
         (35, 2), (35, 3), (35, 4), (36, 2), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 0), (44, 1), (45, 0), (46, 0), (47, 0), (50, 0), (51, 0), (60, 0),
         (60, 1), (60, 2),
@@ -274,7 +276,8 @@ GENERATED_CLASSES = _generated_classes()
 # The group, cluster-operation and SCRAM-administration APIs (and SaslAuthenticate v2) at
 # the versions only the generated classes cover.
 GENERATED_ONLY = {
-    8, 9, 10, 11, 12, 13, 14, 15, 16, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47, 50, 51, 60,
+    8, 9, 10, 11, 12, 13, 14, 15, 16, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47,
+    50, 51, 60,
 }  # fmt: skip
 GENERATED = [
     (k, v)

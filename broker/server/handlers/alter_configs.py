@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 from broker.protocol.apis import ALTER_CONFIGS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation
+from broker.server.authorization import config_refusal
 from broker.server.dynamic_config import ConfigRefused, DynamicConfigs, ResourceType
 from broker.server.handlers.base import ApiHandler, run_async
 
@@ -30,15 +32,18 @@ def replaced(configs, kind, current, entries: list[dict]) -> dict[str, str]:
 
 
 def handle(broker, request, body: dict):
-    return run_async(broker, alter(broker, body, replaced))
+    return run_async(broker, alter(broker, request, body, replaced))
 
 
-async def alter(broker, body: dict, new_overrides: NewOverrides) -> dict:
+async def alter(broker, request, body: dict, new_overrides: NewOverrides) -> dict:
     configs = broker.configs
     responses = []
     for resource in body["resources"]:
         code, message = ErrorCode.NONE, None
+        refused = config_refusal(broker, request, Operation.ALTER_CONFIGS, resource)
         try:
+            if refused:
+                raise ConfigRefused(refused, None)
             kind, entity = configs.resolve(
                 resource["resource_type"], resource["resource_name"], broker.metadata.topics
             )

@@ -9,16 +9,23 @@ from __future__ import annotations
 from broker.controller.admin import TopicError
 from broker.protocol.apis import CREATE_PARTITIONS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
 
 
 def handle(broker, request, body: dict):
-    return run_async(broker, _create(broker, body))
+    refused = {
+        t["name"]
+        for t in body["topics"]
+        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t["name"])
+    }
+    return run_async(broker, _create(broker, body, refused))
 
 
-async def _create(broker, body: dict) -> dict:
+async def _create(broker, body: dict, refused: set[str]) -> dict:
     names = [t["name"] for t in body["topics"]]
-    duplicated = {n for n in names if names.count(n) > 1}
+    duplicated = {n for n in names if names.count(n) > 1} | refused
     asked = [
         (
             t["name"],
@@ -29,8 +36,10 @@ async def _create(broker, body: dict) -> dict:
         if t["name"] not in duplicated
     ]
     outcome = await broker.admin.create_partitions(asked, body["validate_only"])
-    for name in duplicated:
+    for name in duplicated - refused:
         outcome[name] = TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {name}")
+    for name in refused:
+        outcome[name] = TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
     counts = {t: count for t, count, _ in asked}
     created = [t for t, _, _ in asked if outcome.get(t) is None]
     timed_out: set[str] = set()

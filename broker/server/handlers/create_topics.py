@@ -9,17 +9,42 @@ from __future__ import annotations
 from broker.controller.admin import TopicError, TopicSpec
 from broker.protocol.apis import CREATE_TOPICS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
 
 
 def handle(broker, request, body: dict):
     specs = [TopicSpec.from_request(topic) for topic in body["topics"]]
-    return run_async(broker, _create(broker, specs, body))
+    return run_async(broker, _create(broker, request, specs, body))
 
 
-async def _create(broker, specs: list[TopicSpec], body: dict) -> dict:
+def _refusals(broker, request, specs: list[TopicSpec]) -> dict[str, TopicError]:
+    """Kafka's check: CREATE on the cluster, or on each topic. A refusal says nothing of
+    whether the topic exists; nor does TOPIC_ALREADY_EXISTS to a principal that may not
+    describe the topic (it gets TOPIC_AUTHORIZATION_FAILED, see _create)."""
+    if allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER):
+        return {}
+    return {
+        s.name: TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        for s in specs
+        if not allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, s.name)
+    }
+
+
+async def _create(broker, request, specs: list[TopicSpec], body: dict) -> dict:
     validate_only = body.get("validate_only", False)
-    outcome = await broker.admin.create_topics(specs, validate_only)
+    refused = _refusals(broker, request, specs)
+    outcome = await broker.admin.create_topics(
+        [s for s in specs if s.name not in refused], validate_only
+    )
+    for name, error in list(outcome.items()):
+        if error is not None and error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name):
+                outcome[name] = TopicError(
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+                )
+    outcome.update(refused)
     created = [s.name for s in specs if outcome.get(s.name) is None]
     timed_out: set[str] = set()
     if created and not validate_only and body["timeout_ms"] > 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import DELETE_GROUPS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -13,8 +15,13 @@ def handle(broker, request, body: dict):
     groups = coordinator_or_error(broker)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
-    result = groups.delete_groups(list(body["groups_names"]))
-    return respond(result, lambda errors: _body(body, errors))
+    refused = {
+        g: ErrorCode.GROUP_AUTHORIZATION_FAILED
+        for g in body["groups_names"]
+        if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, g)
+    }
+    result = groups.delete_groups([g for g in body["groups_names"] if g not in refused])
+    return respond(result, lambda errors: _body(body, {**errors, **refused}))
 
 
 def _body(body: dict, errors: dict[str, ErrorCode]) -> dict:

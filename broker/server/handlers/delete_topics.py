@@ -7,14 +7,29 @@ from __future__ import annotations
 from broker.controller.admin import TopicError
 from broker.protocol.apis import DELETE_TOPICS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
 
 
 def handle(broker, request, body: dict):
-    return run_async(broker, _delete(broker, list(body["topic_names"]), body["timeout_ms"]))
+    names = list(body["topic_names"])
+    refused = {
+        n: TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
+        for n in names
+        if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, n)
+    }
+    return run_async(broker, _delete(broker, names, body["timeout_ms"], refused))
 
 
-async def _delete(broker, names: list[str], timeout_ms: int) -> dict:
+async def _delete(broker, names: list[str], timeout_ms: int, refused: dict) -> dict:
+    if refused:
+        outcome = await _delete(broker, [n for n in names if n not in refused], timeout_ms, {})
+        by_name = {r["name"]: r for r in outcome["responses"]}
+        for name, error in refused.items():
+            by_name[name] = {"name": name, "error_code": error.code, "error_message": error.message}
+        outcome["responses"] = [by_name[n] for n in dict.fromkeys(names)]
+        return outcome
     if not broker.config["delete.topic.enable"]:
         outcome = {
             name: TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")

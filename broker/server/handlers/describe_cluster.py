@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import DESCRIBE_CLUSTER_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import ResourceType
+from broker.server.authorization import NOT_ASKED, authorized_operations
 from broker.server.handlers.base import ApiHandler
 
 BROKER_ENDPOINTS = 1
@@ -30,6 +32,11 @@ def handle(broker, request, body: dict) -> dict:
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.metadata.controller_id,
         "brokers": brokers,
+        "cluster_authorized_operations": authorized_operations(
+            broker, request, ResourceType.CLUSTER
+        )
+        if body["include_cluster_authorized_operations"]
+        else NOT_ASKED,
     }
 
 

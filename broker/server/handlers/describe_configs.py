@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import DESCRIBE_CONFIGS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation
+from broker.server.authorization import config_refusal
 from broker.server.dynamic_config import (
     CONFIG_TYPES,
     PASSWORD_TYPE,
@@ -29,6 +31,11 @@ def handle(broker, request, body: dict) -> dict:
             "resource_name": resource["resource_name"],
             "configs": [],
         }
+        refused = config_refusal(broker, request, Operation.DESCRIBE_CONFIGS, resource)
+        if refused:
+            result["error_code"] = refused
+            results.append(result)
+            continue
         try:
             kind, entity = configs.resolve(
                 resource["resource_type"], resource["resource_name"], broker.metadata.topics

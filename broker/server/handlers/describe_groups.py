@@ -9,6 +9,8 @@ from __future__ import annotations
 from broker.coordinator.group import GroupState
 from broker.protocol.apis import DESCRIBE_GROUPS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed, authorized_operations
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -19,8 +21,19 @@ def handle(broker, request, body: dict) -> dict:
         return error_response(body, groups)
     return {
         "throttle_time_ms": 0,
-        "groups": [_describe(groups, group_id) for group_id in body["groups"]],
+        "groups": [_authorized_describe(broker, request, groups, g, body) for g in body["groups"]],
     }
+
+
+def _authorized_describe(broker, request, groups, group_id: str, body: dict) -> dict:
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+        return _empty(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    described = _describe(groups, group_id)
+    if body.get("include_authorized_operations"):
+        described["authorized_operations"] = authorized_operations(
+            broker, request, ResourceType.GROUP, group_id
+        )
+    return described
 
 
 def _describe(groups, group_id: str) -> dict:

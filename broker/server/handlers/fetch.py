@@ -14,7 +14,9 @@ from broker.log.log import OffsetOutOfRange
 from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
-from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
+from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error, respond
 from broker.server.purgatory import DelayedOperation
 from broker.server.replication_quota import LEADER_REPLICAS, is_throttled
 
@@ -39,6 +41,46 @@ ZSTD_MIN_VERSION = 10
 
 
 def handle(broker, request, body: dict):
+    refused = _refused_topics(broker, request, body)
+    if not refused:
+        return _fetch(broker, request, body)
+    entries = [
+        {
+            "topic": t["topic"],
+            "partitions": [
+                _empty(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+                for p in t["partitions"]
+            ],
+        }
+        for t in body["topics"]
+        if t["topic"] in refused
+    ]
+    rest = [t for t in body["topics"] if t["topic"] not in refused]
+    if not rest:
+        return {**error_response({"topics": []}, ErrorCode.NONE), "responses": entries}
+    result = _fetch(broker, request, {**body, "topics": rest})
+    return respond(
+        result.operation if isinstance(result, Delayed) else result,
+        lambda response: {**response, "responses": response["responses"] + entries},
+    )
+
+
+def _refused_topics(broker, request, body: dict) -> set[str]:
+    """Kafka's checks: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each
+    topic (refused ones answer TOPIC_AUTHORIZATION_FAILED)."""
+    if broker.authorizer is None:
+        return set()
+    names = {t["topic"] for t in body["topics"]}
+    if body.get("replica_id", -1) >= 0:
+        return (
+            set()
+            if allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+            else names
+        )
+    return {n for n in names if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, n)}
+
+
+def _fetch(broker, request, body: dict):
     if body.get("replica_id", -1) >= 0:
         _record_follower(broker, body)
     if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:

@@ -16,6 +16,8 @@ from broker.controller.admin import TopicSpec
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from broker.protocol.apis import FIND_COORDINATOR_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import refused_code
 from broker.server.handlers.base import ApiHandler
 
 log = logging.getLogger(__name__)
@@ -32,6 +34,12 @@ def handle(broker, request, body: dict) -> dict:
 
 
 def _find(broker, request, key: str, key_type: int) -> dict:
+    resource_type = (
+        ResourceType.GROUP if key_type == GROUP_KEY_TYPE else ResourceType.TRANSACTIONAL_ID
+    )
+    refused = refused_code(broker, request, Operation.DESCRIBE, resource_type, key)
+    if refused:
+        return _error(key, refused)
     if key_type != GROUP_KEY_TYPE:
         return _error(
             key,

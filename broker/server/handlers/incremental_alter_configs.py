@@ -19,7 +19,7 @@ def operated(configs, kind, current, entries: list[dict]) -> dict[str, str]:
 
 
 def handle(broker, request, body: dict):
-    return run_async(broker, alter(broker, body, operated))
+    return run_async(broker, alter(broker, request, body, operated))
 
 
 HANDLER = ApiHandler(INCREMENTAL_ALTER_CONFIGS_API, handle, error_response)

@@ -8,12 +8,24 @@ from __future__ import annotations
 
 from broker.protocol.apis import INIT_PRODUCER_ID_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed, allowed_on_any, refused_code
 from broker.server.handlers.base import ApiHandler, run_async
 
 
 def handle(broker, request, body: dict):
-    if body.get("transactional_id"):
-        return error_response(body, ErrorCode.INVALID_REQUEST)
+    transactional_id = body.get("transactional_id")
+    if transactional_id:
+        refused = refused_code(
+            broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        )
+        return error_response(body, refused or ErrorCode.INVALID_REQUEST)
+    # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
+    if not (
+        allowed(broker, request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+        or allowed_on_any(broker, request, Operation.WRITE, ResourceType.TOPIC)
+    ):
+        return error_response(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     pid = broker.producer_ids.allocate()
     if pid is None:  # a cluster broker waiting for its next block of ids from ZooKeeper
         return run_async(broker, _answer_later(broker))

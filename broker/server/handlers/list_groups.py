@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import LIST_GROUPS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -14,6 +16,13 @@ def handle(broker, request, body: dict) -> dict:
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     code, listed = groups.list_groups(set(body["states_filter"] or ()))
+    # DESCRIBE on the cluster lists every group; else those the principal may describe.
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER):
+        listed = [
+            g
+            for g in listed
+            if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)
+        ]
     return {
         "throttle_time_ms": 0,
         "error_code": code,

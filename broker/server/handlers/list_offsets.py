@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import LIST_OFFSETS_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import refused_code
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -63,18 +65,21 @@ def _partition(broker, topic: str, req: dict, replica_id: int) -> dict:
 
 
 def handle(broker, request, body: dict) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
+    topics = []
+    for t in body["topics"]:
+        refused = refused_code(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
+        topics.append(
             {
                 "name": t["name"],
                 "partitions": [
-                    _partition(broker, t["name"], p, body["replica_id"]) for p in t["partitions"]
+                    _answer(p["partition_index"], refused)
+                    if refused
+                    else _partition(broker, t["name"], p, body["replica_id"])
+                    for p in t["partitions"]
                 ],
             }
-            for t in body["topics"]
-        ],
-    }
+        )
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

@@ -3,6 +3,10 @@
 A request naming topics that do not exist creates them when `auto.create.topics.enable`
 and the request's `allow_auto_topic_creation` both say so (this is where Kafka creates
 topics automatically; Produce to an unknown topic answers UNKNOWN_TOPIC_OR_PARTITION).
+
+With an authorizer: topics the principal may not DESCRIBE are left out of an all-topics
+answer and answer TOPIC_AUTHORIZATION_FAILED when named; auto-creation needs CREATE on the
+cluster or the topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 """
 
 from __future__ import annotations
@@ -10,9 +14,9 @@ from __future__ import annotations
 from broker.protocol.apis import METADATA_API
 from broker.protocol.errors import ErrorCode
 from broker.protocol.topic import is_legal_topic_name
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import NOT_ASKED, allowed, authorized_operations
 from broker.server.handlers.base import ApiHandler
-
-NO_AUTHORIZED_OPERATIONS = -(2**31)  # "not asked for", as Kafka answers
 
 
 def _topic_entry(broker, name: str, auto_created: set[str], listener: str) -> dict:
@@ -33,7 +37,7 @@ def _topic_entry(broker, name: str, auto_created: set[str], listener: str) -> di
             _partition_entry(broker, p, listener)
             for p in sorted(partitions.values(), key=lambda s: s.partition)
         ],
-        "topic_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "topic_authorized_operations": NOT_ASKED,
     }
 
 
@@ -69,28 +73,61 @@ def handle(broker, request, body: dict) -> dict:
     requested = body.get("topics")
     listener = request.session.listener
     auto_created: set[str] = set()
+    refused: list[str] = []
     # v0 asks for every topic with an empty list; v1+ with null.
     if requested is None or (request.api_version == 0 and not requested):
-        names = sorted(broker.metadata.topics)
+        # Topics the principal may not describe are left out, silently.
+        names = [n for n in sorted(broker.metadata.topics) if _describable(broker, request, n)]
     else:
-        names = [t["name"] for t in requested]
+        names = []
+        for name in (t["name"] for t in requested):
+            (names if _describable(broker, request, name) else refused).append(name)
         auto = broker.config["auto.create.topics.enable"] and body.get(
             "allow_auto_topic_creation", True
         )
-        for name in names:
+        for name in list(names):
             if auto and name not in broker.metadata.topics and is_legal_topic_name(name):
+                if not _may_create(broker, request, name):
+                    names.remove(name)
+                    refused.append(name)
+                    continue
                 # A single broker has it at once; in a cluster the controller will, and
                 # the answer says LEADER_NOT_AVAILABLE meanwhile, as Kafka's does.
                 broker.admin.auto_create(name)
                 auto_created.add(name)
+    topics = [_topic_entry(broker, n, auto_created, listener) for n in names]
+    if body.get("include_topic_authorized_operations"):
+        for topic in topics:
+            topic["topic_authorized_operations"] = authorized_operations(
+                broker, request, ResourceType.TOPIC, topic["name"]
+            )
+    cluster_operations = NOT_ASKED
+    if body.get("include_cluster_authorized_operations"):
+        cluster_operations = authorized_operations(broker, request, ResourceType.CLUSTER)
+    refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return {
         "throttle_time_ms": 0,
         "brokers": _brokers(broker, listener),
         "cluster_id": broker.metadata.cluster_id,
         "controller_id": broker.metadata.controller_id,
-        "topics": [_topic_entry(broker, n, auto_created, listener) for n in names],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "topics": topics
+        + [
+            {"error_code": refusal, "name": n, "is_internal": False, "partitions": []}
+            for n in refused
+        ],
+        "cluster_authorized_operations": cluster_operations,
     }
+
+
+def _describable(broker, request, name: str) -> bool:
+    return allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)
+
+
+def _may_create(broker, request, name: str) -> bool:
+    """Auto-creation, as CreateTopics: CREATE on the cluster or on the topic."""
+    return allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER) or allowed(
+        broker, request, Operation.CREATE, ResourceType.TOPIC, name
+    )
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
@@ -103,7 +140,7 @@ def error_response(body: dict, code: ErrorCode) -> dict:
             {"error_code": code, "name": t["name"], "is_internal": False, "partitions": []}
             for t in body.get("topics") or []
         ],
-        "cluster_authorized_operations": NO_AUTHORIZED_OPERATIONS,
+        "cluster_authorized_operations": NOT_ASKED,
     }
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from broker.coordinator.offsets_topic import CommittedOffset
 from broker.protocol.apis import OFFSET_COMMIT_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed, refused_partitions
 from broker.server.handlers.base import ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -17,11 +19,16 @@ def handle(broker, request, body: dict):
     groups = coordinator_or_error(broker)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
+    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body["group_id"]):
+        return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = refused_partitions(broker, request, Operation.READ, body["topics"])
     now = broker.now_ms()
     retention = body["retention_time_ms"]
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in body["topics"]:
         for p in topic["partitions"]:
+            if (topic["name"], p["partition_index"]) in refused:
+                continue
             offsets[(topic["name"], p["partition_index"])] = CommittedOffset(
                 offset=p["committed_offset"],
                 leader_epoch=p["committed_leader_epoch"],
@@ -37,7 +44,7 @@ def handle(broker, request, body: dict):
         body["group_instance_id"],
         offsets,
     )
-    return respond(result, lambda errors: _body(body, errors))
+    return respond(result, lambda errors: _body(body, {**errors, **refused}))
 
 
 def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from broker.protocol.apis import OFFSET_DELETE_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed, refused_partitions
 from broker.server.handlers.base import ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -13,9 +15,17 @@ def handle(broker, request, body: dict):
     groups = coordinator_or_error(broker)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
-    asked = [(t["name"], p["partition_index"]) for t in body["topics"] for p in t["partitions"]]
+    if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, body["group_id"]):
+        return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    refused = refused_partitions(broker, request, Operation.READ, body["topics"])
+    asked = [
+        (t["name"], p["partition_index"])
+        for t in body["topics"]
+        for p in t["partitions"]
+        if (t["name"], p["partition_index"]) not in refused
+    ]
     result = groups.delete_offsets(body["group_id"], asked)
-    return respond(result, lambda outcome: _body(body, *outcome))
+    return respond(result, lambda outcome: _body(body, outcome[0], {**outcome[1], **refused}))
 
 
 def _body(body: dict, code: ErrorCode, errors: dict[tuple[str, int], ErrorCode]) -> dict:

@@ -7,6 +7,8 @@ from collections import defaultdict
 
 from broker.protocol.apis import OFFSET_FETCH_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
 
@@ -15,16 +17,33 @@ def handle(broker, request, body: dict) -> dict:
     groups = coordinator_or_error(broker)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups, request.api_version)
+    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, body["group_id"]):
+        return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED, request.api_version)
+    # Topics the principal may not describe: refused when named, left out of "all".
+    refused = {
+        t["name"]
+        for t in body["topics"] or []
+        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
+    }
     asked = (
         None
         if body["topics"] is None
-        else [(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
+        else [
+            (t["name"], p)
+            for t in body["topics"]
+            if t["name"] not in refused
+            for p in t["partition_indexes"]
+        ]
     )
     code, offsets = groups.fetch_offsets(body["group_id"], asked)
     if code != ErrorCode.NONE:
         return error_response(body, code, request.api_version)
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for (topic, partition), committed in offsets.items():
+        if asked is None and not allowed(
+            broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic
+        ):
+            continue
         by_topic[topic].append(
             {
                 "partition_index": partition,
@@ -34,6 +53,11 @@ def handle(broker, request, body: dict) -> dict:
                 "error_code": ErrorCode.NONE,
             }
         )
+    if refused:
+        failed = error_response(body, ErrorCode.TOPIC_AUTHORIZATION_FAILED, version=1)
+        for topic in failed["topics"]:
+            if topic["name"] in refused:
+                by_topic[topic["name"]] = topic["partitions"]
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,

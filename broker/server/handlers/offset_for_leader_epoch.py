@@ -19,6 +19,8 @@ from __future__ import annotations
 from broker.log.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
 from broker.protocol.apis import OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode
+from broker.security.acl import Operation, ResourceType
+from broker.server.authorization import allowed, refused_code
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
 
 
@@ -47,16 +49,28 @@ def _partition(broker, topic: str, req: dict) -> dict:
 
 
 def handle(broker, request, body: dict) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
+    # As Kafka: CLUSTER_ACTION (a follower) may ask about any topic, others need DESCRIBE
+    # on each (KIP-320 consumers).
+    any_topic = allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    topics = []
+    for t in body["topics"]:
+        refused = ErrorCode.NONE
+        if not any_topic:
+            refused = refused_code(
+                broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"]
+            )
+        topics.append(
             {
                 "topic": t["topic"],
-                "partitions": [_partition(broker, t["topic"], p) for p in t["partitions"]],
+                "partitions": [
+                    _answer(p["partition"], refused)
+                    if refused
+                    else _partition(broker, t["topic"], p)
+                    for p in t["partitions"]
+                ],
             }
-            for t in body["topics"]
-        ],
-    }
+        )
+    return {"throttle_time_ms": 0, "topics": topics}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

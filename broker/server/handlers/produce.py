@@ -14,7 +14,9 @@ from __future__ import annotations
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
 from broker.records.validate import RecordsError, validate_produce_records
+from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
+from broker.server.authorization import allowed
 from broker.server.handlers.base import NO_RESPONSE, ApiHandler, Delayed
 from broker.server.purgatory import DelayedOperation
 
@@ -43,12 +45,23 @@ def _partition_response(
 
 def handle(broker, request, body: dict):
     acks = body["acks"]
+    transactional_id = body.get("transactional_id")
+    if transactional_id is not None and not allowed(
+        broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+    ):
+        refused = error_response(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return NO_RESPONSE if acks == 0 else refused
     now = broker.now_ms()
     responses = []
     waiting: dict[tuple[str, int], tuple[dict, int]] = {}  # acks=all: answer, offset needed
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
+        if not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+            refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            partitions = [_partition_response(p["index"], refused) for p in topic["partition_data"]]
+            responses.append({"name": name, "partition_responses": partitions})
+            continue
         for pdata in topic["partition_data"]:
             answer, next_offset = _produce_partition(
                 broker, name, pdata, acks, now, request.api_version
