@@ -195,7 +195,9 @@ def _publish_metrics(config, fs, manifest, results, ranges) -> None:
     """The committed run's metrics (ingest/metrics.py), with the high watermarks now for
     the lag at the end; a failure here is logged: the run is committed already."""
     try:
-        with SimpleConsumer(config["bootstrap.servers"]) as consumer:
+        with SimpleConsumer(
+            config["bootstrap.servers"], security=kafka_security(config)
+        ) as consumer:
             ends = {
                 (r.topic, r.partition): consumer.latest_offset(r.topic, r.partition) for r in ranges
             }

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import urllib.request
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -25,6 +24,8 @@ from broker.tools.output import Output
 from ingest import metrics
 from ingest.audit import read_report, report_path
 from ingest.commit import list_runs, load_manifest
+from ingest.config import kafka_security
+from schemas.client import RegistrySettings
 
 OK, WARN, BAD = "ok", "warn", "bad"
 COLOURS = {OK: "\033[32m", WARN: "\033[33m", BAD: "\033[31m"}
@@ -60,7 +61,9 @@ def _cluster(config) -> Section:
     section = Section("brokers")
     bootstrap = ",".join(config["bootstrap.servers"])
     try:
-        with AdminClient(bootstrap, request_timeout_ms=5000) as admin:
+        with AdminClient(
+            bootstrap, request_timeout_ms=5000, security=kafka_security(config)
+        ) as admin:
             cluster = admin.describe_cluster()
             topics = admin.describe_topics()
     except Exception as exc:  # any failure to reach the cluster is what status reports
@@ -90,7 +93,9 @@ def _groups(config) -> Section:
     section = Section("consumer groups")
     bootstrap = ",".join(config["bootstrap.servers"])
     try:
-        with GroupTool(bootstrap, 5000, Output(sys.stdout, sys.stderr)) as tool:
+        with GroupTool(
+            bootstrap, 5000, Output(sys.stdout, sys.stderr), kafka_security(config)
+        ) as tool:
             listings = tool.consumer_groups()
             rows = []
             for g in sorted(listings, key=lambda g: g.group_id):
@@ -123,10 +128,11 @@ def _groups(config) -> Section:
 
 def _registry(config) -> Section:
     section = Section("schema registry")
-    url = config["registry.url"].rstrip("/")
+    settings = RegistrySettings.from_config(config)
+    url = settings.url.rstrip("/")
     try:
-        with urllib.request.urlopen(f"{url}/metrics", timeout=5) as answer:
-            text = answer.read().decode()
+        with settings.client(timeout=5.0) as registry:
+            text = registry.metrics()
     except Exception as exc:
         section.add(f"{url}: not reachable ({exc})", BAD)
         return section

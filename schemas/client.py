@@ -144,6 +144,12 @@ class RegistryClient:
 
     # -- schemas --------------------------------------------------------------
 
+    def metrics(self) -> str:
+        """The registry's `/metrics` (Prometheus text), over the same TLS and login."""
+        answer = self._http.get("/metrics")
+        answer.raise_for_status()
+        return answer.text
+
     def register(self, subject: str, schema: str | dict) -> int:
         """The global id of ``schema`` under ``subject``, registering it if it is new."""
         text = _schema_text(schema)

@@ -114,7 +114,7 @@ def create_app(registry: Registry, forward_tls: ssl.SSLContext | None = None) ->
         on_shutdown=[forwarder.close],
     )
     state = registry.state
-    metrics = RegistryMetrics(state)
+    metrics = RegistryMetrics(state, lambda: registry.leading)
     app.middleware("http")(metrics.middleware)
 
     async def _write(request: Request, call, *args) -> Response:

@@ -3,14 +3,14 @@
 Requests are counted by route template (`/subjects/{subject}/versions`, never the
 subject itself: cardinality stays bounded by the API), method and status, with a latency
 histogram by route and method; schemas, subjects and versions are read from the state at
-scrape time. Leadership: this registry has no leader election (it runs as the one
-writer of its store), so `schema_registry_leader` is 1; a follower, once there is such a
-thing, reports 0 through the same gauge.
+scrape time. `schema_registry_leader` is 1 on the instance the election made leader (or a
+registry alone on its store), 0 on a follower, read at scrape time.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -30,9 +30,9 @@ BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 
 
 class _StateCollector(Collector):
-    def __init__(self, state: RegistryState, leader: bool) -> None:
+    def __init__(self, state: RegistryState, leading: Callable[[], bool]) -> None:
         self.state = state
-        self.leader = leader
+        self.leading = leading
 
     def collect(self):
         subjects, versions, schemas = self.state.counts()
@@ -48,12 +48,12 @@ class _StateCollector(Collector):
         yield GaugeMetricFamily(
             "schema_registry_leader",
             "1 when this registry accepts writes (the leader).",
-            1 if self.leader else 0,
+            1 if self.leading() else 0,
         )
 
 
 class RegistryMetrics:
-    def __init__(self, state: RegistryState, leader: bool = True) -> None:
+    def __init__(self, state: RegistryState, leading: Callable[[], bool] = lambda: True) -> None:
         self.registry = CollectorRegistry()
         self.requests = Counter(
             "schema_registry_requests",
@@ -68,7 +68,7 @@ class RegistryMetrics:
             buckets=BUCKETS,
             registry=self.registry,
         )
-        self.registry.register(_StateCollector(state, leader))
+        self.registry.register(_StateCollector(state, leading))
 
     async def middleware(self, request: Request, call_next) -> Response:
         """Starlette HTTP middleware: times and counts every request."""

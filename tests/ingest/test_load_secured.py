@@ -6,8 +6,12 @@ Every party has its own principal and only the ACLs it needs: the producing appl
 writes its topics and the audit topic; the loader reads them (and writes the audit
 topic's loaded counts); the registry owns `_schemas`. The load is the same end-to-end test
 as on a plaintext broker (output compared record by record, audit complete, _SUCCESS);
-then, with the loader's Read on one topic taken away, a load fails naming the refusal and
-commits nothing."""
+then, with the loader's Read on one topic taken away (Describe left, so the topic is still
+visible: without it the topic is hidden from the loader, as Kafka hides it), a load fails
+naming the refusal and commits nothing; and the status command, run as the operator, sees
+the secured cluster and registry.
+
+Two config dicts: the loader's (`config`), and the operator's for `status`."""
 
 from __future__ import annotations
 
@@ -237,11 +241,13 @@ def test_a_load_without_read_on_a_topic_fails_clearly_and_commits_nothing(
     cluster, _, _, security = deployment
     traffic.produce(H0, H0 + 3 * HOUR_MS, per_topic=50)  # something new to load
     runs_before = list_runs(open_root(config))
-    refused = AclBindingFilter(
+    read_clicks = AclBindingFilter(
         ResourceType.TOPIC, "clicks", principal=_user("loader"), operation=Operation.READ
     )
+    describe_clicks = _allow("loader", ResourceType.TOPIC, "clicks", Operation.DESCRIBE)
     with AdminClient(cluster.bootstrap, security=security("admin")) as admin:
-        (removed,) = admin.delete_acls([refused], raise_errors=True)
+        admin.create_acls(describe_clicks, raise_errors=True)
+        (removed,) = admin.delete_acls([read_clicks], raise_errors=True)
         assert len(removed) == 1
         try:
             with pytest.raises(Exception, match="(?i)authoriz") as failure:
@@ -252,3 +258,31 @@ def test_a_load_without_read_on_a_topic_fails_clearly_and_commits_nothing(
                 _allow("loader", ResourceType.TOPIC, "clicks", Operation.READ), raise_errors=True
             )
     assert list_runs(open_root(config)) == runs_before
+
+
+def test_status_sees_the_secured_cluster_and_registry(deployment, config):
+    from ingest import status
+
+    cluster, registry, ca, _ = deployment
+    operator = load_config(
+        ROOT / "conf" / "ingest.yaml",
+        [
+            f"bootstrap.servers={cluster.bootstrap}",
+            f"registry.url={registry.url}",
+            f"registry.ssl.ca.location={ca.pem}",
+            f"root={config['root']}",
+            "kafka.security.protocol=SASL_SSL",
+            f"kafka.sasl.mechanism={SCRAM}",
+            "kafka.sasl.username=admin",
+            f"kafka.ssl.ca.location={ca.pem}",
+        ],
+        secrets={
+            "kafka.sasl.password": PASSWORDS["admin"],
+            "registry.basic.auth.user.info": f"loader:{REGISTRY_PASSWORDS['loader']}",
+        },
+    )
+    sections = {s.title: s for s in status.gather(operator, open_root(operator))}
+    brokers = sections["brokers"].lines[0]
+    assert brokers.level == status.OK and brokers.text.startswith("3 broker(s)"), brokers
+    (registry_line,) = sections["schema registry"].lines
+    assert registry_line.level == status.OK and ": leader," in registry_line.text, registry_line
