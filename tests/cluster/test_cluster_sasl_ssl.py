@@ -13,56 +13,19 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.controller.zk_layout import BROKER_IDS, decode_broker
-from broker.processes import Cluster, kazoo_session
-from broker.security.credentials import user_entry
-from broker.security.scram import MECHANISMS, make_credential
-from tests.helpers.certs import TestCA
+from broker.processes import kazoo_session
 from tests.helpers.cluster import FAST_FAILOVER, fresh, in_sync, leaders, wait_for
+from tests.helpers.secure_cluster import SCRAM, sasl_ssl_cluster
 
 pytestmark = pytest.mark.slow
 
 PASSWORDS = {"broker": "inter-broker-pw-1", "alice": "alice-client-pw-2"}
-SCRAM = "SCRAM-SHA-512"
 
 
 @pytest.fixture
 def sasl_cluster(zookeeper, tmp_path):
-    ca = TestCA(tmp_path / "ca")
-    keystore = ca.issue("broker", hosts=["127.0.0.1", "localhost"]).keystore
-    credentials = tmp_path / "scram.json"
-    credentials.write_text(
-        json.dumps(
-            {
-                user: user_entry({SCRAM: make_credential(MECHANISMS[SCRAM], password)})
-                for user, password in PASSWORDS.items()
-            }
-        )
-    )
-    jaas = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="broker" password="{PASSWORDS["broker"]}";'
-    )
-    cluster = Cluster(
-        tmp_path / "cluster",
-        3,
-        zookeeper=zookeeper,
-        overrides={
-            **FAST_FAILOVER,
-            "listener.security.protocol.map": "SECURE:SASL_SSL",
-            "inter.broker.listener.name": "SECURE",
-            "ssl.keystore.location": str(keystore),
-            "ssl.truststore.location": str(ca.pem),
-            "sasl.enabled.mechanisms": SCRAM,
-            "sasl.mechanism.inter.broker.protocol": SCRAM,
-            "listener.name.secure.scram-sha-512.sasl.jaas.config": jaas,
-            "sasl.scram.credentials.file": str(credentials),
-        },
-    )
-    for b in cluster.brokers:
-        b.overrides["listeners"] = f"SECURE://127.0.0.1:{b.port}"
-    # Cluster's own readiness check reads Metadata with our client library, which speaks
-    # PLAINTEXT only for now; the test waits with confluent-kafka instead.
-    cluster.wait_for_registration = False
+    cluster, ca = sasl_ssl_cluster(tmp_path, zookeeper, PASSWORDS, FAST_FAILOVER)
+    # The test waits for the brokers with confluent-kafka, over SASL_SSL.
     cluster.start()
     client = {
         "bootstrap.servers": cluster.bootstrap,

@@ -15,13 +15,11 @@ Two config dicts: the loader's (`config`), and the operator's for `status`."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.security import SecurityConfig
-from broker.processes import ROOT, Cluster, RegistryProcess
+from broker.processes import ROOT, RegistryProcess
 from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -31,22 +29,19 @@ from broker.security.acl import (
     ResourcePattern,
     ResourceType,
 )
-from broker.security.credentials import user_entry
-from broker.security.scram import MECHANISMS, make_credential
 from broker.util.clock import HOUR_MS
 from ingest.commit import list_runs
 from ingest.config import load_config
 from ingest.job import open_root, run_load
 from schemas.audited_producer import AuditedProducer
 from schemas.client import RegistryClient
-from tests.helpers.certs import TestCA
 from tests.helpers.cluster import FAST_FAILOVER, wait_for
+from tests.helpers.secure_cluster import SCRAM, client_security, sasl_ssl_cluster
 from tests.ingest import test_end_to_end as e2e
 from tests.ingest.test_end_to_end import H0, TOPICS, Traffic, faults, spark  # noqa: F401
 
 pytestmark = pytest.mark.slow
 
-SCRAM = "SCRAM-SHA-512"
 PASSWORDS = {
     "broker": "broker-pw-5e1",
     "admin": "admin-pw-0c3",
@@ -75,53 +70,21 @@ def _allow(principal: str, kind: ResourceType, name: str, *operations: Operation
 @pytest.fixture(scope="module")
 def deployment(zookeeper, tmp_path_factory):
     work = tmp_path_factory.mktemp("secured")
-    ca = TestCA(work / "ca")
-    keystore = ca.issue("broker", hosts=["127.0.0.1", "localhost"]).keystore
-    credentials = work / "scram.json"
-    credentials.write_text(
-        json.dumps(
-            {
-                user: user_entry({SCRAM: make_credential(MECHANISMS[SCRAM], password)})
-                for user, password in PASSWORDS.items()
-            }
-        )
-    )
-    jaas = (
-        "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="broker" password="{PASSWORDS["broker"]}";'
-    )
-    cluster = Cluster(
-        work / "cluster",
-        3,
-        zookeeper=zookeeper,
-        overrides={
+    cluster, ca = sasl_ssl_cluster(
+        work,
+        zookeeper,
+        PASSWORDS,
+        {
             **FAST_FAILOVER,
             "default.replication.factor": "3",
             "min.insync.replicas": "2",
-            "listener.security.protocol.map": "SECURE:SASL_SSL",
-            "inter.broker.listener.name": "SECURE",
-            "ssl.keystore.location": str(keystore),
-            "ssl.truststore.location": str(ca.pem),
-            "sasl.enabled.mechanisms": SCRAM,
-            "sasl.mechanism.inter.broker.protocol": SCRAM,
-            "listener.name.secure.scram-sha-512.sasl.jaas.config": jaas,
-            "sasl.scram.credentials.file": str(credentials),
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
             "super.users": "User:broker;User:admin",
         },
     )
-    for b in cluster.brokers:
-        b.overrides["listeners"] = f"SECURE://127.0.0.1:{b.port}"
-    cluster.wait_for_registration = False  # waited for below, over SASL_SSL
 
     def security(user: str) -> SecurityConfig:
-        return SecurityConfig(
-            "SASL_SSL",
-            ssl_cafile=str(ca.pem),
-            sasl_mechanism=SCRAM,
-            sasl_plain_username=user,
-            sasl_plain_password=PASSWORDS[user],
-        )
+        return client_security(ca, user, PASSWORDS[user])
 
     with cluster:
         admin = AdminClient(cluster.bootstrap, security=security("admin"))
