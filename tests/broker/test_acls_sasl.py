@@ -20,6 +20,7 @@ from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
     Operation,
+    PatternType,
     Permission,
     ResourcePattern,
     ResourceType,
@@ -130,3 +131,45 @@ def test_authenticated_principals_get_what_their_acls_allow(sasl_broker):
         grant(admin, "User:alice", Operation.WRITE, ResourceType.TOPIC, topic, Permission.DENY)
     refused = produce(bootstrap, "alice", topic)
     assert refused is not None and refused.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+
+
+def test_topic_administration_follows_prefixed_acls(sasl_broker):
+    """confluent-kafka's admin client logged in as alice: creating and deleting topics is
+    refused without an ACL, allowed under the prefix a PREFIXED ACL names, and still
+    refused outside it."""
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.admin import NewTopic as ConfluentTopic
+
+    process, bootstrap = sasl_broker
+    alice = ConfluentAdmin({"bootstrap.servers": bootstrap, **sasl("alice")})
+    prefix = f"team-a-{uuid.uuid4().hex[:6]}-"
+
+    def create(name: str) -> int:
+        future = alice.create_topics([ConfluentTopic(name, 1, 1)])[name]
+        try:
+            future.result(30)
+            return 0
+        except Exception as exc:  # KafkaException carrying the broker's error
+            return exc.args[0].code()
+
+    def delete(name: str) -> int:
+        future = alice.delete_topics([name])[name]
+        try:
+            future.result(30)
+            return 0
+        except Exception as exc:
+            return exc.args[0].code()
+
+    assert create(prefix + "orders") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    with AdminClient(process.bootstrap) as admin:  # User:ANONYMOUS, the super user
+        for op in (Operation.CREATE, Operation.DELETE):
+            binding = AclBinding(
+                ResourcePattern(ResourceType.TOPIC, prefix, PatternType.PREFIXED),
+                AccessControlEntry("User:alice", "*", op, Permission.ALLOW),
+            )
+            assert admin.create_acls([binding]) == {binding: 0}
+        admin.create_topics([NewTopic("elsewhere", 1, 1)])
+    assert create(prefix + "orders") == 0
+    assert create("elsewhere-" + prefix) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert delete("elsewhere") == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert delete(prefix + "orders") == 0
