@@ -77,9 +77,9 @@ REQUEST_ACTIONS: dict[int, tuple[ResourceType, Operation, Callable[[dict], str]]
     ApiKey.DESCRIBE_ACLS: (CLUSTER, Operation.DESCRIBE, _cluster),
     ApiKey.CREATE_ACLS: (CLUSTER, Operation.ALTER, _cluster),
     ApiKey.DELETE_ACLS: (CLUSTER, Operation.ALTER, _cluster),
-    # SCRAM credentials (DescribeUserScramCredentials, AlterUserScramCredentials)
-    50: (CLUSTER, Operation.DESCRIBE, _cluster),
-    51: (CLUSTER, Operation.ALTER, _cluster),
+    # SCRAM credentials
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (CLUSTER, Operation.DESCRIBE, _cluster),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (CLUSTER, Operation.ALTER, _cluster),
 }
 
 

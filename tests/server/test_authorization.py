@@ -9,6 +9,7 @@ import pytest
 
 from broker.protocol.apis import (
     ALTER_CONFIGS,
+    ALTER_USER_SCRAM_CREDENTIALS,
     CONTROLLED_SHUTDOWN,
     CREATE_ACLS,
     CREATE_PARTITIONS,
@@ -17,6 +18,7 @@ from broker.protocol.apis import (
     DESCRIBE_CLUSTER,
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     FETCH,
     INIT_PRODUCER_ID,
@@ -402,14 +404,28 @@ def test_init_producer_id_needs_idempotent_write_or_write_on_some_topic(secured)
                               "topic_states": [], "live_brokers": []}),
         (ELECT_LEADERS, 2, {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000}),
         (DESCRIBE_CLUSTER, 0, {"include_cluster_authorized_operations": True}),
+        (DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}),
     ],
     ids=["ControlledShutdown", "StopReplica", "UpdateMetadata", "ElectLeaders",
-         "DescribeCluster"],
+         "DescribeCluster", "DescribeUserScramCredentials"],
 )  # fmt: skip
 def test_cluster_apis_need_their_cluster_operation(secured, api, version, body):
     with as_principal(secured, ALICE):
         answer = secured.call(api, version, body)
     assert answer["error_code"] == E.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_altering_scram_credentials_needs_alter_on_the_cluster(secured):
+    body = {
+        "deletions": [],
+        "upsertions": [
+            {"name": "mallory", "mechanism": 2, "iterations": 4096, "salt": b"s" * 16,
+             "salted_password": b"p" * 64},
+        ],
+    }  # fmt: skip
+    with as_principal(secured, ALICE):
+        answer = secured.call(ALTER_USER_SCRAM_CREDENTIALS, 0, body)
+    assert [r["error_code"] for r in answer["results"]] == [E.CLUSTER_AUTHORIZATION_FAILED]
 
 
 def test_describe_cluster_reports_the_authorized_operations(secured):
