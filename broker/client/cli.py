@@ -25,21 +25,15 @@ import sys
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
-from broker.client.security import split_security
+from broker.client.security import command_security
 from broker.client.simple_consumer import SimpleConsumer
-from broker.config.definition import ConfigError, load_properties
 from broker.protocol.errors import KafkaError
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    try:
-        args.security, _ = split_security(
-            load_properties(args.command_config) if args.command_config else {}
-        )
-    except ConfigError as exc:
-        parser.error(f"--command-config {args.command_config}: {exc}")
+    args.security = command_security(parser, args.command_config)
     try:
         return args.run(args)
     except KafkaError as exc:

@@ -16,6 +16,7 @@ parses the rest. Certificates and keys are PEM files (Java's JKS stores are not 
 
 from __future__ import annotations
 
+import argparse
 import functools
 import re
 import ssl
@@ -23,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from broker.config.definition import ConfigDef, ConfigError, one_of
+from broker.config.definition import ConfigDef, ConfigError, load_properties, one_of
 from broker.protocol.errors import KafkaError
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
@@ -269,3 +270,16 @@ def _with_prefix(message: str, prefix: str) -> str:
     for key in sorted(SECURITY_KEYS, key=len, reverse=True):
         message = re.sub(rf"(?<![\w.]){re.escape(key)}(?![\w.])", prefix + key, message)
     return message
+
+
+def command_security(parser: argparse.ArgumentParser, path: str | None) -> SecurityConfig:
+    """The security settings of a `--command-config` properties file (None: plaintext).
+    Its other keys (Kafka's client.id, request.timeout.ms, ...) have options of their own
+    in our tools: accepted and not used. A bad file ends the run through `parser.error`,
+    naming the file."""
+    if path is None:
+        return SecurityConfig()
+    try:
+        return split_security(load_properties(path))[0]
+    except ConfigError as exc:
+        parser.error(f"--command-config {path}: {exc}")

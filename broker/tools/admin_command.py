@@ -12,8 +12,7 @@ import sys
 from collections.abc import Callable
 
 from broker.client.admin import AdminClient
-from broker.client.security import SecurityConfig, split_security
-from broker.config.definition import ConfigError, load_properties
+from broker.client.security import command_security
 from broker.protocol.errors import KafkaError
 from broker.tools.output import Output
 
@@ -67,16 +66,6 @@ def add_command_config(p: argparse.ArgumentParser) -> None:
     )
 
 
-def command_security(path: str | None) -> SecurityConfig:
-    """The security settings of a --command-config file. Its other admin client keys
-    (client.id, request.timeout.ms, ...) are Kafka's and have options of their own here:
-    they are accepted and not used."""
-    if path is None:
-        return SecurityConfig()
-    security, _ = split_security(load_properties(path))
-    return security
-
-
 def positive_int(value: str) -> int:
     try:
         number = int(value)
@@ -100,10 +89,7 @@ def main(
     problem = check(args)
     if problem:
         parser.error(problem)
-    try:
-        security = command_security(args.command_config)
-    except ConfigError as exc:
-        parser.error(f"--command-config {args.command_config}: {exc}")
+    security = command_security(parser, args.command_config)
     out = Output()
     try:
         with AdminClient(

@@ -19,10 +19,10 @@ import argparse
 import os
 import sys
 
-from broker.config.definition import ConfigError
+from broker.client.security import command_security
 from broker.protocol.errors import KafkaError
 from broker.tools import group_describe, offset_reset
-from broker.tools.admin_command import add_command_config, command_security
+from broker.tools.admin_command import add_command_config
 from broker.tools.arguments import datetime_ms, given_options, topic_spec
 from broker.tools.groups import (
     GROUP_STATES,
@@ -46,10 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     problem = _usage_problem(args)
     if problem:
         parser.error(problem)
-    try:
-        security = command_security(args.command_config)
-    except ConfigError as exc:
-        parser.error(f"--command-config {args.command_config}: {exc}")
+    security = command_security(parser, args.command_config)
     out = Output()
     try:
         with GroupTool(args.bootstrap_server, args.timeout, out, security) as tool:
