@@ -39,7 +39,12 @@ def test_requests_of_a_stale_controller_are_refused_and_change_nothing(cluster):
     placed = create_topic(cluster, topic)
     leader, replicas, isr = placed[0]
     target = cluster.broker(leader)
-    before = _metadata(target, topic)
+    # The controller sends LeaderAndIsr before UpdateMetadata, so the leader may lead the
+    # partition a moment before its metadata cache names the topic: wait for the cache.
+    before = wait_for(
+        lambda: (m := _metadata(target, topic))["topics"][0]["error_code"] == 0 and m,
+        f"{topic} in broker {leader}'s metadata",
+    )
     stale = 0  # every controller epoch of a running cluster is at least 1
     leader_and_isr = {
         "controller_id": 99, "controller_epoch": stale, "broker_epoch": -1,
