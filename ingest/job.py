@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,6 +48,7 @@ from ingest.plan import (
     split_tasks,
 )
 from ingest.plugins import TopicPlugins
+from ingest.schema_pins import SchemaPins
 from ingest.spark_runner import run_tasks, spark_session
 from ingest.task import TaskResult, TaskSettings
 from schemas.client import RegistrySettings
@@ -99,14 +101,24 @@ def open_root(config: dict[str, Any], spark=None) -> FileSystem:
     )
 
 
-def _settings(config: dict[str, Any], run_id: str) -> TaskSettings:
+def _settings(config: dict[str, Any], run_id: str, topics: Iterable[str]) -> TaskSettings:
+    """The tasks' settings, with the target schemas of `topics` pinned as of now (one
+    registry question per topic: ingest/schema_pins.py)."""
+    registry = RegistrySettings.from_config(config)
+    plugins = TopicPlugins.from_config(config)
+    subjects = plugins.registry_subjects(topics)
+    pins = SchemaPins()
+    if subjects:
+        with registry.client() as client:
+            pins = SchemaPins.resolve(client, subjects)
     return TaskSettings(
         run_id=run_id,
         bootstrap_servers=tuple(config["bootstrap.servers"]),
         security=kafka_security(config),
-        registry=RegistrySettings.from_config(config),
+        registry=registry,
+        schemas=pins,
         root=config["root"],
-        plugins=TopicPlugins.from_config(config),
+        plugins=plugins,
         time_field=config["time.field"],
         window_ms=config["audit.window.ms"],
         fetch_bytes=config["fetch.max.bytes"],
@@ -166,7 +178,9 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
                 sum(r.size for r in ranges),
                 len(tasks),
             )
-            results = run_tasks(session, tasks, _settings(config, run_id), show_progress)
+            results = run_tasks(
+                session, tasks, _settings(config, run_id, {r.topic for r in ranges}), show_progress
+            )
             manifest, moves = build_manifest(
                 run_id,
                 "load",
@@ -311,7 +325,7 @@ def rerun(
                         for p in holder.partitions
                     ]
                 tasks = split_tasks(plan, config["limits.max.records.per.task"])
-                settings = _settings(config, new_run)
+                settings = _settings(config, new_run, {r.topic for r in plan})
                 # A rerun must cover the stored ranges exactly: no byte budget. Its
                 # records keep the ingestion time of the load that first committed them,
                 # so an ingestion-time partitioner puts them back where they were.

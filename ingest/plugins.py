@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol.topic import topic_name_problem
 from ingest.decoders import ConfluentAvroDecoder, Decoder, JsonDecoder, RawDecoder
@@ -21,6 +21,10 @@ from ingest.partitioner import (
 )
 from ingest.writers import AvroRecordWriter, ParquetRecordWriter, RecordWriter
 from schemas.client import RegistryClient
+from schemas.serde import topic_subject
+
+if TYPE_CHECKING:
+    from ingest.schema_pins import PinnedRegistry
 
 
 @dataclass(frozen=True)
@@ -28,7 +32,9 @@ class TopicContext:
     """What a factory may build a plug-in from, for one topic of one run."""
 
     topic: str
-    registry: RegistryClient | None  # None where nothing is decoded (the audit)
+    # The run's pinned view of the registry (ingest/schema_pins.py) or a plain client;
+    # None where nothing is decoded (the audit).
+    registry: RegistryClient | PinnedRegistry | None
     time_field: str | None  # the event-time field (time.field)
     ingest_time_ms: int  # when the range was first loaded: the run's start time
 
@@ -38,6 +44,9 @@ DECODERS: dict[str, Callable[[TopicContext], Decoder]] = {
     "json": lambda ctx: JsonDecoder(ctx.registry, ctx.topic),
     "raw": lambda ctx: RawDecoder(),
 }
+# The decoders that read a topic into its subject's latest schema (topic_subject): the
+# driver pins that schema for a run's tasks (ingest/schema_pins.py).
+REGISTRY_DECODERS = frozenset({"confluent-avro", "json"})
 
 PARTITIONERS: dict[str, Callable[[TopicContext], Partitioner]] = {
     "event-hour": lambda ctx: EventHourPartitioner(ctx.time_field),
@@ -107,6 +116,12 @@ class TopicPlugins:
             if name == topic:
                 chosen[kind] = value
         return Choice(**chosen)
+
+    def registry_subjects(self, topics: Iterable[str]) -> list[str]:
+        """The subjects the decoders of `topics` read their target schemas from."""
+        return sorted(
+            {topic_subject(t) for t in topics if self.choice(t).decoder in REGISTRY_DECODERS}
+        )
 
     def decoder(self, ctx: TopicContext) -> Decoder:
         return DECODERS[self.choice(ctx.topic).decoder](ctx)

@@ -35,6 +35,8 @@ def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None 
         .config("spark.task.maxFailures", "4")
         # Tasks are I/O-and-Python bound, one range each; no shuffle.
         .config("spark.default.parallelism", "2")
+        # Executors' Python workers start faster (see the module).
+        .config("spark.python.daemon.module", "ingest.spark_daemon")
     )
     for key, value in (extra_conf or {}).items():
         builder = builder.config(key, value)

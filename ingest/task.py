@@ -30,8 +30,9 @@ from ingest.plan import TaskSpec
 from ingest.plugins import TopicContext, TopicPlugins
 from ingest.quarantine import QuarantineWriter
 from ingest.range_reader import RangeReader
+from ingest.schema_pins import PinnedRegistry, SchemaPins
 from ingest.writers import PartitionedWriters
-from schemas.client import RegistryClient, RegistrySettings
+from schemas.client import RegistrySettings
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 
 # Fault injection for the crash and cluster tests: a directory holding trigger files.
@@ -97,8 +98,10 @@ class TaskSettings:
     # When the ranges were first loaded (the ingestion-time partitioner's hour): the
     # run's start, or for a rerun the start of the run it replaces. None: the run's.
     ingest_time_ms: int | None = None
+    # Each decoded topic's target schema, as the driver found it when it planned.
+    schemas: SchemaPins = SchemaPins()
 
-    def context(self, topic: str, registry: RegistryClient | None) -> TopicContext:
+    def context(self, topic: str, registry: PinnedRegistry | None) -> TopicContext:
         ingested = self.ingest_time_ms
         if ingested is None:
             ingested = layout.run_start_ms(self.run_id)
@@ -154,7 +157,7 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         kerberos=settings.webhdfs_kerberos,
         via=settings.root_filesystem,
     )
-    registry = settings.registry.client()
+    registry = PinnedRegistry(settings.registry, settings.schemas)
     consumer = SimpleConsumer(
         list(settings.bootstrap_servers),
         client_id=f"ingest-{settings.run_id}",
@@ -165,6 +168,7 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         result = _run(spec, settings, attempt, fs, registry, consumer)
     finally:
         consumer.close()
+        registry.close()
     result.seconds = time.monotonic() - started
     return result
 

@@ -16,8 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 MEDIA_TYPE = "application/vnd.schemaregistry.v1+json"
 
 
@@ -107,6 +105,11 @@ class RegistryClient:
         ssl_certificate_location: str | None = None,
         ssl_key_location: str | None = None,
     ) -> None:
+        # Imported here: httpx pulls in its command line's rich and click (~0.25 s), a
+        # cost every fresh Spark Python worker would pay before it knows whether it needs
+        # the registry at all (ingest/schema_pins.py).
+        import httpx
+
         tls = ssl.create_default_context(cafile=ssl_ca_location)
         if ssl_certificate_location:
             tls.load_cert_chain(ssl_certificate_location, ssl_key_location)

@@ -41,7 +41,7 @@ def test_kafka_keys_and_secrets_from_the_environment(tmp_path):
     )
     assert kafka_security(config) == expected
     # The tasks carry it to the executors.
-    settings = pickle.loads(pickle.dumps(_settings(config, "run-1")))
+    settings = pickle.loads(pickle.dumps(_settings(config, "run-1", ())))
     assert settings.security == expected
     assert kafka_security(load_config(write(tmp_path, "root: x\n"))) == SecurityConfig()
 
