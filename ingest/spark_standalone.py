@@ -93,7 +93,7 @@ class StandaloneCluster:
     def alive_workers(self) -> int:
         try:
             return sum(1 for w in self.state()["workers"] if w["state"] == "ALIVE")
-        except OSError:
+        except (OSError, ValueError):  # not listening yet; or still starting: an empty page
             return 0
 
     def wait_for_workers(self, n: int, timeout_s: float = 90.0) -> None:
