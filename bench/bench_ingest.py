@@ -514,6 +514,11 @@ def main() -> None:
         "--standalone", action="store_true", help="also two standalone workers against one"
     )
     parser.add_argument("--standalone-rounds", type=int, default=3)
+    parser.add_argument(
+        "--standalone-only",
+        action="store_true",
+        help="only the standalone comparison (no local[2] load against the baseline)",
+    )
     parser.add_argument("--child-task", help=argparse.SUPPRESS)
     parser.add_argument("--child-driver", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -537,6 +542,9 @@ def main() -> None:
             f"framed on average) into 2 partitions in {seconds:.0f}s",
             flush=True,
         )
+        if args.standalone_only:
+            standalone_scaling(bootstrap, registry_url, args.records, args.standalone_rounds)
+            return
         spark = spark_session("local[2]", "bench-ingest")
         spark.sparkContext.setLogLevel("ERROR")
         ours_s, base_s, base_cpu = [], [], []
