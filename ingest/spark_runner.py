@@ -17,6 +17,28 @@ from dataclasses import dataclass
 from ingest.plan import TaskSpec
 from ingest.task import TaskResult, TaskSettings, run_task
 
+# The executors' JVMs only hand tasks to Python workers and results back: the JIT's C1
+# compiler and the serial collector are enough, and cost far less CPU on the cores the
+# tasks need (docs/benchmarks.md, "Two standalone workers against one": two workers' warm
+# rounds 3.4-5.1 -> 3.0-3.5 s). Used unless the submission sets its own
+# spark.executor.extraJavaOptions.
+EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
+def submitted_conf(key: str) -> str | None:
+    """`key` as spark-submit was given it (``--conf``, spark-defaults.conf) when this
+    driver runs under spark-submit; None otherwise, or when it was not given."""
+    import os
+
+    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+        return None  # no spark-submit: the session's conf is all there is
+    from pyspark import SparkConf, SparkContext
+
+    # Under spark-submit the JVM exists already: connecting to it loses no setting, and
+    # a SparkConf then reads spark-submit's settings from it.
+    SparkContext._ensure_initialized()
+    return SparkConf().get(key)
+
 
 def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None = None):
     """A session for the load. Executors are Python workers of this same interpreter, so
@@ -38,7 +60,12 @@ def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None 
         # Executors' Python workers start faster (see the module).
         .config("spark.python.daemon.module", "ingest.spark_daemon")
     )
-    for key, value in (extra_conf or {}).items():
+    extra_conf = dict(extra_conf or {})
+    if "spark.executor.extraJavaOptions" not in extra_conf and not submitted_conf(
+        "spark.executor.extraJavaOptions"
+    ):
+        extra_conf["spark.executor.extraJavaOptions"] = EXECUTOR_JAVA_OPTIONS
+    for key, value in extra_conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 

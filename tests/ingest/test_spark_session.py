@@ -1,0 +1,103 @@
+"""The load's Spark session (ingest/spark_runner.py): its Python worker daemon
+(ingest/spark_daemon.py: which pyspark.zip it drops from the path, and that a real
+application's workers then import PySpark from the installed package), and its executors'
+JVM options, kept out of the way of a submission that sets its own."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pyspark
+
+from ingest.spark_daemon import prefer_installed_pyspark
+from ingest.spark_runner import EXECUTOR_JAVA_OPTIONS, spark_session
+from ingest.spark_standalone import spark_env, spark_home
+
+ROOT = Path(__file__).resolve().parents[2]
+
+INSTALLED = Path(pyspark.__file__).parent  # site-packages/pyspark
+ZIP = str(INSTALLED / "python" / "lib" / "pyspark.zip")
+SITE = str(INSTALLED.parent)
+
+
+def test_the_installed_packages_own_zip_is_dropped_when_the_package_is_on_the_path():
+    py4j = str(INSTALLED / "python" / "lib" / "py4j-src.zip")
+    assert prefer_installed_pyspark([ZIP, py4j, "/user/files.zip", SITE]) == [
+        py4j,
+        "/user/files.zip",
+        SITE,
+    ]
+
+
+def test_other_zips_stay():
+    # Not on the path as a package: nothing else could import pyspark.
+    assert prefer_installed_pyspark([ZIP, "/other"]) == [ZIP, "/other"]
+    # A Spark distribution's zip ($SPARK_HOME/python/lib) is not inside a package.
+    spark_home = "/opt/spark/python/lib/pyspark.zip"
+    assert prefer_installed_pyspark([spark_home, SITE]) == [spark_home, SITE]
+    assert prefer_installed_pyspark(["/tmp/pyspark.zip", SITE]) == ["/tmp/pyspark.zip", SITE]
+
+
+def test_workers_of_a_load_session_import_the_installed_pyspark():
+    spark = spark_session("local[1]", "spark-daemon-test")
+    try:
+
+        def where(_):
+            import sys
+
+            import pyspark as worker_pyspark
+
+            return [(worker_pyspark.__file__, [p for p in sys.path if p.endswith(".zip")])]
+
+        ((module, zips),) = spark.sparkContext.parallelize([0], 1).mapPartitions(where).collect()
+        options = spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
+    finally:
+        spark.stop()
+    assert module == pyspark.__file__
+    assert ZIP not in zips
+    # Spark puts its own module options first.
+    assert options.endswith(EXECUTOR_JAVA_OPTIONS)
+
+
+SHOW_OPTIONS = (
+    "from ingest.spark_runner import spark_session\n"
+    "spark = spark_session('local[1]', 'options-test')\n"
+    "print('OPTIONS=' + str(spark.sparkContext.getConf().get('spark.executor.extraJavaOptions')))\n"
+    "spark.stop()\n"
+)
+
+
+def _submitted_options(tmp_path, *conf: str) -> str:
+    script = tmp_path / "show_options.py"
+    script.write_text(SHOW_OPTIONS)
+    command = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", *conf]
+    done = subprocess.run(
+        [*command, str(script)],
+        cwd=ROOT,
+        env=dict(spark_env(), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("OPTIONS=")]
+    return line.removeprefix("OPTIONS=")
+
+
+def test_executor_java_options_given_to_spark_submit_are_kept(tmp_path):
+    given = "-Dsome.site.setting=1"
+    options = _submitted_options(tmp_path, "--conf", f"spark.executor.extraJavaOptions={given}")
+    assert options.endswith(given) and EXECUTOR_JAVA_OPTIONS not in options
+    assert _submitted_options(tmp_path).endswith(EXECUTOR_JAVA_OPTIONS)
+
+
+def test_executor_java_options_given_to_the_session_are_kept():
+    spark = spark_session(
+        "local[1]", "options-test", {"spark.executor.extraJavaOptions": "-Dmine=1"}
+    )
+    try:
+        options = spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
+        assert options.endswith("-Dmine=1") and EXECUTOR_JAVA_OPTIONS not in options
+    finally:
+        spark.stop()
