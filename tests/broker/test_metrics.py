@@ -3,8 +3,6 @@ counters move by exactly what the clients did (broker/metrics/)."""
 
 from __future__ import annotations
 
-import json
-import re
 import urllib.error
 import urllib.request
 
@@ -12,8 +10,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from broker.processes import ROOT, BrokerProcess, free_port
-from tests.helpers.metrics import scrape
+from broker.processes import BrokerProcess, free_port
+from tests.helpers.metrics import dashboard_series, scrape
 
 pytestmark = pytest.mark.clients
 
@@ -158,12 +156,6 @@ def test_no_metrics_port_no_endpoint(broker):
 
 def test_the_dashboard_asks_for_metrics_the_broker_exports(metered):
     """Every kafka_* series docs/grafana-dashboard.json queries is one a broker serves."""
-    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
-    asked = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", ())
-        for name in re.findall(r"\b(kafka_[a-z_]+)", target["expr"])
-    }
+    asked = dashboard_series("kafka_")
     served = set(scrape(metered.metrics_url).samples)
     assert asked and asked <= served, asked - served

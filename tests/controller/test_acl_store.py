@@ -23,24 +23,13 @@ from broker.security.acl import (
 from broker.security.acl_store import ZkAclStore
 from broker.security.authorizer import Authorizer
 from broker.util.clock import now_ms
+from tests.helpers.aio import run, until
 
 ALICE = "User:alice"
 T = ResourcePattern(ResourceType.TOPIC, "t")
 SALES = ResourcePattern(ResourceType.TOPIC, "sales-", PatternType.PREFIXED)
 READ = AccessControlEntry(ALICE, "*", Operation.READ, Permission.ALLOW)
 WRITE = AccessControlEntry(ALICE, "*", Operation.WRITE, Permission.ALLOW)
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
-
-
-async def until(condition, what: str) -> None:
-    for _ in range(300):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what}: not within 15 s")
 
 
 class Brokers:

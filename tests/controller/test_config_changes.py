@@ -16,10 +16,7 @@ from broker.log.manager import LogManager
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import HOUR_MS, now_ms
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
+from tests.helpers.aio import run, until
 
 
 def broker_state(tmp_path, broker_id=1) -> DynamicConfigs:
@@ -44,14 +41,6 @@ async def write(zk: ZkClient, entity_path: str, config: dict[str, str]) -> None:
         sequence=True,
         makepath=True,
     )
-
-
-async def until(condition, what: str) -> None:
-    for _ in range(300):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"{what}: not within 15 s")
 
 
 def retention(configs: DynamicConfigs, topic: str) -> int:

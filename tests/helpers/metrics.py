@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import re
 import urllib.request
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,3 +42,17 @@ class Scrape:
 def scrape(url: str) -> Scrape:
     with urllib.request.urlopen(url, timeout=10) as answer:
         return Scrape(answer.read().decode())
+
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
+
+
+def dashboard_series(prefix: str) -> set[str]:
+    """The names of the `prefix`* series docs/grafana-dashboard.json queries."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    return {
+        name
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", ())
+        for name in re.findall(rf"\b({prefix}[a-z_]+)", target["expr"])
+    }

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -209,7 +208,7 @@ def test_the_run_metrics_parse_and_match_its_manifest(config, traffic, tmp_path)
     says what the manifest says; the audit's gives the newest complete hour."""
     from ingest import metrics
     from ingest.audit import audit
-    from tests.helpers.metrics import Scrape
+    from tests.helpers.metrics import Scrape, dashboard_series
 
     fs = open_root(config)
     run = list_runs(fs)[-1]
@@ -263,13 +262,7 @@ def test_the_run_metrics_parse_and_match_its_manifest(config, traffic, tmp_path)
             == max(h.start_ms for h in newest) / 1000
         )
     # Every ingest_* series the dashboard queries is in one of the two files.
-    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
-    asked = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", ())
-        for name in re.findall(r"\b(ingest_[a-z_]+)", target["expr"])
-    }
+    asked = dashboard_series("ingest_")
     assert asked and asked <= set(scrape.samples) | set(audited.samples)
 
 

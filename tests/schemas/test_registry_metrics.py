@@ -4,14 +4,10 @@ parser (schemas/registry/metrics.py)."""
 
 from __future__ import annotations
 
-import json
-import re
-
 import httpx
 
-from broker.processes import ROOT
 from schemas import catalog
-from tests.helpers.metrics import scrape
+from tests.helpers.metrics import dashboard_series, scrape
 
 MEDIA = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
 
@@ -54,13 +50,7 @@ def test_requests_by_route_and_status_and_the_counts_of_schemas(registry):
 
 
 def test_the_dashboard_asks_for_metrics_the_registry_exports(registry):
-    dashboard = json.loads((ROOT / "docs" / "grafana-dashboard.json").read_text())
-    asked = {
-        name
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", ())
-        for name in re.findall(r"\b(schema_registry_[a-z_]+)", target["expr"])
-    }
+    asked = dashboard_series("schema_registry_")
     httpx.get(f"{registry.url}/subjects", timeout=10)  # a request, so its series exist
     served = set(scrape(f"{registry.url}/metrics").samples)
     assert asked and asked <= served, asked - served

@@ -15,16 +15,13 @@ from broker.protocol.apis import API_VERSIONS
 from broker.protocol.framing import decode_response, encode_request
 from broker.server.broker import Broker
 from broker.server.request import ANONYMOUS
+from tests.helpers.aio import run
 from tests.helpers.certs import TestCA
 
 
 @pytest.fixture
 def ca(tmp_path):
     return TestCA(tmp_path / "ca")
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, 60))
 
 
 async def _serving(tmp_path, ca: TestCA, **overrides: str) -> Broker:

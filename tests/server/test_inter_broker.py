@@ -40,12 +40,9 @@ from broker.server.inter_broker import (
 )
 from broker.server.inter_broker.connection import check_security
 from broker.server.inter_broker.security import InterBrokerSecurity
+from tests.helpers.aio import run
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 from tests.helpers.server_requests import fetch_body, produce_body, values
-
-
-def run(coro, timeout_s: float = 60):
-    return asyncio.run(asyncio.wait_for(coro, timeout_s))
 
 
 async def until(condition, what: str, timeout_s: float = 20.0) -> None:
