@@ -8,6 +8,7 @@ results Spark collects -- those of the attempts that finished -- are committed.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
@@ -28,8 +29,6 @@ EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 def submitted_conf(key: str) -> str | None:
     """`key` as spark-submit was given it (``--conf``, spark-defaults.conf) when this
     driver runs under spark-submit; None otherwise, or when it was not given."""
-    import os
-
     if "PYSPARK_GATEWAY_PORT" not in os.environ:
         return None  # no spark-submit: the session's conf is all there is
     from pyspark import SparkConf, SparkContext
@@ -43,8 +42,6 @@ def submitted_conf(key: str) -> str | None:
 def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None = None):
     """A session for the load. Executors are Python workers of this same interpreter, so
     they import our packages from the same environment."""
-    import os
-
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
