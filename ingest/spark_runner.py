@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from ingest.plan import TaskSpec
 from ingest.task import TaskResult, TaskSettings, run_task
 
-# The executors' JVMs only hand tasks to Python workers and results back: the JIT's C1
-# compiler and the serial collector are enough, and cost far less CPU on the cores the
-# tasks need (docs/benchmarks.md, "Two standalone workers against one": two workers' warm
-# rounds 3.4-5.1 -> 3.0-3.5 s). Used unless the submission sets its own
-# spark.executor.extraJavaOptions.
-EXECUTOR_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# The load's JVMs only hand tasks to Python workers and results back (the driver's also
+# plans and commits, through py4j): the JIT's C1 compiler and the serial collector are
+# enough, and cost far less CPU on the cores the tasks need (docs/benchmarks.md, "Two
+# standalone workers against one": executors with them, two workers' warm rounds 3.4-5.1
+# -> 3.0-3.5 s; a driver with them, a new application's driver JVM used 10.7-11.1 s of
+# CPU instead of 21.3-22.2 s). Used unless the submission or the session sets its own
+# options; the driver's only where this process starts the driver JVM.
+JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def submitted_conf(key: str) -> str | None:
@@ -37,6 +39,14 @@ def submitted_conf(key: str) -> str | None:
     # a SparkConf then reads spark-submit's settings from it.
     SparkContext._ensure_initialized()
     return SparkConf().get(key)
+
+
+def _starts_driver_jvm() -> bool:
+    """Whether building a session here starts the driver's JVM (so its options still
+    count): not under spark-submit, and no JVM from an earlier session of this process."""
+    from pyspark import SparkContext
+
+    return "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
 
 
 def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None = None):
@@ -61,7 +71,9 @@ def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None 
     if "spark.executor.extraJavaOptions" not in extra_conf and not submitted_conf(
         "spark.executor.extraJavaOptions"
     ):
-        extra_conf["spark.executor.extraJavaOptions"] = EXECUTOR_JAVA_OPTIONS
+        extra_conf["spark.executor.extraJavaOptions"] = JVM_OPTIONS
+    if _starts_driver_jvm():
+        extra_conf.setdefault("spark.driver.extraJavaOptions", JVM_OPTIONS)
     for key, value in extra_conf.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()

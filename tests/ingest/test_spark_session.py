@@ -1,17 +1,18 @@
 """The load's Spark session (ingest/spark_runner.py): its Python worker daemon
 (ingest/spark_daemon.py: which pyspark.zip it drops from the path, and that a real
-application's workers then import PySpark from the installed package), and its executors'
-JVM options, kept out of the way of a submission that sets its own."""
+application's workers then import PySpark from the installed package), and its JVMs'
+options, kept out of the way of a submission that sets its own."""
 
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pyspark
 
 from ingest.spark_daemon import prefer_installed_pyspark
-from ingest.spark_runner import EXECUTOR_JAVA_OPTIONS, spark_session
+from ingest.spark_runner import JVM_OPTIONS, spark_session
 from ingest.spark_standalone import spark_env, spark_home
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ def test_workers_of_a_load_session_import_the_installed_pyspark():
     assert module == pyspark.__file__
     assert ZIP not in zips
     # Spark puts its own module options first.
-    assert options.endswith(EXECUTOR_JAVA_OPTIONS)
+    assert options.endswith(JVM_OPTIONS)
 
 
 SHOW_OPTIONS = (
@@ -88,8 +89,8 @@ def _submitted_options(tmp_path, *conf: str) -> str:
 def test_executor_java_options_given_to_spark_submit_are_kept(tmp_path):
     given = "-Dsome.site.setting=1"
     options = _submitted_options(tmp_path, "--conf", f"spark.executor.extraJavaOptions={given}")
-    assert options.endswith(given) and EXECUTOR_JAVA_OPTIONS not in options
-    assert _submitted_options(tmp_path).endswith(EXECUTOR_JAVA_OPTIONS)
+    assert options.endswith(given) and JVM_OPTIONS not in options
+    assert _submitted_options(tmp_path).endswith(JVM_OPTIONS)
 
 
 def test_executor_java_options_given_to_the_session_are_kept():
@@ -98,6 +99,70 @@ def test_executor_java_options_given_to_the_session_are_kept():
     )
     try:
         options = spark.sparkContext.getConf().get("spark.executor.extraJavaOptions")
-        assert options.endswith("-Dmine=1") and EXECUTOR_JAVA_OPTIONS not in options
+        assert options.endswith("-Dmine=1") and JVM_OPTIONS not in options
     finally:
         spark.stop()
+
+
+SHOW_DRIVER_JVM = (
+    "import sys\n"
+    "from ingest.spark_runner import spark_session\n"
+    "given = {'spark.driver.extraJavaOptions': sys.argv[1]} if len(sys.argv) > 1 else None\n"
+    "spark = spark_session('local[1]', 'driver-options-test', given)\n"
+    "jvm = spark.sparkContext._jvm\n"
+    "args = jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()\n"
+    "print('ARGS=' + ' '.join(str(a) for a in args))\n"
+    "spark.stop()\n"
+)
+
+
+def _driver_jvm_arguments(tmp_path, *argv: str) -> str:
+    """The input arguments of the driver JVM that spark_session started in a fresh
+    interpreter, as the JVM itself reports them."""
+    script = tmp_path / "show_driver_jvm.py"
+    script.write_text(SHOW_DRIVER_JVM)
+    done = subprocess.run(
+        [sys.executable, str(script), *argv],
+        cwd=ROOT,
+        env=dict(spark_env(), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("ARGS=")]
+    return line.removeprefix("ARGS=")
+
+
+def test_a_driver_jvm_the_session_starts_runs_with_the_loads_options(tmp_path):
+    arguments = _driver_jvm_arguments(tmp_path).split()
+    assert set(JVM_OPTIONS.split()) <= set(arguments)
+
+
+def test_driver_java_options_given_to_the_session_are_kept(tmp_path):
+    arguments = _driver_jvm_arguments(tmp_path, "-Dmine=1").split()
+    assert "-Dmine=1" in arguments
+    assert not set(JVM_OPTIONS.split()) & set(arguments)
+
+
+def test_under_spark_submit_the_session_claims_no_driver_options(tmp_path):
+    # spark-submit started the driver's JVM before the session: options set now would not
+    # be the JVM's, so the session leaves the setting as the submission gave it.
+    script = tmp_path / "show_driver_conf.py"
+    script.write_text(
+        "from ingest.spark_runner import spark_session\n"
+        "spark = spark_session('local[1]', 'driver-conf-test')\n"
+        "print('DRIVER=' + str(spark.sparkContext.getConf().get('spark.driver.extraJavaOptions')))\n"
+        "spark.stop()\n"
+    )
+    done = subprocess.run(
+        [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", str(script)],
+        cwd=ROOT,
+        env=dict(spark_env(), PYTHONPATH=str(ROOT)),
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith("DRIVER=")]
+    assert JVM_OPTIONS not in line
