@@ -69,12 +69,13 @@ SHOW_OPTIONS = (
 )
 
 
-def _submitted_options(tmp_path, *conf: str) -> str:
-    script = tmp_path / "show_options.py"
-    script.write_text(SHOW_OPTIONS)
-    command = [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", *conf]
+def _printed(tmp_path, command: list[str], script: str, prefix: str, *argv: str) -> str:
+    """What `script`, run by `command` (an interpreter or spark-submit), prints after
+    `prefix`."""
+    path = tmp_path / "script.py"
+    path.write_text(script)
     done = subprocess.run(
-        [*command, str(script)],
+        [*command, str(path), *argv],
         cwd=ROOT,
         env=dict(spark_env(), PYTHONPATH=str(ROOT)),
         capture_output=True,
@@ -82,8 +83,16 @@ def _submitted_options(tmp_path, *conf: str) -> str:
         timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("OPTIONS=")]
-    return line.removeprefix("OPTIONS=")
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith(prefix)]
+    return line.removeprefix(prefix)
+
+
+def _spark_submit(*conf: str) -> list[str]:
+    return [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", *conf]
+
+
+def _submitted_options(tmp_path, *conf: str) -> str:
+    return _printed(tmp_path, _spark_submit(*conf), SHOW_OPTIONS, "OPTIONS=")
 
 
 def test_executor_java_options_given_to_spark_submit_are_kept(tmp_path):
@@ -119,19 +128,7 @@ SHOW_DRIVER_JVM = (
 def _driver_jvm_arguments(tmp_path, *argv: str) -> str:
     """The input arguments of the driver JVM that spark_session started in a fresh
     interpreter, as the JVM itself reports them."""
-    script = tmp_path / "show_driver_jvm.py"
-    script.write_text(SHOW_DRIVER_JVM)
-    done = subprocess.run(
-        [sys.executable, str(script), *argv],
-        cwd=ROOT,
-        env=dict(spark_env(), PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("ARGS=")]
-    return line.removeprefix("ARGS=")
+    return _printed(tmp_path, [sys.executable], SHOW_DRIVER_JVM, "ARGS=", *argv)
 
 
 def test_a_driver_jvm_the_session_starts_runs_with_the_loads_options(tmp_path):
@@ -145,24 +142,15 @@ def test_driver_java_options_given_to_the_session_are_kept(tmp_path):
     assert not set(JVM_OPTIONS.split()) & set(arguments)
 
 
+SHOW_DRIVER_CONF = (
+    "from ingest.spark_runner import spark_session\n"
+    "spark = spark_session('local[1]', 'driver-conf-test')\n"
+    "print('DRIVER=' + str(spark.sparkContext.getConf().get('spark.driver.extraJavaOptions')))\n"
+    "spark.stop()\n"
+)
+
+
 def test_under_spark_submit_the_session_claims_no_driver_options(tmp_path):
     # spark-submit started the driver's JVM before the session: options set now would not
     # be the JVM's, so the session leaves the setting as the submission gave it.
-    script = tmp_path / "show_driver_conf.py"
-    script.write_text(
-        "from ingest.spark_runner import spark_session\n"
-        "spark = spark_session('local[1]', 'driver-conf-test')\n"
-        "print('DRIVER=' + str(spark.sparkContext.getConf().get('spark.driver.extraJavaOptions')))\n"
-        "spark.stop()\n"
-    )
-    done = subprocess.run(
-        [str(spark_home() / "bin" / "spark-submit"), "--master", "local[1]", str(script)],
-        cwd=ROOT,
-        env=dict(spark_env(), PYTHONPATH=str(ROOT)),
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith("DRIVER=")]
-    assert JVM_OPTIONS not in line
+    assert JVM_OPTIONS not in _printed(tmp_path, _spark_submit(), SHOW_DRIVER_CONF, "DRIVER=")
