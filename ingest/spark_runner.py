@@ -28,10 +28,15 @@ from ingest.task import TaskResult, TaskSettings, run_task
 JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
+def _under_spark_submit() -> bool:
+    """Whether spark-submit started this driver (and so its JVM, before any session)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def submitted_conf(key: str) -> str | None:
     """`key` as spark-submit was given it (``--conf``, spark-defaults.conf) when this
     driver runs under spark-submit; None otherwise, or when it was not given."""
-    if "PYSPARK_GATEWAY_PORT" not in os.environ:
+    if not _under_spark_submit():
         return None  # no spark-submit: the session's conf is all there is
     from pyspark import SparkConf, SparkContext
 
@@ -46,7 +51,7 @@ def _starts_driver_jvm() -> bool:
     count): not under spark-submit, and no JVM from an earlier session of this process."""
     from pyspark import SparkContext
 
-    return "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None
+    return not _under_spark_submit() and SparkContext._gateway is None
 
 
 def spark_session(master: str, app_name: str, extra_conf: dict[str, str] | None = None):

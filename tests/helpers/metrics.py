@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import re
 import urllib.request
-from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from broker.processes import ROOT
 
 
 class Scrape:
@@ -44,7 +45,7 @@ def scrape(url: str) -> Scrape:
         return Scrape(answer.read().decode())
 
 
-DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
+DASHBOARD = ROOT / "docs" / "grafana-dashboard.json"
 
 
 def dashboard_series(prefix: str) -> set[str]:

@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pyspark
 
+from broker.processes import ROOT
 from ingest.spark_daemon import prefer_installed_pyspark
 from ingest.spark_runner import JVM_OPTIONS, spark_session
 from ingest.spark_standalone import spark_env, spark_home
-
-ROOT = Path(__file__).resolve().parents[2]
 
 INSTALLED = Path(pyspark.__file__).parent  # site-packages/pyspark
 ZIP = str(INSTALLED / "python" / "lib" / "pyspark.zip")
