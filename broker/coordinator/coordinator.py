@@ -6,7 +6,7 @@ wait until every member has joined, get the generation's member list (the leader
 nothing (the others), send SyncGroup (the leader with everyone's assignment), get their
 assignment, then heartbeat; a join, a leave or a failed session starts the next
 rebalance. The broker relays the members' metadata and the leader's assignments as bytes
-(docs/contracts/groups.md).
+(docs/contracts/consumer-groups.md).
 
 Nothing here does I/O. Answers that must wait (a JoinGroup until the others have
 joined, a SyncGroup until the leader's assignment is stored) are `Waiter`s the handlers
@@ -798,7 +798,7 @@ class GroupCoordinator:
 
     # -- offsets retention -----------------------------------------------------------------
     def expire_offsets(self) -> int:
-        """Remove offsets past their retention (docs/contracts/groups.md), and the groups
+        """Remove offsets past their retention (docs/contracts/consumer-groups.md), and the groups
         left empty with none; returns how many offsets went."""
         now = self.now_ms()
         retention = self.config.offsets_retention_ms

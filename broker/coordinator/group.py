@@ -1,6 +1,6 @@
 """A consumer group as its coordinator sees it: members, generation, state, offsets.
 
-The states and the moves between them are Kafka's (docs/contracts/groups.md):
+The states and the moves between them are Kafka's (docs/contracts/consumer-groups.md):
 
     Empty --join--> PreparingRebalance --all joined--> CompletingRebalance
       ^                 ^      |                              |

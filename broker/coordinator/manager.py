@@ -2,7 +2,7 @@
 broker leads, loaded into memory, and the records that keep them.
 
 Kafka's GroupMetadataManager, in our terms. A broker coordinates the groups of the
-offsets partitions it leads (docs/contracts/groups.md):
+offsets partitions it leads (docs/contracts/consumer-groups.md):
 - on becoming leader of one it *loads* it: reads the partition from its start, keeps the
   latest group metadata and offset of each key, drops what tombstones deleted; meanwhile
   the groups of that partition answer COORDINATOR_LOAD_IN_PROGRESS. The read goes in

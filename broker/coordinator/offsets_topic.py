@@ -1,7 +1,7 @@
 """The offsets topic: its name, which of its partitions holds a group, its record formats.
 
 `__consumer_offsets` keeps committed offsets and group metadata as records in Kafka's own
-layouts (docs/contracts/groups.md), so Kafka's tools could read the topic and compaction
+layouts (docs/contracts/consumer-groups.md), so Kafka's tools could read the topic and compaction
 keeps the latest of each: a key starts with an int16 telling what it is (0 or 1: an
 offset commit of group/topic/partition, 2: a group's metadata), a value with an int16
 version of its layout; a null value (tombstone) deletes what the key names. The layouts
