@@ -46,15 +46,15 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bench_clients import consume, produce
 from bench.common import running_cluster
-from broker.controller.zk_layout import (
+from broker.processes import Cluster, kazoo_session
+from broker.records.batch import iter_batches
+from broker.util.clock import SECOND_MS, now_ms
+from broker.zk.layout import (
     BROKER_IDS,
     LeaderAndIsr,
     decode_partition_state,
     partition_state_path,
 )
-from broker.processes import Cluster, kazoo_session
-from broker.records.batch import iter_batches
-from broker.util.clock import SECOND_MS, now_ms
 
 MEASURES = ("throughput", "kill", "shutdown", "lag")
 

@@ -50,8 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from broker.controller.membership import BrokerIdInUse, ClusterIdMismatch
     from broker.server.meta import LogDirMismatch
+    from broker.server.modes.membership import BrokerIdInUse, ClusterIdMismatch
 
     try:
         asyncio.run(Broker(config).run_until_signalled())

@@ -36,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Self
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from broker.controller.zk_layout import BrokerRegistration
+    from broker.zk.layout import BrokerRegistration
 
 # The checkout: conf/ (the sample configurations) and dags/ are here.
 ROOT = Path(__file__).resolve().parent.parent
@@ -370,7 +370,7 @@ _KAZOO_LOG.setLevel(logging.ERROR)
 @contextmanager
 def kazoo_session(hosts: str, timeout_s: float = 10.0) -> Iterator[KazooClient]:
     """A kazoo client connected to `hosts` (a connect string, chroot included), closed after
-    the block. For the launchers' own checks; the broker's client is broker.controller.zk."""
+    the block. For the launchers' own checks; the broker's client is broker.zk.client."""
     from kazoo.client import KazooClient
 
     client = KazooClient(hosts=hosts, timeout=timeout_s, logger=_KAZOO_LOG)
@@ -558,7 +558,7 @@ class Cluster:
         from kazoo.exceptions import NoNodeError
         from kazoo.handlers.threading import KazooTimeoutError
 
-        from broker.controller.zk_layout import CONTROLLER, ZkDataError, decode_controller
+        from broker.zk.layout import CONTROLLER, ZkDataError, decode_controller
 
         try:
             with kazoo_session(self.zookeeper_connect, timeout_s=2.0) as client:

@@ -6,7 +6,7 @@ version (a ZooKeeper multi), so a controller that lost its place cannot overwrit
 successor's decisions, and brokers refuse requests carrying an older epoch. It watches
 the broker registrations, the topics, topic deletions and the leaders' ISR change
 notifications, and reacts one event at a time (an asyncio queue; watches arrive through
-broker/controller/zk.py on the loop):
+broker/zk/client.py on the loop):
 
 - a broker joins: it gets the metadata and the leadership of its replicas; offline
   partitions it can lead are elected;
@@ -26,7 +26,7 @@ broker/controller/zk.py on the loop):
   the leaving replicas are stopped and deleted (broker/controller/reassignment.py).
 
 Requests to brokers go through one ordered, retried channel per broker
-(broker/server/inter_broker/). The layout of what it reads and writes is
+(broker/inter_broker/). The layout of what it reads and writes is
 docs/contracts/cluster.md.
 """
 
@@ -38,19 +38,19 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
 from broker.controller import election, reassignment
-from broker.controller import zk_layout as z
-from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr, Reassignment
+from broker.inter_broker import NodeClient, RequestChannel
+from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.apis import (
     LEADER_AND_ISR_API,
     STOP_REPLICA_API,
     UPDATE_METADATA_API,
 )
 from broker.protocol.errors import ErrorCode
-from broker.server.inter_broker import NodeClient, RequestChannel
-from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.server.metadata import LEADER_DURING_DELETE
 from broker.util.clock import now_ms
+from broker.zk import layout as z
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.zk.layout import BrokerRegistration, LeaderAndIsr, Reassignment
 
 log = logging.getLogger(__name__)
 

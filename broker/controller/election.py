@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from broker.controller.zk_layout import NO_LEADER, LeaderAndIsr
+from broker.zk.layout import NO_LEADER, LeaderAndIsr
 
 
 class NoEligibleLeader(Exception):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from broker.controller.zk_layout import LeaderAndIsr, Reassignment
+from broker.zk.layout import LeaderAndIsr, Reassignment
 
 __all__ = ["Reassignment", "target_problem", "is_complete", "redirect"]
 

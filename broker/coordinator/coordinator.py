@@ -29,7 +29,7 @@ from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, 
 from broker.coordinator.manager import GroupMetadataManager
 from broker.coordinator.offsets_topic import CommittedOffset
 from broker.protocol.errors import ErrorCode
-from broker.server.purgatory import DelayedOperation, Purgatory
+from broker.util.purgatory import DelayedOperation, Purgatory
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """Where ACLs are kept, and how the authorizer's cache follows them.
 
 A single broker keeps them in `acls.json` in its first log dir; a cluster in ZooKeeper as
-Kafka 2.x's AclAuthorizer does (paths and JSON: broker/controller/zk_layout.py and
+Kafka 2.x's AclAuthorizer does (paths and JSON: broker/zk/layout.py and
 acl.py): each resource pattern's ACLs in one znode, changed by a conditional update
 (re-read and retried when another broker wrote first), then a change notification so
 every broker's cache re-reads that pattern. At start every ACL is read.
@@ -18,9 +18,6 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 
-from broker.controller import zk_layout as z
-from broker.controller.notifications import ChangeNotificationListener
-from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.security.acl import (
     RESOURCE_TYPE_NAMES,
     AccessControlEntry,
@@ -37,6 +34,9 @@ from broker.security.acl import (
 )
 from broker.security.authorizer import Authorizer
 from broker.util.files import write_atomically
+from broker.zk import layout as z
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.zk.notifications import ChangeNotificationListener
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The client's half of a SASL exchange, without I/O: `first()` is the first token,
 `respond(challenge)` the next (None once the exchange is over and the server's last token
 checked). PLAIN is one token; SCRAM three steps through scram.ScramClient. Used by the
-broker's inter-broker client (broker/server/inter_broker/connection.py).
+broker's inter-broker client (broker/inter_broker/connection.py).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
 from broker.records.header import parse_header
-from broker.server.purgatory import DelayedOperation
+from broker.util.purgatory import DelayedOperation
 
 Outcome = tuple[ErrorCode, "str | None"]
 

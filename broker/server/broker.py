@@ -8,9 +8,6 @@ import signal
 from collections.abc import Callable
 
 from broker.config.server import BrokerConfig, ConfigError
-from broker.controller.local import LocalController, read_broker_overrides, read_topic_overrides
-from broker.controller.membership import ClusterMembership
-from broker.controller.zk_layout import Endpoint
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
 from broker.log.manager import LogManager
@@ -26,13 +23,16 @@ from broker.server.context import BrokerContext
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
 from broker.server.metadata import BrokerEndpoint, MetadataCache
+from broker.server.modes.local import LocalController, read_broker_overrides, read_topic_overrides
+from broker.server.modes.membership import ClusterMembership
 from broker.server.network import NetworkServer
 from broker.server.producer_ids import ProducerIdAllocator
-from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
 from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
+from broker.util.purgatory import Purgatory
+from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -11,17 +11,17 @@ from broker.config.server import BrokerConfig
 from broker.metrics.definitions import BrokerMetrics, NullMetrics
 from broker.server.metadata import MetadataCache
 from broker.server.producer_ids import ProducerIdAllocator
-from broker.server.purgatory import Purgatory
 from broker.server.replica_manager import ReplicaManager
+from broker.util.purgatory import Purgatory
 
 if TYPE_CHECKING:
-    from broker.controller.admin import TopicAdmin
-    from broker.controller.membership import ClusterMembership
     from broker.coordinator.coordinator import GroupCoordinator
     from broker.security.acl_store import AclStore
     from broker.security.authorizer import Authorizer
     from broker.security.credentials import Credentials
     from broker.server.dynamic_config import DynamicConfigs
+    from broker.server.modes.membership import ClusterMembership
+    from broker.server.modes.topic_admin import TopicAdmin
     from broker.server.replication_quota import ReplicationQuota
 
 

@@ -27,8 +27,8 @@ from broker.server.authorization import request_refusal
 from broker.server.context import BrokerContext
 from broker.server.handlers import HANDLERS
 from broker.server.handlers.base import NO_RESPONSE, Delayed
-from broker.server.purgatory import DelayedOperation, OperationFailed
 from broker.server.request import RequestContext, Session
+from broker.util.purgatory import DelayedOperation, OperationFailed
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ broker keys may change at run time is declared once, on the key (`dynamic=True` 
 broker/config/server.py); they are the ones every log reads afresh (its LogConfig).
 
 Where the dynamic configs are stored is the mode's (a single broker's files,
-broker/controller/local.py; ZooKeeper with change notifications in a cluster,
-broker/controller/zk_admin.py and config_changes.py); both end in `apply_topic` /
+broker/server/modes/local.py; ZooKeeper with change notifications in a cluster,
+broker/server/modes/zk_topic_admin.py and config_changes.py); both end in `apply_topic` /
 `apply_broker` here.
 """
 

@@ -75,8 +75,8 @@ class ZkProducerIdBlocks:
             await self._fetching
 
     async def _fetch(self) -> None:
-        from broker.controller import zk_layout as z
-        from broker.controller.zk import BadVersionError, NodeExistsError
+        from broker.zk import layout as z
+        from broker.zk.client import BadVersionError, NodeExistsError
 
         try:
             while True:

@@ -16,13 +16,13 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.controller.zk_layout import Endpoint
+from broker.inter_broker import NodeClient
+from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
-from broker.server.inter_broker import NodeClient
-from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.server.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota, is_throttled
+from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -26,8 +26,6 @@ from broker.client.admin import (
     UserScramCredentialUpsertion,
     scram_alteration_request,
 )
-from broker.controller.zk import ZkClient
-from broker.controller.zk_admin import read_user_configs, user_entity, write_entity_config
 from broker.security.credentials import Credentials
 from broker.security.scram import MECHANISMS, MECHANISMS_BY_CODE
 from broker.security.user_scram import (
@@ -36,8 +34,10 @@ from broker.security.user_scram import (
     scram_entries,
     stored_configs,
 )
+from broker.server.modes.zk_topic_admin import read_user_configs, user_entity, write_entity_config
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
+from broker.zk.client import ZkClient
 
 Change = UserScramCredentialUpsertion | UserScramCredentialDeletion
 

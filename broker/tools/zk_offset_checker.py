@@ -21,8 +21,8 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.client.simple_consumer import SimpleConsumer
 from broker.client.zk_consumer import zk_group
-from broker.controller import zk_layout as z
 from broker.protocol.errors import KafkaError
+from broker.zk import layout as z
 
 ROW = "%-15s %-30s %-3s %-15s %-15s %-15s %s"
 HEADER = ROW % ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner")

@@ -13,8 +13,8 @@ from confluent_kafka.admin import AlterConfigOpType, ResourceType
 from kafka.admin import ConfigResource as KConfigResource
 from kafka.admin import ConfigResourceType as KType
 
-from broker.controller import zk_layout as z
 from broker.processes import Cluster, kazoo_session
+from broker.zk import layout as z
 from tests.helpers.cluster import fresh, wait_for
 from tests.helpers.configs import (
     QUICK_RETENTION,

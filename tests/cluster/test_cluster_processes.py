@@ -22,7 +22,9 @@ import pytest
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
-from broker.controller.zk_layout import (
+from broker.processes import ROOT, Cluster, kazoo_session, port_answers
+from broker.protocol.apis import METADATA
+from broker.zk.layout import (
     BROKER_IDS,
     CONTROLLER,
     BrokerRegistration,
@@ -31,8 +33,6 @@ from broker.controller.zk_layout import (
     encode_broker,
     encode_controller,
 )
-from broker.processes import ROOT, Cluster, kazoo_session, port_answers
-from broker.protocol.apis import METADATA
 
 
 def meta_properties(log_dir: Path) -> dict[str, str]:

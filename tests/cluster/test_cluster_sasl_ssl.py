@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.controller.zk_layout import BROKER_IDS, decode_broker
 from broker.processes import kazoo_session
+from broker.zk.layout import BROKER_IDS, decode_broker
 from tests.helpers.cluster import FAST_FAILOVER, fresh, in_sync, leaders, wait_for
 from tests.helpers.secure_cluster import SCRAM, sasl_ssl_cluster
 

@@ -29,9 +29,9 @@ from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.client.zk_consumer import RebalanceFailedError, ZkConsumer, zk_group
 from broker.client.zk_consumer.assignment import range_assignment
-from broker.controller import zk_layout as z
 from broker.processes import ROOT, kazoo_session
 from broker.tools import zk_offset_checker
+from broker.zk import layout as z
 from tests.helpers.cluster import create_topic, fresh, wait_for
 from tests.helpers.zk_consumer_member import read_log
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-from broker.controller import zk_layout as z
-from broker.controller.zk import ZkClient
 from broker.security.acl import (
     AccessControlEntry,
     AclBinding,
@@ -23,6 +21,8 @@ from broker.security.acl import (
 from broker.security.acl_store import ZkAclStore
 from broker.security.authorizer import Authorizer
 from broker.util.clock import now_ms
+from broker.zk import layout as z
+from broker.zk.client import ZkClient
 from tests.helpers.aio import run, until
 
 ALICE = "User:alice"

@@ -12,12 +12,12 @@ import asyncio
 
 import pytest
 
-from broker.controller import zk_layout as z
 from broker.controller.controller import AutoRebalance, Controller
-from broker.controller.zk import ZkClient
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
+from broker.zk import layout as z
+from broker.zk.client import ZkClient
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 
 SUCCESS = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.controller import election as e
-from broker.controller.zk_layout import LeaderAndIsr
+from broker.zk.layout import LeaderAndIsr
 
 S = LeaderAndIsr  # (leader, leader_epoch, isr, controller_epoch)
 

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from broker.controller.local import BROKER_CONFIGS_FILE, TOPIC_CONFIGS_FILE
 from broker.protocol.apis import ALTER_CONFIGS, DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from broker.protocol.errors import ErrorCode as E
+from broker.server.modes.local import BROKER_CONFIGS_FILE, TOPIC_CONFIGS_FILE
 from broker.util.clock import HOUR_MS
 from tests.helpers.inprocess_broker import InProcessBroker
 from tests.helpers.server_requests import create, produce, values

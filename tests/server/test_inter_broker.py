@@ -1,4 +1,4 @@
-"""The broker's asyncio client for other brokers (broker/server/inter_broker/).
+"""The broker's asyncio client for other brokers (broker/inter_broker/).
 
 Against real broker processes for what a broker does (pipelined answers in order, long
 polls, dying and restarting on the same or another port) and against an in-process
@@ -18,7 +18,15 @@ import time
 
 import pytest
 
-from broker.controller.zk_layout import Endpoint
+from broker.inter_broker import (
+    BrokerConnection,
+    ChannelClosed,
+    NodeClient,
+    ReconnectBackoff,
+    RequestChannel,
+)
+from broker.inter_broker.connection import check_security
+from broker.inter_broker.security import InterBrokerSecurity
 from broker.processes import BrokerProcess, free_port
 from broker.protocol.apis import (
     API_VERSIONS,
@@ -31,15 +39,7 @@ from broker.protocol.apis import (
 from broker.protocol.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from broker.protocol.framing import encode_api_versions_error
 from broker.records.batch import iter_records
-from broker.server.inter_broker import (
-    BrokerConnection,
-    ChannelClosed,
-    NodeClient,
-    ReconnectBackoff,
-    RequestChannel,
-)
-from broker.server.inter_broker.connection import check_security
-from broker.server.inter_broker.security import InterBrokerSecurity
+from broker.zk.layout import Endpoint
 from tests.helpers.aio import run
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 from tests.helpers.server_requests import fetch_body, produce_body, values

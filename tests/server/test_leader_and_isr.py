@@ -8,7 +8,7 @@ from broker.protocol.apis import LEADER_AND_ISR, METADATA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
 from tests.helpers.server_requests import create, produce, values
 
-# A single broker refuses every controller epoch below this one (broker/controller/local.py):
+# A single broker refuses every controller epoch below this one (broker/server/modes/local.py):
 # the tests speak to the in-process broker as a controller of that epoch.
 EPOCH = 2**31 - 1
 

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (50) and AlterUserScramCredentials (51) in process, stored
 in a real ZooKeeper as a cluster stores them: /config/users/<user> in Kafka's layout and
-a change notification per changed user (which tests/controller/test_config_changes.py
+a change notification per changed user (which tests/server/test_config_changes.py
 follows to the authenticator)."""
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from broker.controller import zk_layout as z
-from broker.controller.zk import ZkClient
-from broker.controller.zk_admin import ZkTopicAdmin
 from broker.protocol.apis import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from broker.protocol.errors import ErrorCode
 from broker.security.scram import MECHANISMS, ScramCredential
+from broker.server.modes.zk_topic_admin import ZkTopicAdmin
+from broker.zk import layout as z
+from broker.zk.client import ZkClient
 from tests.helpers.inprocess_broker import InProcessBroker
 from tests.security.test_user_scram import upsertion
 

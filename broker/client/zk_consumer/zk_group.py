@@ -1,6 +1,6 @@
 """A group's znodes read and written through a (thread-based) kazoo client: members,
 owners, offsets, and what the group needs of the brokers' layout. Paths and JSON are
-broker.controller.zk_layout's; the consumer and the offset checker both use these.
+broker.zk.layout's; the consumer and the offset checker both use these.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from broker.controller import zk_layout as z
+from broker.zk import layout as z
 
 
 def read_registrations(client: KazooClient) -> dict[int, z.BrokerRegistration]:

@@ -12,7 +12,7 @@ topics). They return one of:
 - the response body (a dict keyed like the API's response declaration);
 - `NO_RESPONSE`: the client expects none (Produce with acks=0);
 - `Delayed(operation)`: the answer comes when the operation, already handed to a
-  purgatory by the handler, completes (see broker/server/purgatory.py); or, for work that
+  purgatory by the handler, completes (see broker/util/purgatory.py); or, for work that
   needs I/O (ZooKeeper, other brokers), `run_async(broker, coroutine)`: the answer is
   what the coroutine returns.
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from broker.protocol.apis import Api
 from broker.protocol.errors import ErrorCode
-from broker.server.purgatory import DelayedOperation, OperationFailed
+from broker.util.purgatory import DelayedOperation, OperationFailed
 
 if TYPE_CHECKING:
     from broker.server.context import BrokerContext

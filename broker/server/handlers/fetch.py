@@ -17,8 +17,8 @@ from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error, respond
-from broker.server.purgatory import DelayedOperation
 from broker.server.replication_quota import LEADER_REPLICAS, is_throttled
+from broker.util.purgatory import DelayedOperation
 
 
 def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict:

@@ -18,7 +18,7 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
 from broker.server.authorization import allowed
 from broker.server.handlers.base import NO_RESPONSE, ApiHandler, Delayed
-from broker.server.purgatory import DelayedOperation
+from broker.util.purgatory import DelayedOperation
 
 
 def _partition_response(

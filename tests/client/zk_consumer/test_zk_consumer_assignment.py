@@ -10,7 +10,7 @@ import pytest
 from broker.client.zk_consumer.assignment import assign, range_assignment, thread_ids
 from broker.client.zk_consumer.config import parse_config
 from broker.config.definition import ConfigError
-from broker.controller import zk_layout as z
+from broker.zk import layout as z
 
 
 def test_fewer_partitions_than_consumers_leaves_the_last_ones_idle():

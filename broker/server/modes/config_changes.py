@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker.controller import zk_layout as z
-from broker.controller.notifications import NOTIFICATION_EXPIRY_MS, ChangeNotificationListener
-from broker.controller.zk import ZkClient
 from broker.security.scram import ScramError
 from broker.security.user_scram import desanitize_user
 from broker.server.dynamic_config import DynamicConfigs, ResourceType
+from broker.zk import layout as z
+from broker.zk.client import ZkClient
+from broker.zk.notifications import NOTIFICATION_EXPIRY_MS, ChangeNotificationListener
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from broker.controller.zk import (
+from broker.zk.client import (
     BadVersionError,
     NodeExistsError,
     NoNodeError,

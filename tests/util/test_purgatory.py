@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from broker.server.purgatory import DelayedOperation, OperationFailed, Purgatory
+from broker.util.purgatory import DelayedOperation, OperationFailed, Purgatory
 
 
 class Waiting(DelayedOperation):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from broker.controller import zk_layout as z
+from broker.zk import layout as z
 
 
 def test_broker_registration_round_trip_and_kafka_fields():

@@ -9,7 +9,7 @@ session, everything current is read (`read_all`), so a broker never needs the
 notifications from before. Notifications older than 15 minutes are deleted (by any broker,
 as Kafka's changeExpirationMs).
 
-Watch callbacks arrive on the event loop (broker/controller/zk.py); processing runs one
+Watch callbacks arrive on the event loop (broker/zk/client.py); processing runs one
 pass at a time.
 """
 
@@ -19,8 +19,8 @@ import asyncio
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker.controller.zk import SessionState, ZkClient
 from broker.util.clock import MINUTE_MS
+from broker.zk.client import SessionState, ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,6 @@ import logging
 from pathlib import Path
 
 from broker.config.definition import ConfigError
-from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
 from broker.security.credentials import Credentials
 from broker.security.user_scram import scram_entries, stored_configs
@@ -28,6 +27,7 @@ from broker.server.metadata import (
     MetadataCache,
     PartitionState,
 )
+from broker.server.modes.topic_admin import TopicAdmin, TopicError, TopicSpec
 from broker.server.partition import Leadership
 from broker.server.replica_manager import PartitionDecision, ReplicaManager
 from broker.server.topic_config import TopicConfigs

@@ -9,13 +9,13 @@ import asyncio
 from contextlib import asynccontextmanager
 
 from broker.config.server import BrokerConfig
-from broker.controller import zk_layout as z
-from broker.controller.config_changes import NOTIFICATION_EXPIRY_MS, ConfigChangeListener
-from broker.controller.zk import ZkClient
 from broker.log.manager import LogManager
 from broker.server.dynamic_config import DynamicConfigs
+from broker.server.modes.config_changes import NOTIFICATION_EXPIRY_MS, ConfigChangeListener
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import HOUR_MS, now_ms
+from broker.zk import layout as z
+from broker.zk.client import ZkClient
 from tests.helpers.aio import run, until
 
 

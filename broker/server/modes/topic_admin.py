@@ -3,8 +3,8 @@ and planned once, carried out by the controller of the broker's mode.
 
 `TopicAdmin` validates a request and plans the replicas (broker/controller/placement.py)
 from the live brokers the metadata cache knows. Carrying it out is the mode's: a single
-broker's local controller applies it at once (broker/controller/local.py); in a cluster
-it is written to ZooKeeper for the controller to act on (broker/controller/zk_admin.py).
+broker's local controller applies it at once (broker/server/modes/local.py); in a cluster
+it is written to ZooKeeper for the controller to act on (broker/server/modes/zk_topic_admin.py).
 Either way the requests complete when the metadata cache shows the result.
 """
 

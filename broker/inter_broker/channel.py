@@ -18,9 +18,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from broker.inter_broker.connection import api_name
+from broker.inter_broker.node import NodeClient
 from broker.protocol.errors import NetworkError, RequestTimedOutError
-from broker.server.inter_broker.connection import api_name
-from broker.server.inter_broker.node import NodeClient
 
 log = logging.getLogger(__name__)
 

@@ -17,14 +17,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 
-from broker.controller import zk_layout as z
-from broker.controller.admin import TopicAdmin, TopicError, TopicSpec
-from broker.controller.zk import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 from broker.protocol.errors import ErrorCode
 from broker.security.user_scram import desanitize_user, sanitize_user
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
+from broker.server.modes.topic_admin import TopicAdmin, TopicError, TopicSpec
 from broker.server.topic_config import TopicConfigs
+from broker.zk import layout as z
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ Frames come from `broker.protocol.framing`; nothing here uses the blocking clien
 library of `broker.client`.
 """
 
-from broker.server.inter_broker.channel import ChannelClosed, RequestChannel
-from broker.server.inter_broker.connection import BrokerConnection, RequestPipeline
-from broker.server.inter_broker.node import NodeClient, ReconnectBackoff
+from broker.inter_broker.channel import ChannelClosed, RequestChannel
+from broker.inter_broker.connection import BrokerConnection, RequestPipeline
+from broker.inter_broker.node import NodeClient, ReconnectBackoff
 
 __all__ = [
     "BrokerConnection",

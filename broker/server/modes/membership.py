@@ -12,7 +12,7 @@ leads. On a clean stop: a controlled shutdown first, so leadership moves before 
 broker goes.
 
 Everything runs on the broker's event loop; kazoo's threads only hand results over
-(broker/controller/zk.py).
+(broker/zk/client.py).
 """
 
 from __future__ import annotations
@@ -21,23 +21,23 @@ import asyncio
 import logging
 
 from broker.config.server import BrokerConfig
-from broker.controller import zk_layout as z
-from broker.controller.config_changes import ConfigChangeListener
 from broker.controller.controller import AutoRebalance, Controller
-from broker.controller.zk import BadVersionError, NodeExistsError, SessionState, ZkClient
-from broker.controller.zk_admin import ZkTopicAdmin
+from broker.inter_broker import NodeClient
+from broker.inter_broker.security import inter_broker_security
 from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.security.acl_store import ZkAclStore
 from broker.security.user_scram import scram_entries
-from broker.server.inter_broker import NodeClient
-from broker.server.inter_broker.security import inter_broker_security
 from broker.server.meta import new_cluster_id
+from broker.server.modes.config_changes import ConfigChangeListener
+from broker.server.modes.zk_topic_admin import ZkTopicAdmin
 from broker.server.partition import Partition
 from broker.server.producer_ids import ZkProducerIdBlocks
 from broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.server.replication_quota import FOLLOWER_RATE, ReplicationQuota
 from broker.util.clock import now_ms
+from broker.zk import layout as z
+from broker.zk.client import BadVersionError, NodeExistsError, SessionState, ZkClient
 
 log = logging.getLogger(__name__)
 
