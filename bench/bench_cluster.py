@@ -46,12 +46,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bench_clients import consume, produce
 from bench.common import running_cluster
+from broker.cluster import LeaderAndIsr
 from broker.processes import Cluster, kazoo_session
 from broker.records.batch import iter_batches
 from broker.util.clock import SECOND_MS, now_ms
 from broker.zk.layout import (
     BROKER_IDS,
-    LeaderAndIsr,
     decode_partition_state,
     partition_state_path,
 )

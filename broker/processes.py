@@ -36,7 +36,7 @@ from typing import IO, TYPE_CHECKING, Self
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from broker.zk.layout import BrokerRegistration
+    from broker.cluster import BrokerRegistration
 
 # The checkout: conf/ (the sample configurations) and dags/ are here.
 ROOT = Path(__file__).resolve().parent.parent

@@ -26,9 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.client.cluster import BrokerInfo, ClusterMetadata
+from broker.client.cluster import ClusterMetadata
 from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
 from broker.client.security import SecurityConfig
+from broker.cluster import Node
 from broker.protocol.apis import (
     ALTER_CONFIGS,
     ALTER_PARTITION_REASSIGNMENTS,
@@ -140,7 +141,7 @@ class GroupDescription(NamedTuple):
     protocol_type: str
     protocol: str  # the assignor chosen (consumer groups), "" unless Stable
     members: list[MemberDescription]
-    coordinator: BrokerInfo
+    coordinator: Node
 
 
 class OffsetAndMetadata(NamedTuple):
@@ -219,7 +220,7 @@ ALTER_CONFIG_OPS = {"SET": 0, "DELETE": 1, "APPEND": 2, "SUBTRACT": 3}
 class ClusterDescription(NamedTuple):
     cluster_id: str
     controller_id: int  # -1 while there is none
-    brokers: list[BrokerInfo]  # the live brokers, by id
+    brokers: list[Node]  # the live brokers, by id
 
 
 class ReplicaInfo(NamedTuple):
@@ -800,7 +801,7 @@ class AdminClient:
         response = self._broker_request(None, DESCRIBE_CLUSTER, body)
         _raise_request_error(response, "describe cluster")
         brokers = [
-            BrokerInfo(b["broker_id"], b["host"], b["port"], b["rack"]) for b in response["brokers"]
+            Node(b["broker_id"], b["host"], b["port"], b["rack"]) for b in response["brokers"]
         ]
         return ClusterDescription(
             response["cluster_id"], response["controller_id"], sorted(brokers)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 from broker.client.connection import BrokerConnection
 from broker.client.security import SecurityConfig
+from broker.cluster import Node
 from broker.protocol.apis import METADATA
 from broker.protocol.errors import (
     ErrorCode,
@@ -25,13 +26,6 @@ from broker.protocol.errors import (
     UnknownTopicOrPartitionError,
     as_error_code,
 )
-
-
-class BrokerInfo(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-    rack: str | None
 
 
 class PartitionMetadata(NamedTuple):
@@ -103,7 +97,7 @@ class ClusterMetadata:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.security = security
-        self.brokers: dict[int, BrokerInfo] = {}
+        self.brokers: dict[int, Node] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self.controller_id = -1
         self.cluster_id: str | None = None
@@ -125,7 +119,7 @@ class ClusterMetadata:
         with self._lock:
             response = self._metadata_request(topics, allow_auto_create)
             self.brokers = {
-                b["node_id"]: BrokerInfo(b["node_id"], b["host"], b["port"], b["rack"])
+                b["node_id"]: Node(b["node_id"], b["host"], b["port"], b["rack"])
                 for b in response["brokers"]
             }
             self.controller_id = response["controller_id"]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 
-from broker.client.cluster import BrokerInfo, ClusterMetadata
+from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
+from broker.cluster import Node
 from broker.protocol.apis import FIND_COORDINATOR
 from broker.protocol.errors import (
     ErrorCode,
@@ -47,7 +48,7 @@ def coordinator_error(codes: Iterable[int]) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def find_coordinator(conn: BrokerConnection, group_id: str) -> BrokerInfo:
+def find_coordinator(conn: BrokerConnection, group_id: str) -> Node:
     """One FindCoordinator for a group on `conn` (v4+ asks a list of keys, KIP-699: one
     here); raises the answer's error. The group consumer's heartbeat thread calls it on
     a connection of its own."""
@@ -58,7 +59,7 @@ def find_coordinator(conn: BrokerConnection, group_id: str) -> BrokerInfo:
     if answer["error_code"] != ErrorCode.NONE:
         message = answer.get("error_message") or f"finding the coordinator of {group_id!r}"
         raise error_for(answer["error_code"], message)
-    return BrokerInfo(answer["node_id"], answer["host"], answer["port"], None)
+    return Node(answer["node_id"], answer["host"], answer["port"])
 
 
 class GroupCoordinators:
@@ -120,11 +121,11 @@ class GroupCoordinators:
             node = self._nodes[group_id] = found.node_id
         return node
 
-    def info(self, group_id: str) -> BrokerInfo:
+    def info(self, group_id: str) -> Node:
         """The coordinator's node id, host and port."""
         return self.cluster.brokers[self.node(group_id)]
 
-    def find(self, group_id: str) -> BrokerInfo:
+    def find(self, group_id: str) -> Node:
         """One FindCoordinator (any broker can answer); raises its error if it has one.
 
         A coordinator the cached metadata does not list yet (a broker just started)

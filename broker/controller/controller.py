@@ -37,6 +37,14 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 
+from broker.cluster import (
+    LEADER_DURING_DELETE,
+    SECURITY_PROTOCOL_IDS,
+    BrokerRegistration,
+    LeaderAndIsr,
+    NotController,
+    TopicPartition,
+)
 from broker.controller import election, reassignment
 from broker.inter_broker import NodeClient, RequestChannel
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
@@ -46,19 +54,14 @@ from broker.protocol.apis import (
     UPDATE_METADATA_API,
 )
 from broker.protocol.errors import ErrorCode
-from broker.server.metadata import LEADER_DURING_DELETE
 from broker.util.clock import now_ms
 from broker.zk import layout as z
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
-from broker.zk.layout import BrokerRegistration, LeaderAndIsr, Reassignment
+from broker.zk.layout import Reassignment
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
-
 UNCLEAN_KEY = "unclean.leader.election.enable"
-# Kafka's security protocol ids, as UpdateMetadata carries them.
-SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class Fenced(Exception):
@@ -73,10 +76,6 @@ class AutoRebalance:
 
     imbalance_percent: int = 10
     interval_s: float = 300.0
-
-
-class NotController(Exception):
-    """This broker is not (or no longer) the controller."""
 
 
 @dataclass

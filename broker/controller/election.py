@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from broker.zk.layout import NO_LEADER, LeaderAndIsr
+from broker.cluster import NO_LEADER, LeaderAndIsr
 
 
 class NoEligibleLeader(Exception):

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from broker.zk.layout import LeaderAndIsr, Reassignment
+from broker.cluster import LeaderAndIsr
+from broker.zk.layout import Reassignment
 
 __all__ = ["Reassignment", "target_problem", "is_complete", "redirect"]
 

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from typing import Any
 
+from broker.cluster import Endpoint
 from broker.config.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.apis import API_BY_KEY, API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
@@ -39,7 +40,6 @@ from broker.protocol.framing import FrameDecoder, decode_response, encode_reques
 from broker.protocol.types import DecodeError
 from broker.security.sasl_client import SaslClient
 from broker.security.scram import ScramError
-from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.cluster import Endpoint
 from broker.inter_broker.connection import MAX_FRAME_BYTES, BrokerConnection
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.errors import NetworkError, RequestTimedOutError
-from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""How this broker connects to other brokers: the inter-broker listener's security
+"""How this broker connects to other brokers: the inter-broker listener's name and security
 protocol, a TLS client context (the peer must chain to the trust store and its
 certificate name the host, as Kafka's default `ssl.endpoint.identification.algorithm`;
 our own key store is presented for listeners that require client certificates) and, on
@@ -25,6 +25,9 @@ class InterBrokerSecurity:
     mechanism: str | None = None
     username: str | None = None
     password: str | None = field(default=None, repr=False)
+    # The listener's name (inter.broker.listener.name): what the endpoints of leaders
+    # given by address only (LeaderAndIsr's live leaders) are called.
+    listener: str = "PLAINTEXT"
 
     @property
     def sasl(self) -> bool:
@@ -41,7 +44,7 @@ def inter_broker_security(cfg) -> InterBrokerSecurity:
     if protocol in TLS_PROTOCOLS:
         context = client_context(lambda key: cfg.listener_value(listener, key))
     if protocol not in SASL_PROTOCOLS:
-        return InterBrokerSecurity(protocol, context)
+        return InterBrokerSecurity(protocol, context, listener=listener)
     mechanism = cfg["sasl.mechanism.inter.broker.protocol"]
     jaas = jaas_config(cfg, listener, mechanism)
     if jaas is None or not jaas.username or not jaas.password:
@@ -51,4 +54,6 @@ def inter_broker_security(cfg) -> InterBrokerSecurity:
             "sasl.jaas.config) needs username and password for this broker "
             f"(sasl.mechanism.inter.broker.protocol={mechanism})"
         )
-    return InterBrokerSecurity(protocol, context, mechanism, jaas.username, jaas.password)
+    return InterBrokerSecurity(
+        protocol, context, mechanism, jaas.username, jaas.password, listener=listener
+    )

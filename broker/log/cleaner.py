@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
+from broker.cluster import TopicPartition
 from broker.log.checkpoint import CLEANER_OFFSET_FILE, read_checkpoint, write_checkpoint
 from broker.log.compaction import (
     CleanableRange,
@@ -56,8 +57,6 @@ from broker.records.header import HEADER_SIZE, MIN_BATCH_LENGTH, crc_is_valid, p
 from broker.util import clock
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 @dataclass(frozen=True)

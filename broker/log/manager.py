@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.cluster import TopicPartition
 from broker.log.checkpoint import (
     HIGH_WATERMARK_FILE,
     LOG_START_OFFSET_FILE,
@@ -30,8 +31,6 @@ log = logging.getLogger(__name__)
 DELETE_DIR_SUFFIX = "-delete"
 # log.retention.check.interval.ms default.
 RETENTION_CHECK_INTERVAL_MS = 300_000
-
-TopicPartition = tuple[str, int]
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:

@@ -7,6 +7,7 @@ import logging
 import signal
 from collections.abc import Callable
 
+from broker.cluster import BrokerRegistration, Endpoint
 from broker.config.server import BrokerConfig, ConfigError
 from broker.coordinator import start_group_coordinator
 from broker.log.cleaner import LogCleaner, PartitionState
@@ -22,7 +23,7 @@ from broker.security.scram import ScramError
 from broker.server.context import BrokerContext
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
-from broker.server.metadata import BrokerEndpoint, MetadataCache
+from broker.server.metadata import MetadataCache
 from broker.server.modes.local import LocalController, read_broker_overrides, read_topic_overrides
 from broker.server.modes.membership import ClusterMembership
 from broker.server.network import NetworkServer
@@ -32,7 +33,6 @@ from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
 from broker.util.clock import now_ms
 from broker.util.purgatory import Purgatory
-from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 
@@ -209,16 +209,7 @@ class Broker:
         if self.cluster is not None:
             await self.cluster.start(endpoints)
         else:
-            first = endpoints[0]
-            self.ctx.admin.start(
-                BrokerEndpoint(
-                    cfg.broker_id,
-                    first.host,
-                    first.port,
-                    cfg["broker.rack"],
-                    tuple((e.listener, e.host, e.port) for e in endpoints),
-                )
-            )
+            self.ctx.admin.start(BrokerRegistration(cfg.broker_id, endpoints, cfg["broker.rack"]))
         if self.ctx.metrics.enabled:
             await self._serve_metrics(self.networks[0].host)
         background = [self._duties(), *(expire_delayed(p, now_ms) for p in self.ctx.purgatories())]

@@ -13,30 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 
-# Kafka's marker, in an UpdateMetadata partition state, for a partition of a topic being
-# deleted: the cache forgets it.
-LEADER_DURING_DELETE = -2
-NO_LEADER = -1
-
-
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    """A live broker and where each of its listeners can be reached."""
-
-    node_id: int
-    host: str
-    port: int
-    rack: str | None = None
-    # listener name -> (host, port); the first (host, port) above is the default listener's.
-    listeners: tuple[tuple[str, str, int], ...] = ()
-
-    def address(self, listener: str) -> tuple[str, int] | None:
-        if not self.listeners:
-            return self.host, self.port
-        for name, host, port in self.listeners:
-            if name == listener:
-                return host, port
-        return None
+from broker.cluster import LEADER_DURING_DELETE, BrokerRegistration
 
 
 @dataclass(frozen=True)
@@ -56,7 +33,7 @@ class PartitionState:
 class MetadataCache:
     cluster_id: str
     controller_id: int = -1
-    brokers: dict[int, BrokerEndpoint] = field(default_factory=dict)
+    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
     topics: dict[str, dict[int, PartitionState]] = field(default_factory=dict)
     internal_topics: frozenset[str] = frozenset({"__consumer_offsets", "__transaction_state"})
     # The newest controller epoch that updated the cache: older controllers are refused.
@@ -69,7 +46,7 @@ class MetadataCache:
         self,
         controller_id: int,
         controller_epoch: int,
-        brokers: Iterable[BrokerEndpoint] | None,
+        brokers: Iterable[BrokerRegistration] | None,
         partitions: Iterable[PartitionState],
     ) -> set[str]:
         """Apply an UpdateMetadata: `brokers` (when given) replaces the live brokers; each
@@ -79,7 +56,7 @@ class MetadataCache:
         self.controller_id = controller_id
         self.controller_epoch = max(self.controller_epoch, controller_epoch)
         if brokers is not None:
-            self.brokers = {b.node_id: b for b in brokers}
+            self.brokers = {b.broker_id: b for b in brokers}
         touched: set[str] = set()
         for state in partitions:
             touched.add(state.topic)

@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from broker.cluster import NO_LEADER
 from broker.log.log import Log
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.header import BatchHeader, crc_is_valid
-from broker.server.metadata import NO_LEADER
 from broker.server.producer_state import ProducerStateTable
 
 

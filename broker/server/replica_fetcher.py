@@ -16,17 +16,16 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.cluster import Endpoint, TopicPartition
 from broker.inter_broker import NodeClient
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
 from broker.server.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota, is_throttled
-from broker.zk.layout import Endpoint
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
 
@@ -89,7 +88,7 @@ class ReplicaFetcherManager:
             self.fetchers[key] = fetcher
             fetcher.start()
         elif fetcher.address != address:  # the leader restarted elsewhere
-            fetcher.node.update_endpoint(_endpoint(address, self.settings.security.protocol))
+            fetcher.node.update_endpoint(_endpoint(address, self.settings.security))
             fetcher.address = address
         partition = self.replicas.get(*tp)
         fetcher.add(tp, partition.leader_epoch if partition is not None else -1)
@@ -124,9 +123,9 @@ class ReplicaFetcherManager:
         }
 
 
-def _endpoint(address: tuple[str, int], protocol: str) -> Endpoint:
-    # The metadata cache holds the inter-broker listener's address; its name is not kept.
-    return Endpoint(protocol, address[0], address[1], protocol)
+def _endpoint(address: tuple[str, int], security: InterBrokerSecurity) -> Endpoint:
+    # LeaderAndIsr names a leader's address on the inter-broker listener, not the listener.
+    return Endpoint(security.listener, address[0], address[1], security.protocol)
 
 
 class ReplicaFetcher:
@@ -138,7 +137,7 @@ class ReplicaFetcher:
         settings = manager.settings
         self.node = NodeClient(
             leader,
-            _endpoint(address, settings.security.protocol),
+            _endpoint(address, settings.security),
             client_id=f"replica-fetcher-{settings.broker_id}",
             security=settings.security,
         )

@@ -15,14 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from broker.cluster import TopicPartition
 from broker.log.manager import LogManager
 from broker.protocol.errors import ErrorCode
 from broker.server.partition import Leadership, Partition
 from broker.server.topic_config import TopicConfigs
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class Fetchers(Protocol):

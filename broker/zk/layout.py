@@ -8,8 +8,9 @@ Kafka releases add some); writers write exactly the documented fields.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
+from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr
 from broker.security.acl import (
     RESOURCE_TYPE_NAMES,
     AclError,
@@ -105,31 +106,6 @@ class ZkDataError(ValueError):
 
 
 # -- brokers ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    listener: str  # the listener name, e.g. PLAINTEXT
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-    def url(self) -> str:
-        return f"{self.listener}://{self.host}:{self.port}"
-
-
-@dataclass(frozen=True)
-class BrokerRegistration:
-    broker_id: int
-    endpoints: tuple[Endpoint, ...]
-    rack: str | None = None
-    timestamp_ms: int = 0
-    # The registration znode's creation zxid: Kafka's broker epoch, which tells a broker
-    # that restarted apart from the registration of the one that died.
-    epoch: int = -1
-
-    def endpoint(self, listener: str) -> Endpoint | None:
-        return next((e for e in self.endpoints if e.listener == listener), None)
 
 
 def encode_broker(registration: BrokerRegistration) -> bytes:
@@ -286,26 +262,6 @@ def decode_reassign_request(data: bytes) -> dict[tuple[str, int], list[int]]:
         }
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ZkDataError(f"reassign partitions request: bad entry ({exc})") from None
-
-
-@dataclass(frozen=True)
-class LeaderAndIsr:
-    """A partition's state znode, and the znode version it was read or written at (the
-    conditional updates of leaders and controller compare it)."""
-
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    controller_epoch: int
-    zk_version: int = field(default=-1, compare=False)
-
-    def with_version(self, zk_version: int) -> LeaderAndIsr:
-        return LeaderAndIsr(
-            self.leader, self.leader_epoch, self.isr, self.controller_epoch, zk_version
-        )
-
-
-NO_LEADER = -1
 
 
 def encode_partition_state(state: LeaderAndIsr) -> bytes:

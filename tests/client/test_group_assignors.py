@@ -26,10 +26,10 @@ from broker.client.group.assignors.sticky import encode_sticky_user_data
 from broker.client.group.consumer_protocol import (
     Assignment,
     Subscription,
-    TopicPartition,
     decode_subscription,
     encode_subscription,
 )
+from broker.cluster import TopicPartition
 
 TP = TopicPartition
 

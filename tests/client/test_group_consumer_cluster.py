@@ -13,8 +13,8 @@ import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.cluster import ClusterMetadata
+from broker.client.coordinator import find_coordinator
 from broker.client.group import GroupConsumer, TopicPartition
-from broker.client.group.membership import find_coordinator
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.processes import Cluster

@@ -21,12 +21,12 @@ from broker.client.group.assignors.sticky import (
 from broker.client.group.consumer_protocol import (
     Assignment,
     Subscription,
-    TopicPartition,
     decode_assignment,
     decode_subscription,
     encode_assignment,
     encode_subscription,
 )
+from broker.cluster import TopicPartition
 
 TP = TopicPartition
 

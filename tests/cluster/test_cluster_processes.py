@@ -22,13 +22,12 @@ import pytest
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
+from broker.cluster import BrokerRegistration, Endpoint
 from broker.processes import ROOT, Cluster, kazoo_session, port_answers
 from broker.protocol.apis import METADATA
 from broker.zk.layout import (
     BROKER_IDS,
     CONTROLLER,
-    BrokerRegistration,
-    Endpoint,
     broker_path,
     encode_broker,
     encode_controller,

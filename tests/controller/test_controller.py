@@ -12,6 +12,7 @@ import asyncio
 
 import pytest
 
+from broker.cluster import BrokerRegistration, LeaderAndIsr
 from broker.controller.controller import AutoRebalance, Controller
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
@@ -41,7 +42,7 @@ class FakeBroker:
         self.zk = ZkClient(self.connect, session_timeout_ms=6000)
         await self.zk.start()
         await self.zk.ensure_paths([z.BROKER_IDS])
-        registration = z.BrokerRegistration(self.broker_id, (self.peer.endpoint,), None, now_ms())
+        registration = BrokerRegistration(self.broker_id, (self.peer.endpoint,), None, now_ms())
         await self.zk.create(
             z.broker_path(self.broker_id), z.encode_broker(registration), ephemeral=True
         )
@@ -137,7 +138,7 @@ class Harness:
         await self.zk.set(
             z.partition_state_path(topic, partition),
             z.encode_partition_state(
-                z.LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
+                LeaderAndIsr(state.leader, state.leader_epoch, isr, state.controller_epoch)
             ),
             state.zk_version,
         )
@@ -147,7 +148,7 @@ class Harness:
             sequence=True,
         )
 
-    async def state(self, topic: str, partition: int) -> z.LeaderAndIsr | None:
+    async def state(self, topic: str, partition: int) -> LeaderAndIsr | None:
         found = await self.zk.get(z.partition_state_path(topic, partition))
         return z.decode_partition_state(found[0], found[1].version) if found else None
 
@@ -257,7 +258,7 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
                 # The follower fell out of the ISR (as a leader would write it).
                 await h.zk.set(
                     z.partition_state_path(topic, 0),
-                    z.encode_partition_state(z.LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
+                    z.encode_partition_state(LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
                     state.zk_version,
                 )
             await brokers[1].die()
@@ -330,7 +331,7 @@ def test_isr_change_notifications_reach_every_broker(zk_connect):
             # The leader shrinks its ISR as a broker does: conditional write, notification.
             await h.zk.set(
                 z.partition_state_path("t", 0),
-                z.encode_partition_state(z.LeaderAndIsr(0, 0, (0,), state.controller_epoch)),
+                z.encode_partition_state(LeaderAndIsr(0, 0, (0,), state.controller_epoch)),
                 state.zk_version,
             )
             await h.zk.create(
@@ -470,7 +471,7 @@ def test_unclean_election_asked_for(zk_connect):
             state = await eventually(lambda: h.state("t", 0))
             await h.zk.set(  # the follower fell out of the ISR
                 z.partition_state_path("t", 0),
-                z.encode_partition_state(z.LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
+                z.encode_partition_state(LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
                 state.zk_version,
             )
             await h.brokers[1].die()

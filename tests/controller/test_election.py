@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from broker.cluster import LeaderAndIsr
 from broker.controller import election as e
-from broker.zk.layout import LeaderAndIsr
 
 S = LeaderAndIsr  # (leader, leader_epoch, isr, controller_epoch)
 

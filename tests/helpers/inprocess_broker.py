@@ -12,13 +12,13 @@ import asyncio
 import struct
 from pathlib import Path
 
+from broker.cluster import BrokerRegistration, Endpoint
 from broker.config.server import BrokerConfig
 from broker.protocol.framing import decode_response, encode_request
 from broker.records.region import FileRegion
 from broker.server.broker import open_broker_state
 from broker.server.dispatch import Close, NoResponse, Outcome, Respond, Wait, handle_frame
 from broker.server.handlers.base import TaskOperation
-from broker.server.metadata import BrokerEndpoint
 from broker.server.request import Session
 from tests.helpers.clock import Clock
 
@@ -40,7 +40,7 @@ class InProcessBroker:
         self.loop = asyncio.new_event_loop()
         self.state.spawn = self.loop.create_task
         # What the broker does once its listener is bound.
-        self.state.admin.start(BrokerEndpoint(0, "127.0.0.1", 9092))
+        self.state.admin.start(BrokerRegistration(0, (Endpoint("PLAINTEXT", "127.0.0.1", 9092),)))
         self.session = Session(client_host="127.0.0.1", client_port=50000)
         self._correlation = 0
 

@@ -13,9 +13,9 @@ import asyncio
 import ssl as ssl_module
 from collections.abc import Awaitable, Callable
 
+from broker.cluster import Endpoint
 from broker.protocol.apis import API_BY_KEY, API_VERSIONS
 from broker.protocol.framing import FrameDecoder, RequestHeader, decode_request, encode_response
-from broker.zk.layout import Endpoint
 
 ALL_DECLARED = {key: (api.min_version, api.max_version) for key, api in API_BY_KEY.items()}
 

@@ -18,6 +18,7 @@ import time
 
 import pytest
 
+from broker.cluster import Endpoint
 from broker.inter_broker import (
     BrokerConnection,
     ChannelClosed,
@@ -39,7 +40,6 @@ from broker.protocol.apis import (
 from broker.protocol.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from broker.protocol.framing import encode_api_versions_error
 from broker.records.batch import iter_records
-from broker.zk.layout import Endpoint
 from tests.helpers.aio import run
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 from tests.helpers.server_requests import fetch_body, produce_body, values

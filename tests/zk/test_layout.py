@@ -6,13 +6,14 @@ import json
 
 import pytest
 
+from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr
 from broker.zk import layout as z
 
 
 def test_broker_registration_round_trip_and_kafka_fields():
-    reg = z.BrokerRegistration(
+    reg = BrokerRegistration(
         3,
-        (z.Endpoint("INTERNAL", "10.0.0.3", 9093, "SSL"), z.Endpoint("PLAINTEXT", "host3", 9092)),
+        (Endpoint("INTERNAL", "10.0.0.3", 9093, "SSL"), Endpoint("PLAINTEXT", "host3", 9092)),
         rack="r1",
         timestamp_ms=1234,
     )
@@ -22,7 +23,7 @@ def test_broker_registration_round_trip_and_kafka_fields():
     assert fields["endpoints"] == ["INTERNAL://10.0.0.3:9093", "PLAINTEXT://host3:9092"]
     assert (fields["host"], fields["port"], fields["timestamp"]) == ("host3", 9092, "1234")
     back = z.decode_broker(3, data, epoch=77)
-    assert back == z.BrokerRegistration(3, reg.endpoints, "r1", 1234, 77)
+    assert back == BrokerRegistration(3, reg.endpoints, "r1", 1234, 77)
     assert back.endpoint("INTERNAL").port == 9093 and back.endpoint("SSL") is None
 
 
@@ -39,14 +40,14 @@ def test_broker_registration_written_by_kafka_is_read():
     ]
     assert reg.rack is None
     old = z.decode_broker(2, b'{"version":1,"host":"h","port":9092,"jmx_port":-1}')
-    assert old.endpoints == (z.Endpoint("PLAINTEXT", "h", 9092),)
+    assert old.endpoints == (Endpoint("PLAINTEXT", "h", 9092),)
 
 
 def test_assignment_and_partition_state():
     data = z.encode_assignment({1: [2, 3], 0: [1, 2]})
     assert json.loads(data) == {"version": 1, "partitions": {"0": [1, 2], "1": [2, 3]}}
     assert z.decode_assignment("t", data) == {0: [1, 2], 1: [2, 3]}
-    state = z.LeaderAndIsr(2, 5, (2, 3), 7)
+    state = LeaderAndIsr(2, 5, (2, 3), 7)
     raw = json.loads(z.encode_partition_state(state))
     assert raw == {"controller_epoch": 7, "leader": 2, "version": 1, "leader_epoch": 5,
                    "isr": [2, 3]}  # fmt: skip

@@ -2,11 +2,11 @@
 (README.md of broker/client, "Group consumer")."""
 
 from broker.client.group.consumer import GroupConsumer, GroupMetadata
-from broker.client.group.consumer_protocol import TopicPartition
 from broker.client.group.errors import CommitFailedError, NoOffsetForPartitionError
 from broker.client.group.fetcher import ConsumerRecord
 from broker.client.group.offsets import OffsetAndMetadata
 from broker.client.group.subscription import RebalanceListener
+from broker.cluster import TopicPartition
 
 __all__ = [
     "CommitFailedError",

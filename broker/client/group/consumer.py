@@ -27,7 +27,6 @@ from typing import NamedTuple
 
 from broker.client.group.assignors import make_assignors, rebalance_protocol
 from broker.client.group.config import consumer_config
-from broker.client.group.consumer_protocol import TopicPartition
 from broker.client.group.errors import NoOffsetForPartitionError
 from broker.client.group.fetcher import ConsumerRecord, Fetcher
 from broker.client.group.heartbeat import HeartbeatThread
@@ -37,6 +36,7 @@ from broker.client.group.rebalance import ConsumerRebalance
 from broker.client.group.subscription import Mode, RebalanceListener, SubscriptionState
 from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
+from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, error_for
 
 log = logging.getLogger(__name__)

@@ -9,17 +9,12 @@ empty assignment, as librdkafka does.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import NamedTuple
 
+from broker.cluster import TopicPartition
 from broker.protocol import consumer_protocol as wire
 
 PROTOCOL_TYPE = "consumer"
 NEWEST_VERSION = wire.MAX_VERSION  # the version we write
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 @dataclass

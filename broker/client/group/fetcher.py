@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-from broker.client.group.consumer_protocol import TopicPartition
 from broker.client.group.subscription import SubscriptionState
 from broker.client.simple_consumer import FetchRequest, FetchResult, SimpleConsumer
+from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode, retriable
 from broker.records.batch import iter_batches
 

@@ -21,14 +21,14 @@ import threading
 import time
 
 from broker.client.connection import BrokerConnection
+from broker.client.coordinator import find_coordinator
 from broker.client.group.membership import (
     REDISCOVER,
-    Coordinator,
     GroupMembership,
     MemberState,
-    find_coordinator,
     send_leave_group,
 )
+from broker.cluster import Node
 from broker.protocol.apis import HEARTBEAT
 from broker.protocol.errors import (
     ErrorCode,
@@ -50,7 +50,7 @@ class HeartbeatThread(threading.Thread):
         self.max_poll_interval_s = max_poll_interval_ms / 1000
         self.session_timeout_s = membership.session_timeout_ms / 1000
         self._conn: BrokerConnection | None = None
-        self._conn_for: Coordinator | None = None
+        self._conn_for: Node | None = None
         self._next_at = 0.0
 
     def run(self) -> None:
@@ -107,7 +107,7 @@ class HeartbeatThread(threading.Thread):
             return
         self._wait(m.retry_backoff_s)
 
-    def _leave_after_poll_timeout(self, coordinator: Coordinator, generation) -> None:
+    def _leave_after_poll_timeout(self, coordinator: Node, generation) -> None:
         m = self.m
         log.warning(
             "group %s: no poll() for max.poll.interval.ms (%d ms): leaving the group; the "
@@ -130,7 +130,7 @@ class HeartbeatThread(threading.Thread):
             if m.generation == generation:
                 m.reset_generation(keep_member_id=False, reason="poll timeout")
 
-    def _heartbeat(self, coordinator: Coordinator, generation) -> None:
+    def _heartbeat(self, coordinator: Node, generation) -> None:
         m = self.m
         body = {
             "group_id": m.group_id,
@@ -171,7 +171,7 @@ class HeartbeatThread(threading.Thread):
                 log.info("group %s: heartbeat answered %s", m.group_id, code.name)
                 self._next_at = sent + m.retry_backoff_s
 
-    def _connection(self, coordinator: Coordinator) -> BrokerConnection:
+    def _connection(self, coordinator: Node) -> BrokerConnection:
         if self._conn is None or self._conn.closed or self._conn_for != coordinator:
             self._close()
             m = self.m

@@ -36,7 +36,8 @@ from typing import NamedTuple, Protocol
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import BrokerConnection
-from broker.client.coordinator import find_coordinator as coordinator_lookup
+from broker.client.coordinator import find_coordinator
+from broker.cluster import Node
 from broker.protocol.apis import (
     API_BY_KEY,
     JOIN_GROUP,
@@ -80,12 +81,6 @@ class Generation(NamedTuple):
 NO_GENERATION = Generation(-1, "", None)
 
 
-class Coordinator(NamedTuple):
-    node_id: int
-    host: str
-    port: int
-
-
 class GroupHooks(Protocol):
     """What the member's protocol decides (the consumer's, protocol type "consumer"; the
     schema registry's leader election, "sr"); called on the polling thread."""
@@ -108,7 +103,7 @@ class GroupHooks(Protocol):
 class _InFlight(NamedTuple):
     api_key: int
     conn: BrokerConnection
-    coordinator: Coordinator
+    coordinator: Node
     correlation_id: int
     expires: float  # monotonic time after which the answer is given up on
 
@@ -119,12 +114,6 @@ class _Retry(Exception):
     def __init__(self, reason: str, backoff: bool):
         super().__init__(reason)
         self.backoff = backoff
-
-
-def find_coordinator(conn: BrokerConnection, group_id: str) -> Coordinator:
-    """FindCoordinator for the group on `conn`; raises the answer's error."""
-    found = coordinator_lookup(conn, group_id)
-    return Coordinator(found.node_id, found.host, found.port)
 
 
 class GroupMembership:
@@ -147,14 +136,14 @@ class GroupMembership:
         self.state = MemberState.UNJOINED
         self.generation = NO_GENERATION
         self.rejoin_needed = True
-        self.coordinator: Coordinator | None = None
+        self.coordinator: Node | None = None
         self.fatal: KafkaError | None = None
         self.closed = False
         self.last_poll = time.monotonic()
         self.last_heartbeat_ok = time.monotonic()
         self._join_prepared = False
         self._conn: BrokerConnection | None = None  # the polling thread's, to the coordinator
-        self._conn_for: Coordinator | None = None
+        self._conn_for: Node | None = None
         self._in_flight: _InFlight | None = None  # the JoinGroup or SyncGroup under way
 
     # --- standing (any thread) ------------------------------------------------------
@@ -177,7 +166,7 @@ class GroupMembership:
             self._join_prepared = False  # prepare again: the partitions are lost now
             self.changed.notify_all()
 
-    def coordinator_dead(self, coordinator: Coordinator | None, reason: str) -> None:
+    def coordinator_dead(self, coordinator: Node | None, reason: str) -> None:
         """Forget `coordinator` (if still the current one): it is found again before use."""
         with self.lock:
             if coordinator is not None and self.coordinator == coordinator:
@@ -203,9 +192,7 @@ class GroupMembership:
 
     # --- the coordinator (polling thread) --------------------------------------------
 
-    def coordinator_connection(
-        self, deadline: float
-    ) -> tuple[BrokerConnection, Coordinator] | None:
+    def coordinator_connection(self, deadline: float) -> tuple[BrokerConnection, Node] | None:
         """The polling thread's connection to the coordinator, finding it first if needed;
         None when the deadline passes first. Non-retriable errors are raised."""
         while True:
@@ -222,7 +209,7 @@ class GroupMembership:
                 return None
             time.sleep(self.retry_backoff_s)
 
-    def _discover(self) -> Coordinator | None:
+    def _discover(self) -> Node | None:
         try:
             conn = self.cluster.any_connection()
             coordinator = find_coordinator(conn, self.group_id)
@@ -246,7 +233,7 @@ class GroupMembership:
         except NetworkError:
             pass
 
-    def _connect(self, coordinator: Coordinator) -> BrokerConnection | None:
+    def _connect(self, coordinator: Node) -> BrokerConnection | None:
         if self._conn is not None and not self._conn.closed and self._conn_for == coordinator:
             return self._conn
         self.close_connection()
@@ -371,7 +358,7 @@ class GroupMembership:
         else:
             self._synced(response, flight.coordinator)
 
-    def _joined(self, response: dict, conn: BrokerConnection, coordinator: Coordinator) -> None:
+    def _joined(self, response: dict, conn: BrokerConnection, coordinator: Node) -> None:
         code = as_error_code(response["error_code"])
         if code == ErrorCode.MEMBER_ID_REQUIRED:
             with self.lock:
@@ -410,7 +397,7 @@ class GroupMembership:
             self.request_timeout_s + self.session_timeout_ms / 1000,
         )
 
-    def _synced(self, response: dict, coordinator: Coordinator) -> None:
+    def _synced(self, response: dict, coordinator: Node) -> None:
         code = as_error_code(response["error_code"])
         self._raise_for_group_error("SyncGroup", code, coordinator)
         with self.lock:
@@ -424,7 +411,7 @@ class GroupMembership:
             self.changed.notify_all()
         self.hooks.on_join_complete(generation, response["assignment"])
 
-    def _raise_for_group_error(self, api: str, code: ErrorCode, coordinator: Coordinator) -> None:
+    def _raise_for_group_error(self, api: str, code: ErrorCode, coordinator: Node) -> None:
         if code == ErrorCode.NONE:
             return
         if code == ErrorCode.UNKNOWN_MEMBER_ID:

@@ -26,15 +26,14 @@ from concurrent.futures import Future
 from typing import NamedTuple
 
 from broker.client.connection import BrokerConnection
-from broker.client.group.consumer_protocol import TopicPartition
 from broker.client.group.errors import CommitFailedError
 from broker.client.group.membership import (
     NO_GENERATION,
     REDISCOVER,
-    Coordinator,
     Generation,
     GroupMembership,
 )
+from broker.cluster import Node, TopicPartition
 from broker.protocol.apis import OFFSET_COMMIT, OFFSET_FETCH
 from broker.protocol.errors import (
     ErrorCode,
@@ -64,7 +63,7 @@ CommitCallback = Callable[[dict[TopicPartition, OffsetAndMetadata], Exception | 
 
 class _InFlight(NamedTuple):
     conn: BrokerConnection
-    coordinator: Coordinator
+    coordinator: Node
     correlation_id: int
     offsets: dict[TopicPartition, OffsetAndMetadata]
     generation: Generation
@@ -181,7 +180,7 @@ class GroupOffsets:
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
 
-    def _check_commit(self, response: dict, coordinator: Coordinator, generation) -> None:
+    def _check_commit(self, response: dict, coordinator: Node, generation) -> None:
         """Raise for the first failed partition of an OffsetCommit answer."""
         for t in response["topics"]:
             for p in t["partitions"]:

@@ -37,7 +37,6 @@ from broker.client.group.consumer_protocol import (
     PROTOCOL_TYPE,
     Assignment,
     Subscription,
-    TopicPartition,
     decode_assignment,
     decode_subscription,
     encode_assignment,
@@ -45,6 +44,7 @@ from broker.client.group.consumer_protocol import (
 )
 from broker.client.group.membership import Generation, GroupMembership
 from broker.client.group.subscription import SubscriptionState
+from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.types import DecodeError
 

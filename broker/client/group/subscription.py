@@ -8,7 +8,7 @@ import enum
 import re
 from collections.abc import Iterable
 
-from broker.client.group.consumer_protocol import TopicPartition
+from broker.cluster import TopicPartition
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 

@@ -33,14 +33,13 @@ from broker.client.simple_consumer import FetchRequest, SimpleConsumer
 from broker.client.zk_consumer import zk_group
 from broker.client.zk_consumer.assignment import assign, thread_ids
 from broker.client.zk_consumer.config import parse_config
+from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode, KafkaError
 from broker.protocol.topic import topic_name_problem
 from broker.util.clock import now_ms
 from broker.zk import layout as z
 
 log = logging.getLogger(__name__)
-
-TopicPartition = tuple[str, int]
 
 
 class RebalanceFailedError(RuntimeError):

@@ -10,10 +10,11 @@ from collections.abc import Iterable, Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
+from broker.cluster import BrokerRegistration
 from broker.zk import layout as z
 
 
-def read_registrations(client: KazooClient) -> dict[int, z.BrokerRegistration]:
+def read_registrations(client: KazooClient) -> dict[int, BrokerRegistration]:
     """The registered brokers (`/brokers/ids`), each with its creation zxid as `epoch`."""
     try:
         children = client.get_children(z.BROKER_IDS)

@@ -7,7 +7,7 @@ a single broker has nowhere to move anything."""
 
 from __future__ import annotations
 
-from broker.controller.controller import NotController
+from broker.cluster import NotController
 from broker.protocol.apis import ALTER_PARTITION_REASSIGNMENTS_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler, run_async

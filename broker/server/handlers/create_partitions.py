@@ -6,12 +6,12 @@ other partitions: that is the user's to weigh, as in Kafka."""
 
 from __future__ import annotations
 
+from broker.cluster import TopicError
 from broker.protocol.apis import CREATE_PARTITIONS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
-from broker.server.modes.topic_admin import TopicError
 
 
 def handle(broker, request, body: dict):

@@ -6,12 +6,12 @@ broker's defaults; `assignments` choose the replicas."""
 
 from __future__ import annotations
 
+from broker.cluster import TopicError, TopicSpec
 from broker.protocol.apis import CREATE_TOPICS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
-from broker.server.modes.topic_admin import TopicError, TopicSpec
 
 
 def handle(broker, request, body: dict):

@@ -4,12 +4,12 @@ it, at most `timeout_ms` (then REQUEST_TIMED_OUT: the deletion goes on)."""
 
 from __future__ import annotations
 
+from broker.cluster import TopicError
 from broker.protocol.apis import DELETE_TOPICS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.handlers.base import ApiHandler, run_async
-from broker.server.modes.topic_admin import TopicError
 
 
 def handle(broker, request, body: dict):

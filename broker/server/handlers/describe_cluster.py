@@ -18,11 +18,11 @@ def handle(broker, request, body: dict) -> dict:
     if body["endpoint_type"] != BROKER_ENDPOINTS:
         return error_response(body, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
     brokers = []
-    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id):
+    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id):
         address = b.address(request.session.listener)
         if address is not None:
             brokers.append(
-                {"broker_id": b.node_id, "host": address[0], "port": address[1], "rack": b.rack}
+                {"broker_id": b.broker_id, "host": address[0], "port": address[1], "rack": b.rack}
             )
     return {
         "throttle_time_ms": 0,

@@ -7,7 +7,7 @@ means all of them, and the answer then leaves out those that needed nothing."""
 
 from __future__ import annotations
 
-from broker.controller.controller import NotController
+from broker.cluster import NotController
 from broker.protocol.apis import ELECT_LEADERS_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler, run_async

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import logging
 
+from broker.cluster import TopicSpec
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from broker.protocol.apis import FIND_COORDINATOR_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
 from broker.server.handlers.base import ApiHandler
-from broker.server.modes.topic_admin import TopicSpec
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def _find(broker, request, key: str, key_type: int) -> dict:
     host, port = address
     return {
         "key": key,
-        "node_id": leader.node_id,
+        "node_id": leader.broker_id,
         "host": host,
         "port": port,
         "error_code": ErrorCode.NONE,

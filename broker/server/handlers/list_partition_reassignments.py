@@ -4,7 +4,7 @@ controller (NOT_CONTROLLER elsewhere); a single broker never has any."""
 
 from __future__ import annotations
 
-from broker.controller.controller import NotController
+from broker.cluster import NotController
 from broker.protocol.apis import LIST_PARTITION_REASSIGNMENTS_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler

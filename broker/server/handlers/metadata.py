@@ -61,10 +61,10 @@ def _partition_entry(broker, p, listener: str) -> dict:
 def _brokers(broker, listener: str) -> list[dict]:
     """The live brokers with an endpoint on the listener the request came in on."""
     found = []
-    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.node_id):
+    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id):
         address = b.address(listener)
         if address is not None:
-            found.append({"node_id": b.node_id, "host": address[0], "port": address[1],
+            found.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
                           "rack": b.rack})  # fmt: skip
     return found
 

@@ -4,26 +4,23 @@ broker) it is refused and changes nothing."""
 
 from __future__ import annotations
 
+from broker.cluster import SECURITY_PROTOCOL_NAMES, BrokerRegistration, Endpoint
 from broker.protocol.apis import UPDATE_METADATA_API
 from broker.protocol.errors import ErrorCode
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.leader_and_isr import check_controller
-from broker.server.metadata import BrokerEndpoint, PartitionState
+from broker.server.metadata import PartitionState
 
 
 def handle(broker, request, body: dict) -> dict:
     refused = check_controller(broker, body)
     if refused is not None:
         return error_response(body, refused)
-    listener = broker.config.inter_broker_listener
-    brokers = []
-    for live in body["live_brokers"]:
-        endpoints = tuple((e["listener"], e["host"], e["port"]) for e in live["endpoints"])
-        if not endpoints:
-            continue
-        # The default address is the inter-broker listener's (any listener otherwise).
-        _, host, port = next((e for e in endpoints if e[0] == listener), endpoints[0])
-        brokers.append(BrokerEndpoint(live["id"], host, port, live["rack"], endpoints))
+    brokers = [
+        BrokerRegistration(live["id"], endpoints, live["rack"])
+        for live in body["live_brokers"]
+        if (endpoints := tuple(_endpoint(e) for e in live["endpoints"]))
+    ]
     partitions = [
         PartitionState(
             topic["topic_name"],
@@ -48,3 +45,9 @@ def error_response(body: dict, code: ErrorCode) -> dict:
 
 
 HANDLER = ApiHandler(UPDATE_METADATA_API, handle, error_response)
+
+
+def _endpoint(e: dict) -> Endpoint:
+    # An id no Kafka release uses is kept as its number: only the address is served.
+    protocol = SECURITY_PROTOCOL_NAMES.get(e["security_protocol"], str(e["security_protocol"]))
+    return Endpoint(e["listener"], e["host"], e["port"], protocol)

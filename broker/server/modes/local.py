@@ -16,18 +16,14 @@ import json
 import logging
 from pathlib import Path
 
+from broker.cluster import LEADER_DURING_DELETE, BrokerRegistration, TopicError, TopicSpec
 from broker.config.definition import ConfigError
 from broker.protocol.errors import ErrorCode
 from broker.security.credentials import Credentials
 from broker.security.user_scram import scram_entries, stored_configs
 from broker.server.dynamic_config import ResourceType
-from broker.server.metadata import (
-    LEADER_DURING_DELETE,
-    BrokerEndpoint,
-    MetadataCache,
-    PartitionState,
-)
-from broker.server.modes.topic_admin import TopicAdmin, TopicError, TopicSpec
+from broker.server.metadata import MetadataCache, PartitionState
+from broker.server.modes.topic_admin import TopicAdmin
 from broker.server.partition import Leadership
 from broker.server.replica_manager import PartitionDecision, ReplicaManager
 from broker.server.topic_config import TopicConfigs
@@ -81,12 +77,12 @@ class LocalController(TopicAdmin):
         self._configs_path = log_dir / TOPIC_CONFIGS_FILE
         self._broker_configs_path = log_dir / BROKER_CONFIGS_FILE
 
-    def start(self, endpoint: BrokerEndpoint) -> None:
+    def start(self, registration: BrokerRegistration) -> None:
         """This broker is live and leads every partition found on disk."""
         # No other controller may ever direct a single broker: every LeaderAndIsr,
         # UpdateMetadata or StopReplica that reaches it is from a stale epoch.
         self.replicas.controller_epoch = 2**31 - 1
-        self.metadata.update(self.broker_id, LOCAL_CONTROLLER_EPOCH, [endpoint], [])
+        self.metadata.update(self.broker_id, LOCAL_CONTROLLER_EPOCH, [registration], [])
         by_topic: dict[str, list[int]] = {}
         for topic, index in sorted(self.replicas.partitions):
             by_topic.setdefault(topic, []).append(index)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr
 from broker.config.server import BrokerConfig
 from broker.controller.controller import AutoRebalance, Controller
 from broker.inter_broker import NodeClient
@@ -65,7 +66,7 @@ class ClusterMembership:
             connection_timeout_ms=config["zookeeper.connection.timeout.ms"],
         )
         self.broker_epoch = -1  # the czxid of our registration
-        self.registration: z.BrokerRegistration | None = None
+        self.registration: BrokerRegistration | None = None
         self.controller: Controller | None = None
         self.config_changes: ConfigChangeListener | None = None
         self.ctx = None
@@ -183,8 +184,8 @@ class ClusterMembership:
         return task
 
     # -- joining ------------------------------------------------------------------------------
-    async def start(self, endpoints: tuple[z.Endpoint, ...]) -> None:
-        self.registration = z.BrokerRegistration(
+    async def start(self, endpoints: tuple[Endpoint, ...]) -> None:
+        self.registration = BrokerRegistration(
             self.broker_id, endpoints, self.config["broker.rack"], now_ms()
         )
         await self.config_changes.start()
@@ -287,7 +288,7 @@ class ClusterMembership:
     ) -> None:
         tp = (partition.topic, partition.index)
         path = z.partition_state_path(*tp)
-        state = z.LeaderAndIsr(self.broker_id, epoch, isr, partition.controller_epoch, version)
+        state = LeaderAndIsr(self.broker_id, epoch, isr, partition.controller_epoch, version)
         try:
             stat = await self.zk.set(path, z.encode_partition_state(state), version)
         except BadVersionError:

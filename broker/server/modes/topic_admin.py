@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from dataclasses import dataclass
 
+from broker.cluster import TopicError, TopicSpec
 from broker.config.definition import ConfigError
 from broker.controller.placement import PlacementError, assign_replicas
 from broker.protocol.errors import ErrorCode
@@ -23,43 +23,11 @@ from broker.server.metadata import MetadataCache
 from broker.server.topic_config import TopicConfigs, apply_overrides
 
 
-class TopicError(Exception):
-    """Why a topic operation was refused: a Kafka error code and a message for the client."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
 def check_topic_name(name: str) -> None:
     problem = topic_name_problem(name)
     if problem is not None:
         raise TopicError(
             ErrorCode.INVALID_TOPIC_EXCEPTION, f"Topic name {name!r} is illegal: {problem}"
-        )
-
-
-@dataclass(frozen=True)
-class TopicSpec:
-    """One topic of a CreateTopics request (-1: the broker's default)."""
-
-    name: str
-    partitions: int = -1
-    replication_factor: int = -1
-    # Replicas per partition chosen by the client, or None to let placement choose.
-    assignment: dict[int, list[int]] | None = None
-    configs: dict[str, str] | None = None
-
-    @classmethod
-    def from_request(cls, topic: dict) -> TopicSpec:
-        assignment = {a["partition_index"]: list(a["broker_ids"]) for a in topic["assignments"]}
-        return cls(
-            topic["name"],
-            topic["num_partitions"],
-            topic["replication_factor"],
-            assignment or None,
-            {c["name"]: c["value"] for c in topic["configs"]},
         )
 
 
@@ -91,7 +59,7 @@ class TopicAdmin:
         except ConfigError as exc:
             raise TopicError(ErrorCode.INVALID_CONFIG, str(exc)) from None
         if brokers is None:
-            brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
+            brokers = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
         if spec.assignment is not None:
             return self._check_assignment(spec, brokers)
         partitions = self.default_partitions if spec.partitions == -1 else spec.partitions
@@ -176,7 +144,7 @@ class TopicAdmin:
                 f"equal to the requested {count}.",
             )
         if brokers is None:
-            brokers = {b.node_id: b.rack for b in self.metadata.brokers.values()}
+            brokers = {b.broker_id: b.rack for b in self.metadata.brokers.values()}
         factor = len(current[min(current)])
         first = len(current)
         added = count - first

@@ -17,11 +17,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Coroutine
 
+from broker.cluster import TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
 from broker.security.user_scram import desanitize_user, sanitize_user
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
-from broker.server.modes.topic_admin import TopicAdmin, TopicError, TopicSpec
+from broker.server.modes.topic_admin import TopicAdmin
 from broker.server.topic_config import TopicConfigs
 from broker.zk import layout as z
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient

@@ -11,7 +11,8 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable
 
-from broker.client.group.consumer_protocol import Assignment, Subscription, TopicPartition
+from broker.client.group.consumer_protocol import Assignment, Subscription
+from broker.cluster import TopicPartition
 
 
 class RebalanceProtocol(enum.IntEnum):

@@ -4,7 +4,8 @@ subscribed to it, the first members one partition more when they do not divide e
 from __future__ import annotations
 
 from broker.client.group.assignors.base import Assignor, member_order
-from broker.client.group.consumer_protocol import Subscription, TopicPartition
+from broker.client.group.consumer_protocol import Subscription
+from broker.cluster import TopicPartition
 
 
 class RangeAssignor(Assignor):

@@ -4,7 +4,8 @@ then partition) dealt to the members in turn, skipping members not subscribed to
 from __future__ import annotations
 
 from broker.client.group.assignors.base import Assignor, member_order, subscribed_partitions
-from broker.client.group.consumer_protocol import Subscription, TopicPartition
+from broker.client.group.consumer_protocol import Subscription
+from broker.cluster import TopicPartition
 
 
 class RoundRobinAssignor(Assignor):

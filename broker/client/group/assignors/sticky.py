@@ -42,10 +42,10 @@ from broker.client.group.assignors.base import (
 from broker.client.group.consumer_protocol import (
     Assignment,
     Subscription,
-    TopicPartition,
     flatten,
     group_by_topic,
 )
+from broker.cluster import TopicPartition
 from broker.protocol.codec import compile_struct
 from broker.protocol.types import INT32, STRING, Array, DecodeError, Reader, Struct, Writer
 from broker.protocol.types import Field as F
