@@ -34,10 +34,10 @@ from broker.security.user_scram import (
     scram_entries,
     stored_configs,
 )
-from broker.server.modes.zk_topic_admin import read_user_configs, user_entity, write_entity_config
 from broker.tools.admin_command import CommandError
 from broker.tools.output import Output
 from broker.zk.client import ZkClient
+from broker.zk.config_entities import read_user_configs, user_entity, write_entity_config
 
 Change = UserScramCredentialUpsertion | UserScramCredentialDeletion
 

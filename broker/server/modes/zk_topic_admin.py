@@ -9,7 +9,8 @@ Changing a config (AlterConfigs) writes the entity's znode (`/config/topics/<t>`
 `/config/brokers/<id>` or `/config/brokers/<default>`) and then a change notification
 `/config/changes/config_change_<seq>`, which every broker follows (config_changes.py).
 SCRAM credentials (AlterUserScramCredentials, or the configs tool's --zookeeper) are the
-config entity `/config/users/<user>`, written and announced the same way.
+config entity `/config/users/<user>`, written and announced the same way
+(broker/zk/config_entities.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from collections.abc import Callable, Coroutine
 
 from broker.cluster import TopicError, TopicSpec
 from broker.protocol.errors import ErrorCode
-from broker.security.user_scram import desanitize_user, sanitize_user
 from broker.server.dynamic_config import ResourceType
 from broker.server.metadata import MetadataCache
 from broker.server.modes.topic_admin import TopicAdmin
 from broker.server.topic_config import TopicConfigs
 from broker.zk import layout as z
 from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.zk.config_entities import read_user_configs, user_entity, write_entity_config
 
 log = logging.getLogger(__name__)
 
@@ -189,46 +190,6 @@ class ZkTopicAdmin(TopicAdmin):
                 self._auto_creating.discard(name)
 
         self.spawn(create())
-
-
-async def write_entity_config(zk: ZkClient, entity_path: str, config: dict[str, str]) -> None:
-    """Store a config entity's map (`topics/<t>`, `brokers/<id>`, `users/<u>`), then the
-    change notification every broker follows."""
-    path = z.config_path(entity_path)
-    data = z.encode_topic_config(config)
-    try:
-        await zk.set(path, data)
-    except NoNodeError:
-        try:
-            await zk.create(path, data, makepath=True)
-        except NodeExistsError:  # another broker created it meanwhile: ours is newer
-            await zk.set(path, data)
-    await zk.create(
-        f"{z.CONFIG_CHANGES}/{z.CONFIG_CHANGE_PREFIX}",
-        z.encode_config_change(entity_path),
-        sequence=True,
-        makepath=True,
-    )
-    # Never the values: a user's entity holds credentials.
-    log.info("config of %s written: keys %s", entity_path, sorted(config))
-
-
-def user_entity(user: str) -> str:
-    return f"users/{sanitize_user(user)}"
-
-
-async def read_user_configs(zk: ZkClient, users: list[str] | None) -> dict[str, dict[str, str]]:
-    """The stored config maps of `users` (None: every user with an entity); users with
-    none are left out."""
-    if users is None:
-        users = [desanitize_user(c) for c in await zk.get_children(z.CONFIG_USERS) or []]
-    found = {}
-    for user in users:
-        entity = user_entity(user)
-        data = await zk.get(z.config_path(entity))
-        if data is not None:
-            found[user] = z.decode_config(entity, data[0])
-    return found
 
 
 def _entity_type(resource: ResourceType) -> str:
