@@ -11,19 +11,21 @@ from broker.protocol.apis import CREATE_PARTITIONS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
     refused = {
         t["name"]
         for t in body["topics"]
-        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t["name"])
+        if not allowed(ctx, request, Operation.ALTER, ResourceType.TOPIC, t["name"])
     }
-    return run_async(broker, _create(broker, body, refused))
+    return run_async(ctx, _create(ctx, body, refused))
 
 
-async def _create(broker, body: dict, refused: set[str]) -> dict:
+async def _create(ctx: BrokerContext, body: dict, refused: set[str]) -> dict:
     names = [t["name"] for t in body["topics"]]
     duplicated = {n for n in names if names.count(n) > 1} | refused
     asked = [
@@ -35,7 +37,7 @@ async def _create(broker, body: dict, refused: set[str]) -> dict:
         for t in body["topics"]
         if t["name"] not in duplicated
     ]
-    outcome = await broker.admin.create_partitions(asked, body["validate_only"])
+    outcome = await ctx.admin.create_partitions(asked, body["validate_only"])
     for name in duplicated - refused:
         outcome[name] = TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {name}")
     for name in refused:
@@ -46,11 +48,11 @@ async def _create(broker, body: dict, refused: set[str]) -> dict:
     if created and not body["validate_only"] and body["timeout_ms"] > 0:
 
         def done(topic: str) -> bool:
-            return broker.metadata.partition_count(topic) >= counts[topic] and (
-                broker.metadata.has_leaders(topic)
+            return ctx.metadata.partition_count(topic) >= counts[topic] and (
+                ctx.metadata.has_leaders(topic)
             )
 
-        timed_out = await broker.admin.wait_until(created, done, body["timeout_ms"])
+        timed_out = await ctx.admin.wait_until(created, done, body["timeout_ms"])
     results = []
     for name in dict.fromkeys(names):
         error = outcome.get(name)
