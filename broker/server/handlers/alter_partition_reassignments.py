@@ -11,6 +11,7 @@ from broker.controller.controller import NotController
 from broker.protocol.apis import ALTER_PARTITION_REASSIGNMENTS_API
 from broker.protocol.errors import ErrorCode
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import by_topic
 from broker.server.handlers.base import Answer, ApiHandler, run_async
 from broker.server.request import RequestContext
 
@@ -38,16 +39,18 @@ async def _alter(controller, body: dict, asked: dict) -> dict:
         results = await controller.alter_reassignments(asked)
     except NotController:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "error_code": code, "error_message": message}
-        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        "responses": by_topic(
+            results,
+            lambda partition, result: {
+                "partition_index": partition,
+                "error_code": result[0],
+                "error_message": result[1],
+            },
+        ),
     }
 
 

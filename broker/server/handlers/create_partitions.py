@@ -12,6 +12,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import topic_results
 from broker.server.handlers.base import ApiHandler, Delayed, run_async
 from broker.server.request import RequestContext
 
@@ -53,31 +54,19 @@ async def _create(ctx: BrokerContext, body: dict, refused: set[str]) -> dict:
             )
 
         timed_out = await ctx.admin.wait_until(created, done, body["timeout_ms"])
-    results = []
-    for name in dict.fromkeys(names):
-        error = outcome.get(name)
-        if error is None and name in timed_out:
-            error = TopicError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"The partitions of '{name}' are being created; their leaders were not "
-                f"elected within {body['timeout_ms']} ms.",
-            )
-        results.append(
-            {
-                "name": name,
-                "error_code": error.code if error else ErrorCode.NONE,
-                "error_message": error.message if error else None,
-            }
+    for name in timed_out:
+        outcome[name] = TopicError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"The partitions of '{name}' are being created; their leaders were not "
+            f"elected within {body['timeout_ms']} ms.",
         )
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": topic_results(dict.fromkeys(names), outcome)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "results": [
-            {"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]
-        ],
+        "results": topic_results([t["name"] for t in body["topics"]], {}, code),
     }
 
 

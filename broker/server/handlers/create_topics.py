@@ -12,6 +12,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import topic_results
 from broker.server.handlers.base import ApiHandler, Delayed, run_async
 from broker.server.request import RequestContext
 
@@ -57,31 +58,19 @@ async def _create(
         timed_out = await ctx.admin.wait_until(
             created, ctx.metadata.has_leaders, body["timeout_ms"]
         )
-    results = []
-    for spec in specs:
-        error: TopicError | None = outcome.get(spec.name)
-        if error is None and spec.name in timed_out:
-            error = TopicError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"Topic '{spec.name}' is being created; its leaders were not elected within "
-                f"{body['timeout_ms']} ms.",
-            )
-        results.append(
-            {
-                "name": spec.name,
-                "error_code": error.code if error else ErrorCode.NONE,
-                "error_message": error.message if error else None,
-            }
+    for name in timed_out:
+        outcome[name] = TopicError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"Topic '{name}' is being created; its leaders were not elected within "
+            f"{body['timeout_ms']} ms.",
         )
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": 0, "topics": topic_results([s.name for s in specs], outcome)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]
-        ],
+        "topics": topic_results([t["name"] for t in body["topics"]], {}, code),
     }
 
 

@@ -11,6 +11,7 @@ from broker.controller.controller import NotController
 from broker.protocol.apis import ELECT_LEADERS_API
 from broker.protocol.errors import ErrorCode
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import by_topic
 from broker.server.handlers.base import Answer, ApiHandler, run_async
 from broker.server.request import RequestContext
 
@@ -57,17 +58,19 @@ async def _elect(controller, body, asked, unclean: bool) -> dict:
 def _body(body: dict, results: dict) -> dict:
     if body["topic_partitions"] is None:
         results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
-        by_topic.setdefault(topic, []).append(
-            {"partition_id": partition, "error_code": code, "error_message": message}
-        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
-        "replica_election_results": [
-            {"topic": t, "partition_result": ps} for t, ps in by_topic.items()
-        ],
+        "replica_election_results": by_topic(
+            results,
+            lambda partition, result: {
+                "partition_id": partition,
+                "error_code": result[0],
+                "error_message": result[1],
+            },
+            topic_key="topic",
+            partitions_key="partition_result",
+        ),
     }
 
 

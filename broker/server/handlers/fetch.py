@@ -17,6 +17,7 @@ from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import (
     Answer,
     ApiHandler,
@@ -52,17 +53,10 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     refused = _refused_topics(ctx, request, body)
     if not refused:
         return _fetch(ctx, request, body)
-    entries = [
-        {
-            "topic": t["topic"],
-            "partitions": [
-                _empty(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                for p in t["partitions"]
-            ],
-        }
-        for t in body["topics"]
-        if t["topic"] in refused
-    ]
+    entries = error_response(
+        {"topics": [t for t in body["topics"] if t["topic"] in refused]},
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )["responses"]
     rest = [t for t in body["topics"] if t["topic"] not in refused]
     if not rest:
         return {**error_response({"topics": []}, ErrorCode.NONE), "responses": entries}
@@ -249,13 +243,9 @@ def error_response(body: dict, code: ErrorCode) -> dict:
         "throttle_time_ms": 0,
         "error_code": code,
         "session_id": 0,
-        "responses": [
-            {
-                "topic": t["topic"],
-                "partitions": [_empty(p["partition"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "responses": per_partition(
+            body["topics"], lambda _, p: _empty(p["partition"], code), "topic"
+        ),
     }
 
 

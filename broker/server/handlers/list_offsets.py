@@ -12,6 +12,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
 from broker.server.request import RequestContext
 
@@ -67,33 +68,23 @@ def _partition(ctx: BrokerContext, topic: str, req: dict, replica_id: int) -> di
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
-    topics = []
-    for t in body["topics"]:
-        refused = refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
-        topics.append(
-            {
-                "name": t["name"],
-                "partitions": [
-                    _answer(p["partition_index"], refused)
-                    if refused
-                    else _partition(ctx, t["name"], p, body["replica_id"])
-                    for p in t["partitions"]
-                ],
-            }
-        )
-    return {"throttle_time_ms": 0, "topics": topics}
+    refused = {
+        t["name"]: refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
+        for t in body["topics"]
+    }
+
+    def answer(topic: str, p: dict) -> dict:
+        if refused[topic]:
+            return _answer(p["partition_index"], refused[topic])
+        return _partition(ctx, topic, p, body["replica_id"])
+
+    return {"throttle_time_ms": 0, "topics": per_partition(body["topics"], answer)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [_answer(p["partition_index"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "topics": per_partition(body["topics"], lambda _, p: _answer(p["partition_index"], code)),
     }
 
 

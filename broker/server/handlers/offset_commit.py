@@ -12,6 +12,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_partitions
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import partition_errors
 from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 from broker.server.request import RequestContext
@@ -50,22 +51,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
 
 
 def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[(topic["name"], p["partition_index"])],
-                    }
-                    for p in topic["partitions"]
-                ],
-            }
-            for topic in body["topics"]
-        ],
-    }
+    return {"throttle_time_ms": 0, "topics": partition_errors(body["topics"], errors)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

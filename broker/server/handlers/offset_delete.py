@@ -8,6 +8,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_partitions
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import partition_errors
 from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
 from broker.server.request import RequestContext
@@ -36,19 +37,7 @@ def _body(body: dict, code: ErrorCode, errors: dict[tuple[str, int], ErrorCode])
     return {
         "error_code": ErrorCode.NONE,
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[(t["name"], p["partition_index"])],
-                    }
-                    for p in t["partitions"]
-                ],
-            }
-            for t in body["topics"]
-        ],
+        "topics": partition_errors(body["topics"], errors),
     }
 
 

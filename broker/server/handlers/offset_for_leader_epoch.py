@@ -22,6 +22,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_code
 from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
 from broker.server.request import RequestContext
 
@@ -54,33 +55,27 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     # As Kafka: CLUSTER_ACTION (a follower) may ask about any topic, others need DESCRIBE
     # on each (KIP-320 consumers).
     any_topic = allowed(ctx, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-    topics = []
-    for t in body["topics"]:
-        refused = ErrorCode.NONE
-        if not any_topic:
-            refused = refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"])
-        topics.append(
-            {
-                "topic": t["topic"],
-                "partitions": [
-                    _answer(p["partition"], refused) if refused else _partition(ctx, t["topic"], p)
-                    for p in t["partitions"]
-                ],
-            }
-        )
-    return {"throttle_time_ms": 0, "topics": topics}
+    refused = {
+        t["topic"]: ErrorCode.NONE
+        if any_topic
+        else refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"])
+        for t in body["topics"]
+    }
+
+    def answer(topic: str, p: dict) -> dict:
+        if refused[topic]:
+            return _answer(p["partition"], refused[topic])
+        return _partition(ctx, topic, p)
+
+    return {"throttle_time_ms": 0, "topics": per_partition(body["topics"], answer, "topic")}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "topic": t["topic"],
-                "partitions": [_answer(p["partition"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "topics": per_partition(
+            body["topics"], lambda _, p: _answer(p["partition"], code), "topic"
+        ),
     }
 
 
