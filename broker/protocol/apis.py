@@ -1,8 +1,10 @@
 """Request and response declarations of every API the broker speaks.
 
-Each API is declared once, as data, with Kafka's field names in snake_case and
-Kafka's version ranges (facts from apache/kafka's
-`clients/src/main/resources/common/message/<Name>{Request,Response}.json`).
+Each API is declared once, as data: one `<NAME>_API = Api(key, name, ...)` with Kafka's
+API key and name, field names in snake_case and Kafka's version ranges (facts from
+apache/kafka's `clients/src/main/resources/common/message/<Name>{Request,Response}.json`).
+Everything else about the set of APIs is derived from those declarations at the end of
+this module: `API_BY_KEY`, `ApiKey` and the key constants (`PRODUCE`, `FETCH`, ...).
 Only fields that exist somewhere in our version range are declared; to support a
 newer version, raise `max_version` and add the fields that version introduces
 (see README.md). `min_version`/`max_version` are the ranges we advertise, or will once the
@@ -30,91 +32,6 @@ from .types import (
 from .types import Field as F
 
 
-class ApiKey(enum.IntEnum):
-    PRODUCE = 0
-    FETCH = 1
-    LIST_OFFSETS = 2
-    METADATA = 3
-    LEADER_AND_ISR = 4
-    STOP_REPLICA = 5
-    UPDATE_METADATA = 6
-    CONTROLLED_SHUTDOWN = 7
-    OFFSET_COMMIT = 8
-    OFFSET_FETCH = 9
-    FIND_COORDINATOR = 10
-    JOIN_GROUP = 11
-    HEARTBEAT = 12
-    LEAVE_GROUP = 13
-    SYNC_GROUP = 14
-    DESCRIBE_GROUPS = 15
-    LIST_GROUPS = 16
-    SASL_HANDSHAKE = 17
-    API_VERSIONS = 18
-    CREATE_TOPICS = 19
-    DELETE_TOPICS = 20
-    INIT_PRODUCER_ID = 22
-    OFFSET_FOR_LEADER_EPOCH = 23
-    DESCRIBE_CONFIGS = 32
-    ALTER_CONFIGS = 33
-    SASL_AUTHENTICATE = 36
-    CREATE_PARTITIONS = 37
-    DELETE_GROUPS = 42
-    ELECT_LEADERS = 43
-    INCREMENTAL_ALTER_CONFIGS = 44
-    OFFSET_DELETE = 47
-    DESCRIBE_CLUSTER = 60
-    DESCRIBE_LOG_DIRS = 35
-    ALTER_PARTITION_REASSIGNMENTS = 45
-    LIST_PARTITION_REASSIGNMENTS = 46
-    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
-    ALTER_USER_SCRAM_CREDENTIALS = 51
-    DESCRIBE_ACLS = 29
-    CREATE_ACLS = 30
-    DELETE_ACLS = 31
-
-
-PRODUCE = ApiKey.PRODUCE
-FETCH = ApiKey.FETCH
-LIST_OFFSETS = ApiKey.LIST_OFFSETS
-METADATA = ApiKey.METADATA
-LEADER_AND_ISR = ApiKey.LEADER_AND_ISR
-STOP_REPLICA = ApiKey.STOP_REPLICA
-UPDATE_METADATA = ApiKey.UPDATE_METADATA
-CONTROLLED_SHUTDOWN = ApiKey.CONTROLLED_SHUTDOWN
-OFFSET_COMMIT = ApiKey.OFFSET_COMMIT
-OFFSET_FETCH = ApiKey.OFFSET_FETCH
-FIND_COORDINATOR = ApiKey.FIND_COORDINATOR
-JOIN_GROUP = ApiKey.JOIN_GROUP
-HEARTBEAT = ApiKey.HEARTBEAT
-LEAVE_GROUP = ApiKey.LEAVE_GROUP
-SYNC_GROUP = ApiKey.SYNC_GROUP
-DESCRIBE_GROUPS = ApiKey.DESCRIBE_GROUPS
-LIST_GROUPS = ApiKey.LIST_GROUPS
-SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
-API_VERSIONS = ApiKey.API_VERSIONS
-CREATE_TOPICS = ApiKey.CREATE_TOPICS
-DELETE_TOPICS = ApiKey.DELETE_TOPICS
-INIT_PRODUCER_ID = ApiKey.INIT_PRODUCER_ID
-OFFSET_FOR_LEADER_EPOCH = ApiKey.OFFSET_FOR_LEADER_EPOCH
-DESCRIBE_CONFIGS = ApiKey.DESCRIBE_CONFIGS
-ALTER_CONFIGS = ApiKey.ALTER_CONFIGS
-SASL_AUTHENTICATE = ApiKey.SASL_AUTHENTICATE
-CREATE_PARTITIONS = ApiKey.CREATE_PARTITIONS
-DELETE_GROUPS = ApiKey.DELETE_GROUPS
-ELECT_LEADERS = ApiKey.ELECT_LEADERS
-INCREMENTAL_ALTER_CONFIGS = ApiKey.INCREMENTAL_ALTER_CONFIGS
-OFFSET_DELETE = ApiKey.OFFSET_DELETE
-DESCRIBE_CLUSTER = ApiKey.DESCRIBE_CLUSTER
-DESCRIBE_LOG_DIRS = ApiKey.DESCRIBE_LOG_DIRS
-ALTER_PARTITION_REASSIGNMENTS = ApiKey.ALTER_PARTITION_REASSIGNMENTS
-LIST_PARTITION_REASSIGNMENTS = ApiKey.LIST_PARTITION_REASSIGNMENTS
-DESCRIBE_USER_SCRAM_CREDENTIALS = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
-ALTER_USER_SCRAM_CREDENTIALS = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
-DESCRIBE_ACLS = ApiKey.DESCRIBE_ACLS
-CREATE_ACLS = ApiKey.CREATE_ACLS
-DELETE_ACLS = ApiKey.DELETE_ACLS
-
-
 @dataclass(frozen=True, eq=False)
 class Api:
     key: int
@@ -131,6 +48,11 @@ class Api:
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
+    @property
+    def constant(self) -> str:
+        """The name in upper snake case, as `ApiKey` spells it: LeaderAndIsr -> LEADER_AND_ISR."""
+        return "".join(f"_{c}" if c.isupper() and i else c for i, c in enumerate(self.name)).upper()
+
 
 # throttle_time_ms from v1 on, which most responses start with.
 THROTTLE_1 = F("throttle_time_ms", INT32, "1+")
@@ -139,7 +61,7 @@ THROTTLE_1 = F("throttle_time_ms", INT32, "1+")
 # fmt: off
 
 PRODUCE_API = Api(
-    PRODUCE, "Produce", 0, 8, 9,
+    0, "Produce", 0, 8, 9,
     request=Struct(
         F("transactional_id", STRING, "3+", nullable="3+", default=None),
         F("acks", INT16),
@@ -173,7 +95,7 @@ PRODUCE_API = Api(
 )
 
 FETCH_API = Api(
-    FETCH, "Fetch", 4, 11, 12,
+    1, "Fetch", 4, 11, 12,
     request=Struct(
         F("replica_id", INT32, "0-14", default=-1),
         F("max_wait_ms", INT32),
@@ -222,7 +144,7 @@ FETCH_API = Api(
 )
 
 LIST_OFFSETS_API = Api(
-    LIST_OFFSETS, "ListOffsets", 1, 7, 6,
+    2, "ListOffsets", 1, 7, 6,
     request=Struct(
         F("replica_id", INT32),
         F("isolation_level", INT8, "2+"),
@@ -251,7 +173,7 @@ LIST_OFFSETS_API = Api(
 )
 
 METADATA_API = Api(
-    METADATA, "Metadata", 0, 9, 9,
+    3, "Metadata", 0, 9, 9,
     request=Struct(
         # v0 has no null: an empty list there means "all topics", as null does from v1.
         F("topics", Array(Struct(F("name", STRING))), nullable="1+"),
@@ -289,7 +211,7 @@ METADATA_API = Api(
 )
 
 OFFSET_COMMIT_API = Api(
-    OFFSET_COMMIT, "OffsetCommit", 2, 8, 8,
+    8, "OffsetCommit", 2, 8, 8,
     request=Struct(
         F("group_id", STRING),
         F("generation_id_or_member_epoch", INT32, "1+", default=-1),
@@ -319,7 +241,7 @@ OFFSET_COMMIT_API = Api(
 )
 
 OFFSET_FETCH_API = Api(
-    OFFSET_FETCH, "OffsetFetch", 1, 7, 6,
+    9, "OffsetFetch", 1, 7, 6,
     request=Struct(
         F("group_id", STRING, "0-7"),
         # null (v2+) asks for every partition the group has committed.
@@ -346,7 +268,7 @@ OFFSET_FETCH_API = Api(
 )
 
 FIND_COORDINATOR_API = Api(
-    FIND_COORDINATOR, "FindCoordinator", 0, 4, 3,
+    10, "FindCoordinator", 0, 4, 3,
     request=Struct(
         F("key", STRING, "0-3"),
         F("key_type", INT8, "1+", default=0),
@@ -372,7 +294,7 @@ FIND_COORDINATOR_API = Api(
 )
 
 JOIN_GROUP_API = Api(
-    JOIN_GROUP, "JoinGroup", 0, 7, 6,
+    11, "JoinGroup", 0, 7, 6,
     request=Struct(
         F("group_id", STRING),
         F("session_timeout_ms", INT32),
@@ -403,7 +325,7 @@ JOIN_GROUP_API = Api(
 )
 
 HEARTBEAT_API = Api(
-    HEARTBEAT, "Heartbeat", 0, 4, 4,
+    12, "Heartbeat", 0, 4, 4,
     request=Struct(
         F("group_id", STRING),
         F("generation_id", INT32),
@@ -417,7 +339,7 @@ HEARTBEAT_API = Api(
 )
 
 LEAVE_GROUP_API = Api(
-    LEAVE_GROUP, "LeaveGroup", 0, 5, 4,
+    13, "LeaveGroup", 0, 5, 4,
     request=Struct(
         F("group_id", STRING),
         F("member_id", STRING, "0-2"),
@@ -440,7 +362,7 @@ LEAVE_GROUP_API = Api(
 )
 
 SYNC_GROUP_API = Api(
-    SYNC_GROUP, "SyncGroup", 0, 5, 4,
+    14, "SyncGroup", 0, 5, 4,
     request=Struct(
         F("group_id", STRING),
         F("generation_id", INT32),
@@ -463,7 +385,7 @@ SYNC_GROUP_API = Api(
 )
 
 DESCRIBE_GROUPS_API = Api(
-    DESCRIBE_GROUPS, "DescribeGroups", 0, 5, 5,
+    15, "DescribeGroups", 0, 5, 5,
     request=Struct(
         F("groups", Array(STRING)),
         F("include_authorized_operations", BOOL, "3+", default=False),
@@ -491,7 +413,7 @@ DESCRIBE_GROUPS_API = Api(
 )
 
 LIST_GROUPS_API = Api(
-    LIST_GROUPS, "ListGroups", 0, 4, 3,
+    16, "ListGroups", 0, 4, 3,
     request=Struct(
         F("states_filter", Array(STRING), "4+"),
     ),
@@ -507,7 +429,7 @@ LIST_GROUPS_API = Api(
 )
 
 DELETE_GROUPS_API = Api(
-    DELETE_GROUPS, "DeleteGroups", 0, 2, 2,
+    42, "DeleteGroups", 0, 2, 2,
     request=Struct(
         F("groups_names", Array(STRING)),
     ),
@@ -521,7 +443,7 @@ DELETE_GROUPS_API = Api(
 )
 
 OFFSET_DELETE_API = Api(
-    OFFSET_DELETE, "OffsetDelete", 0, 0, None,
+    47, "OffsetDelete", 0, 0, None,
     request=Struct(
         F("group_id", STRING),
         F("topics", Array(Struct(
@@ -546,7 +468,7 @@ OFFSET_DELETE_API = Api(
 
 # SaslHandshake stays at v1: Kafka's own note, clients up to 2.4 cannot negotiate higher.
 SASL_HANDSHAKE_API = Api(
-    SASL_HANDSHAKE, "SaslHandshake", 0, 1, None,
+    17, "SaslHandshake", 0, 1, None,
     request=Struct(
         F("mechanism", STRING),
     ),
@@ -557,7 +479,7 @@ SASL_HANDSHAKE_API = Api(
 )
 
 SASL_AUTHENTICATE_API = Api(
-    SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2, 2,
+    36, "SaslAuthenticate", 0, 2, 2,
     request=Struct(
         F("auth_bytes", BYTES),
     ),
@@ -570,7 +492,7 @@ SASL_AUTHENTICATE_API = Api(
 )
 
 API_VERSIONS_API = Api(
-    API_VERSIONS, "ApiVersions", 0, 3, 3,
+    18, "ApiVersions", 0, 3, 3,
     request=Struct(
         F("client_software_name", STRING, "3+"),
         F("client_software_version", STRING, "3+"),
@@ -599,7 +521,7 @@ API_VERSIONS_API = Api(
 )
 
 CREATE_TOPICS_API = Api(
-    CREATE_TOPICS, "CreateTopics", 2, 4, 5,
+    19, "CreateTopics", 2, 4, 5,
     request=Struct(
         F("topics", Array(Struct(
             F("name", STRING),
@@ -628,7 +550,7 @@ CREATE_TOPICS_API = Api(
 )
 
 DELETE_TOPICS_API = Api(
-    DELETE_TOPICS, "DeleteTopics", 1, 3, 4,
+    20, "DeleteTopics", 1, 3, 4,
     request=Struct(
         F("topic_names", Array(STRING), "0-5"),
         F("timeout_ms", INT32),
@@ -643,7 +565,7 @@ DELETE_TOPICS_API = Api(
 )
 
 INIT_PRODUCER_ID_API = Api(
-    INIT_PRODUCER_ID, "InitProducerId", 0, 1, 2,
+    22, "InitProducerId", 0, 1, 2,
     request=Struct(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
@@ -669,7 +591,7 @@ PARTITION_ERRORS = F("partition_errors", Array(Struct(
 )))
 
 LEADER_AND_ISR_API = Api(
-    LEADER_AND_ISR, "LeaderAndIsr", 3, 3, 4,
+    4, "LeaderAndIsr", 3, 3, 4,
     request=Struct(
         F("controller_id", INT32),
         F("controller_epoch", INT32),
@@ -702,7 +624,7 @@ LEADER_AND_ISR_API = Api(
 )
 
 STOP_REPLICA_API = Api(
-    STOP_REPLICA, "StopReplica", 1, 1, 2,
+    5, "StopReplica", 1, 1, 2,
     request=Struct(
         F("controller_id", INT32),
         F("controller_epoch", INT32),
@@ -720,7 +642,7 @@ STOP_REPLICA_API = Api(
 )
 
 UPDATE_METADATA_API = Api(
-    UPDATE_METADATA, "UpdateMetadata", 5, 5, 6,
+    6, "UpdateMetadata", 5, 5, 6,
     request=Struct(
         F("controller_id", INT32),
         F("controller_epoch", INT32),
@@ -755,7 +677,7 @@ UPDATE_METADATA_API = Api(
 )
 
 CONTROLLED_SHUTDOWN_API = Api(
-    CONTROLLED_SHUTDOWN, "ControlledShutdown", 2, 2, 3,
+    7, "ControlledShutdown", 2, 2, 3,
     request=Struct(
         F("broker_id", INT32),
         F("broker_epoch", INT64, default=-1),
@@ -770,7 +692,7 @@ CONTROLLED_SHUTDOWN_API = Api(
 )
 
 OFFSET_FOR_LEADER_EPOCH_API = Api(
-    OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 3, 4,
+    23, "OffsetForLeaderEpoch", 0, 3, 4,
     request=Struct(
         # -1 from a consumer, a broker id from a follower; v0-v2 carry none (-2 as Kafka).
         F("replica_id", INT32, "3+", default=-2),
@@ -798,7 +720,7 @@ OFFSET_FOR_LEADER_EPOCH_API = Api(
 )
 
 CREATE_PARTITIONS_API = Api(
-    CREATE_PARTITIONS, "CreatePartitions", 0, 3, 2,
+    37, "CreatePartitions", 0, 3, 2,
     request=Struct(
         F("topics", Array(Struct(
             F("name", STRING),
@@ -822,7 +744,7 @@ CREATE_PARTITIONS_API = Api(
 )
 
 ELECT_LEADERS_API = Api(
-    ELECT_LEADERS, "ElectLeaders", 0, 2, 2,
+    43, "ElectLeaders", 0, 2, 2,
     request=Struct(
         # 0 preferred, 1 unclean (v1+; v0 is always preferred).
         F("election_type", INT8, "1+", default=0),
@@ -848,7 +770,7 @@ ELECT_LEADERS_API = Api(
 )
 
 DESCRIBE_CLUSTER_API = Api(
-    DESCRIBE_CLUSTER, "DescribeCluster", 0, 2, 0,
+    60, "DescribeCluster", 0, 2, 0,
     request=Struct(
         F("include_cluster_authorized_operations", BOOL),
         # 1: brokers (2, controllers, is KRaft's: no such endpoints here).
@@ -876,7 +798,7 @@ DESCRIBE_CLUSTER_API = Api(
 # -- configs (resource types: 2 topic, 4 broker, 8 broker logger) --
 
 DESCRIBE_CONFIGS_API = Api(
-    DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4, 4,
+    32, "DescribeConfigs", 0, 4, 4,
     request=Struct(
         F("resources", Array(Struct(
             F("resource_type", INT8),
@@ -929,7 +851,7 @@ _ALTER_CONFIGS_RESPONSE = Struct(
 )
 
 ALTER_CONFIGS_API = Api(
-    ALTER_CONFIGS, "AlterConfigs", 0, 2, 2,
+    33, "AlterConfigs", 0, 2, 2,
     request=Struct(
         F("resources", Array(Struct(
             F("resource_type", INT8),
@@ -945,7 +867,7 @@ ALTER_CONFIGS_API = Api(
 )
 
 INCREMENTAL_ALTER_CONFIGS_API = Api(
-    INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1, 1,
+    44, "IncrementalAlterConfigs", 0, 1, 1,
     request=Struct(
         F("resources", Array(Struct(
             F("resource_type", INT8),
@@ -963,7 +885,7 @@ INCREMENTAL_ALTER_CONFIGS_API = Api(
 )
 
 DESCRIBE_LOG_DIRS_API = Api(
-    DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4, 2,
+    35, "DescribeLogDirs", 0, 4, 2,
     request=Struct(
         # null: every partition of every log dir.
         F("topics", Array(Struct(
@@ -993,7 +915,7 @@ DESCRIBE_LOG_DIRS_API = Api(
 )
 
 ALTER_PARTITION_REASSIGNMENTS_API = Api(
-    ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 0, 0,
+    45, "AlterPartitionReassignments", 0, 0, 0,
     request=Struct(
         F("timeout_ms", INT32, default=60000),
         F("topics", Array(Struct(
@@ -1021,7 +943,7 @@ ALTER_PARTITION_REASSIGNMENTS_API = Api(
 )
 
 LIST_PARTITION_REASSIGNMENTS_API = Api(
-    LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0, 0,
+    46, "ListPartitionReassignments", 0, 0, 0,
     request=Struct(
         F("timeout_ms", INT32, default=60000),
         # null: every reassignment under way.
@@ -1059,7 +981,7 @@ _ACL_FILTER = (
 )
 
 DESCRIBE_ACLS_API = Api(
-    DESCRIBE_ACLS, "DescribeAcls", 1, 3, 2,
+    29, "DescribeAcls", 1, 3, 2,
     request=Struct(*_ACL_FILTER),
     response=Struct(
         F("throttle_time_ms", INT32),
@@ -1080,7 +1002,7 @@ DESCRIBE_ACLS_API = Api(
 )
 
 CREATE_ACLS_API = Api(
-    CREATE_ACLS, "CreateAcls", 1, 3, 2,
+    30, "CreateAcls", 1, 3, 2,
     request=Struct(
         F("creations", Array(Struct(
             F("resource_type", INT8),
@@ -1102,7 +1024,7 @@ CREATE_ACLS_API = Api(
 )
 
 DELETE_ACLS_API = Api(
-    DELETE_ACLS, "DeleteAcls", 1, 3, 2,
+    31, "DeleteAcls", 1, 3, 2,
     request=Struct(F("filters", Array(Struct(*_ACL_FILTER)))),
     response=Struct(
         F("throttle_time_ms", INT32),
@@ -1124,148 +1046,80 @@ DELETE_ACLS_API = Api(
     ),
 )
 
-# fmt: on
-
 # -- security (docs/contracts/security.md) --
 
 # Mechanism codes: 1 SCRAM-SHA-256, 2 SCRAM-SHA-512 (broker/security/scram.py).
 DESCRIBE_USER_SCRAM_CREDENTIALS_API = Api(
-    DESCRIBE_USER_SCRAM_CREDENTIALS,
-    "DescribeUserScramCredentials",
-    0,
-    0,
-    0,
+    50, "DescribeUserScramCredentials", 0, 0, 0,
     request=Struct(
         # null or empty: every user.
-        F(
-            "users",
-            Array(
-                Struct(
-                    F("name", STRING),
-                )
-            ),
-            nullable="0+",
-            default=None,
-        ),
+        F("users", Array(Struct(
+            F("name", STRING),
+        )), nullable="0+", default=None),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
         F("error_message", STRING, nullable="0+", default=None),
-        F(
-            "results",
-            Array(
-                Struct(
-                    F("user", STRING),
-                    F("error_code", INT16),
-                    F("error_message", STRING, nullable="0+", default=None),
-                    F(
-                        "credential_infos",
-                        Array(
-                            Struct(
-                                F("mechanism", INT8),
-                                F("iterations", INT32),
-                            )
-                        ),
-                    ),
-                )
-            ),
-        ),
+        F("results", Array(Struct(
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+            F("credential_infos", Array(Struct(
+                F("mechanism", INT8),
+                F("iterations", INT32),
+            ))),
+        ))),
     ),
 )
 
 ALTER_USER_SCRAM_CREDENTIALS_API = Api(
-    ALTER_USER_SCRAM_CREDENTIALS,
-    "AlterUserScramCredentials",
-    0,
-    0,
-    0,
+    51, "AlterUserScramCredentials", 0, 0, 0,
     request=Struct(
-        F(
-            "deletions",
-            Array(
-                Struct(
-                    F("name", STRING),
-                    F("mechanism", INT8),
-                )
-            ),
-        ),
-        F(
-            "upsertions",
-            Array(
-                Struct(
-                    F("name", STRING),
-                    F("mechanism", INT8),
-                    F("iterations", INT32),
-                    F("salt", BYTES),
-                    F("salted_password", BYTES),
-                )
-            ),
-        ),
+        F("deletions", Array(Struct(
+            F("name", STRING),
+            F("mechanism", INT8),
+        ))),
+        F("upsertions", Array(Struct(
+            F("name", STRING),
+            F("mechanism", INT8),
+            F("iterations", INT32),
+            F("salt", BYTES),
+            F("salted_password", BYTES),
+        ))),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
-        F(
-            "results",
-            Array(
-                Struct(
-                    F("user", STRING),
-                    F("error_code", INT16),
-                    F("error_message", STRING, nullable="0+", default=None),
-                )
-            ),
-        ),
+        F("results", Array(Struct(
+            F("user", STRING),
+            F("error_code", INT16),
+            F("error_message", STRING, nullable="0+", default=None),
+        ))),
     ),
 )
 
 # fmt: on
 
-API_BY_KEY: dict[int, Api] = dict(
-    sorted(
-        {
-            api.key: api
-            for api in (
-                PRODUCE_API,
-                FETCH_API,
-                LIST_OFFSETS_API,
-                METADATA_API,
-                OFFSET_COMMIT_API,
-                OFFSET_FETCH_API,
-                FIND_COORDINATOR_API,
-                JOIN_GROUP_API,
-                HEARTBEAT_API,
-                LEAVE_GROUP_API,
-                SYNC_GROUP_API,
-                DESCRIBE_GROUPS_API,
-                LIST_GROUPS_API,
-                API_VERSIONS_API,
-                SASL_HANDSHAKE_API,
-                SASL_AUTHENTICATE_API,
-                CREATE_TOPICS_API,
-                DELETE_TOPICS_API,
-                INIT_PRODUCER_ID_API,
-                LEADER_AND_ISR_API,
-                STOP_REPLICA_API,
-                UPDATE_METADATA_API,
-                CONTROLLED_SHUTDOWN_API,
-                OFFSET_FOR_LEADER_EPOCH_API,
-                DELETE_GROUPS_API,
-                OFFSET_DELETE_API,
-                DESCRIBE_CONFIGS_API,
-                ALTER_CONFIGS_API,
-                CREATE_PARTITIONS_API,
-                ELECT_LEADERS_API,
-                INCREMENTAL_ALTER_CONFIGS_API,
-                DESCRIBE_CLUSTER_API,
-                DESCRIBE_LOG_DIRS_API,
-                ALTER_PARTITION_REASSIGNMENTS_API,
-                LIST_PARTITION_REASSIGNMENTS_API,
-                DESCRIBE_USER_SCRAM_CREDENTIALS_API,
-                ALTER_USER_SCRAM_CREDENTIALS_API,
-                DESCRIBE_ACLS_API,
-                CREATE_ACLS_API,
-                DELETE_ACLS_API,
-            )
-        }.items()
-    )
+
+def _declared(namespace: dict[str, object]) -> dict[int, Api]:
+    """Every `Api` declared in this module, by key (in key order)."""
+    by_key: dict[int, Api] = {}
+    for value in namespace.values():
+        if isinstance(value, Api):
+            if value.key in by_key:
+                raise ValueError(f"API key {value.key}: {by_key[value.key].name} and {value.name}")
+            by_key[value.key] = value
+    return dict(sorted(by_key.items()))
+
+
+# The tables below are derived from the declarations above, which are the only list of
+# the APIs: adding an API is writing its `Api(...)`, nothing else here.
+API_BY_KEY: dict[int, Api] = _declared(globals())
+
+# The keys by Kafka's name in upper snake case (ApiKey.LIST_OFFSETS == 2) ...
+ApiKey = enum.IntEnum(
+    "ApiKey", [(api.constant, key) for key, api in API_BY_KEY.items()], module=__name__
 )
+# ... and as this module's constants (`from broker.protocol.apis import PRODUCE`), the
+# way the standard library's `re` exports its flags.
+globals().update(ApiKey.__members__)

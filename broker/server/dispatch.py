@@ -67,17 +67,17 @@ class Wait:
 Outcome = Respond | NoResponse | Close | Wait
 
 
-def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outcome:
+def handle_frame(ctx: BrokerContext, session: Session, frame: bytes) -> Outcome:
     authenticator = session.authenticator
     if authenticator is not None and authenticator.expects_raw_tokens:
-        return _raw_token(broker, authenticator, frame)
+        return _raw_token(ctx, authenticator, frame)
     try:
         header, _ = decode_request_header(frame)
     except DecodeError as exc:
         return Close(f"malformed request header: {exc}")
     key, version = header.api_key, header.api_version
     if authenticator is not None:
-        refused = authenticator.admit(key, broker.now_ms())
+        refused = authenticator.admit(key, ctx.now_ms())
         if refused is not None:
             return Close(refused)
     handler = HANDLERS.get(key)
@@ -93,12 +93,12 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
         return Close(f"malformed {handler.api.name} v{version} request: {exc}")
     if not handler.accepts(version):
         return _encode(header, handler.error_response(body, ErrorCode.UNSUPPORTED_VERSION))
-    request = RequestContext(header, session, broker.now_ms())
-    refusal = request_refusal(broker, request, body)  # ACLs (authorization.py)
+    request = RequestContext(header, session, ctx.now_ms())
+    refusal = request_refusal(ctx, request, body)  # ACLs (authorization.py)
     if refusal:
         return _encode(header, handler.error_response(body, refusal))
     try:
-        result = handler.handle(broker, request, body)
+        result = handler.handle(ctx, request, body)
     except Exception:  # a bug must cost one connection, never the broker
         log.exception(
             "failed to handle %s v%s from %s", handler.api.name, version, header.client_id
@@ -111,10 +111,10 @@ def handle_frame(broker: BrokerContext, session: Session, frame: bytes) -> Outco
     return _encode(header, result, session.closing)
 
 
-def _raw_token(broker: BrokerContext, authenticator, frame: bytes) -> Respond | Close:
+def _raw_token(ctx: BrokerContext, authenticator, frame: bytes) -> Respond | Close:
     """A bare SASL token (after SaslHandshake v0): no header, answered size-prefixed."""
     try:
-        return Respond([authenticator.raw_token(frame, broker.now_ms())])
+        return Respond([authenticator.raw_token(frame, ctx.now_ms())])
     except AuthenticationFailed as exc:
         return Close(str(exc))
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.protocol import codec
-from broker.protocol.apis import API_BY_KEY, FETCH, METADATA, PRODUCE, ApiKey
+from broker.protocol import apis, codec
+from broker.protocol.apis import API_BY_KEY, FETCH, METADATA, PRODUCE, Api, ApiKey
 from broker.protocol.codec import (
     compile_struct,
     decode_request_body,
@@ -68,6 +68,25 @@ def test_every_api_of_the_design_table_is_declared():
         (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3), (32, 4), (33, 2), (35, 2), (35, 3), (35, 4), (36, 2), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 1), (45, 0), (46, 0), (50, 0), (51, 0), (60, 0), (60, 1), (60, 2),
     ]  # fmt: skip
+
+
+def test_keys_and_their_names_are_derived_from_the_declarations():
+    # One declaration per API: the enum, the key constants and the table follow it.
+    assert ApiKey(4).name == "LEADER_AND_ISR"
+    assert ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS == 50
+    assert apis.OFFSET_FOR_LEADER_EPOCH is ApiKey.OFFSET_FOR_LEADER_EPOCH
+    for key, api in API_BY_KEY.items():
+        assert getattr(apis, f"{api.constant}_API") is api
+        assert getattr(apis, api.constant) is ApiKey[api.constant] == key
+    assert list(API_BY_KEY) == sorted(API_BY_KEY)
+
+
+def test_two_declarations_of_one_key_are_refused():
+    empty = Struct()
+    one = Api(0, "Produce", 0, 0, None, empty, empty)
+    other = Api(0, "Other", 0, 0, None, empty, empty)
+    with pytest.raises(ValueError, match="Produce and Other"):
+        apis._declared({"A": one, "B": other})
 
 
 @pytest.mark.parametrize(("api_key", "version"), ALL, ids=IDS)

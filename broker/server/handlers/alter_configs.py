@@ -14,8 +14,10 @@ from broker.protocol.apis import ALTER_CONFIGS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation
 from broker.server.authorization import config_refusal
+from broker.server.context import BrokerContext
 from broker.server.dynamic_config import ConfigRefused, DynamicConfigs, ResourceType
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 # (configs, resource, its stored overrides, its `configs` of the request) -> new overrides
 NewOverrides = Callable[[DynamicConfigs, ResourceType, dict[str, str], list[dict]], dict[str, str]]
@@ -31,29 +33,31 @@ def replaced(configs, kind, current, entries: list[dict]) -> dict[str, str]:
     return {c["name"]: c["value"] for c in entries if c["value"] is not None}
 
 
-def handle(broker, request, body: dict):
-    return run_async(broker, alter(broker, request, body, replaced))
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
+    return run_async(ctx, alter(ctx, request, body, replaced))
 
 
-async def alter(broker, request, body: dict, new_overrides: NewOverrides) -> dict:
-    configs = broker.configs
+async def alter(
+    ctx: BrokerContext, request: RequestContext, body: dict, new_overrides: NewOverrides
+) -> dict:
+    configs = ctx.configs
     responses = []
     for resource in body["resources"]:
         code, message = ErrorCode.NONE, None
-        refused = config_refusal(broker, request, Operation.ALTER_CONFIGS, resource)
+        refused = config_refusal(ctx, request, Operation.ALTER_CONFIGS, resource)
         try:
             if refused:
                 raise ConfigRefused(refused, None)
             kind, entity = configs.resolve(
-                resource["resource_type"], resource["resource_name"], broker.metadata.topics
+                resource["resource_type"], resource["resource_name"], ctx.metadata.topics
             )
             # What is stored, not what this broker has applied so far: another broker may
             # have changed it a moment ago (its notification still on the way).
-            current = await broker.admin.read_config(kind, entity)
+            current = await ctx.admin.read_config(kind, entity)
             overrides = new_overrides(configs, kind, current, resource["configs"])
             configs.check(kind, entity, overrides)
             if not body["validate_only"]:
-                await broker.admin.write_config(kind, entity, overrides)
+                await ctx.admin.write_config(kind, entity, overrides)
                 configs.apply(kind, entity, overrides)
         except ConfigRefused as exc:
             code, message = exc.code, exc.message

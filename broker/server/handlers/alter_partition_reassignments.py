@@ -10,25 +10,28 @@ from __future__ import annotations
 from broker.cluster import NotController
 from broker.protocol.apis import ALTER_PARTITION_REASSIGNMENTS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import by_topic
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     asked = {
         (t["name"], p["partition_index"]): p["replicas"]
         for t in body["topics"]
         for p in t["partitions"]
     }
-    if broker.cluster is None:
+    if ctx.cluster is None:
         return error_response(
             body,
             ErrorCode.INVALID_REQUEST,
             "Partitions cannot be reassigned on a single broker (no zookeeper.connect).",
         )
-    controller = broker.cluster.controller
+    controller = ctx.cluster.controller
     if controller is None or not controller.is_active:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
-    return run_async(broker, _alter(controller, body, asked))
+    return run_async(ctx, _alter(controller, body, asked))
 
 
 async def _alter(controller, body: dict, asked: dict) -> dict:
@@ -36,16 +39,18 @@ async def _alter(controller, body: dict, asked: dict) -> dict:
         results = await controller.alter_reassignments(asked)
     except NotController:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
-        by_topic.setdefault(topic, []).append(
-            {"partition_index": partition, "error_code": code, "error_message": message}
-        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+        "responses": by_topic(
+            results,
+            lambda partition, result: {
+                "partition_index": partition,
+                "error_code": result[0],
+                "error_message": result[1],
+            },
+        ),
     }
 
 

@@ -10,18 +10,20 @@ from __future__ import annotations
 from broker.protocol.apis import ALTER_USER_SCRAM_CREDENTIALS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.user_scram import altered_users, plan_alterations
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    return run_async(broker, _alter(broker, body))
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
+    return run_async(ctx, _alter(ctx, body))
 
 
-async def _alter(broker, body: dict) -> dict:
+async def _alter(ctx: BrokerContext, body: dict) -> dict:
     users = altered_users(body)
-    plan = plan_alterations(body, await broker.admin.read_user_configs(users))
+    plan = plan_alterations(body, await ctx.admin.read_user_configs(users))
     for user, config in plan.new_configs.items():
-        await broker.admin.write_user_config(user, config)
+        await ctx.admin.write_user_config(user, config)
     return plan.response(users)
 
 

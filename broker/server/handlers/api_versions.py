@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from broker.protocol.apis import API_VERSIONS_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
 def api_keys() -> list[dict]:
@@ -21,7 +23,7 @@ def api_keys() -> list[dict]:
     ]
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     return {"error_code": ErrorCode.NONE, "api_keys": api_keys(), "throttle_time_ms": 0}
 
 

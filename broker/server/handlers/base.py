@@ -5,15 +5,15 @@ handle, error_response)`; `broker.server.handlers` finds every such module, so a
 API touches its declaration and its handler, nothing else. ApiVersions advertises exactly
 the declared range of every API that has a handler.
 
-`handle(broker, request, body)` gets the broker's state (`BrokerContext`), the
-`RequestContext` (header, session, arrival time) and the decoded body. Handlers are
-synchronous and never do network I/O; they do change state (append to logs, create
-topics). They return one of:
+`handle(ctx: BrokerContext, request: RequestContext, body) -> Answer` gets the broker's
+state, the request's context (header, session, arrival time) and the decoded body.
+Handlers are synchronous and never do network I/O; they do change state (append to logs,
+create topics). An `Answer` is one of:
 - the response body (a dict keyed like the API's response declaration);
 - `NO_RESPONSE`: the client expects none (Produce with acks=0);
 - `Delayed(operation)`: the answer comes when the operation, already handed to a
   purgatory by the handler, completes (see broker/util/purgatory.py); or, for work that
-  needs I/O (ZooKeeper, other brokers), `run_async(broker, coroutine)`: the answer is
+  needs I/O (ZooKeeper, other brokers), `run_async(ctx, coroutine)`: the answer is
   what the coroutine returns.
 
 `error_response(body, code)` answers a decodable request with `code` everywhere (for a
@@ -24,15 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from broker.protocol.apis import Api
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
+from broker.server.request import RequestContext
 from broker.util.purgatory import DelayedOperation, OperationFailed
-
-if TYPE_CHECKING:
-    from broker.server.context import BrokerContext
-    from broker.server.request import RequestContext
 
 
 class Delayed(NamedTuple):
@@ -63,9 +61,9 @@ class TaskOperation(DelayedOperation):
         raise RuntimeError("a task operation has no deadline")
 
 
-def run_async(broker, coro) -> Delayed:
+def run_async(ctx: BrokerContext, coro) -> Delayed:
     """Answer with what `coro` returns (a response body), once it has run on the loop."""
-    return Delayed(TaskOperation(broker.spawn(coro)))
+    return Delayed(TaskOperation(ctx.spawn(coro)))
 
 
 class Then(DelayedOperation):
@@ -107,9 +105,11 @@ class _NoResponse:
         return "NO_RESPONSE"
 
 
-NO_RESPONSE: Any = _NoResponse()
+NO_RESPONSE = _NoResponse()
 
-Handle = Callable[["BrokerContext", "RequestContext", dict], "dict | Delayed | _NoResponse"]
+# What a handler returns (the module's docstring says when each).
+Answer = dict | Delayed | _NoResponse
+Handle = Callable[[BrokerContext, RequestContext, dict], Answer]
 ErrorResponse = Callable[[dict, ErrorCode], dict]
 
 

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    controller = broker.cluster.controller if broker.cluster is not None else None
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    controller = ctx.cluster.controller if ctx.cluster is not None else None
     if controller is None or not controller.is_active:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
-    return run_async(broker, _shutdown(controller, body))
+    return run_async(ctx, _shutdown(controller, body))
 
 
 async def _shutdown(controller, body: dict) -> dict:

@@ -7,19 +7,21 @@ from __future__ import annotations
 from broker.protocol.apis import CREATE_ACLS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl_wire import binding_from_wire
+from broker.server.context import BrokerContext
 from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    if broker.authorizer is None:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    if ctx.authorizer is None:
         return error_response(body, ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE)
     bindings = [binding_from_wire(c) for c in body["creations"]]
-    return run_async(broker, _create(broker, bindings))
+    return run_async(ctx, _create(ctx, bindings))
 
 
-async def _create(broker, bindings) -> dict:
-    outcomes = await broker.acl_store.create(bindings)
+async def _create(ctx: BrokerContext, bindings) -> dict:
+    outcomes = await ctx.acl_store.create(bindings)
     results = []
     for exc in outcomes:
         code, message = error_of(exc)

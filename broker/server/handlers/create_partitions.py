@@ -11,19 +11,22 @@ from broker.protocol.apis import CREATE_PARTITIONS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import topic_results
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
     refused = {
         t["name"]
         for t in body["topics"]
-        if not allowed(broker, request, Operation.ALTER, ResourceType.TOPIC, t["name"])
+        if not allowed(ctx, request, Operation.ALTER, ResourceType.TOPIC, t["name"])
     }
-    return run_async(broker, _create(broker, body, refused))
+    return run_async(ctx, _create(ctx, body, refused))
 
 
-async def _create(broker, body: dict, refused: set[str]) -> dict:
+async def _create(ctx: BrokerContext, body: dict, refused: set[str]) -> dict:
     names = [t["name"] for t in body["topics"]]
     duplicated = {n for n in names if names.count(n) > 1} | refused
     asked = [
@@ -35,7 +38,7 @@ async def _create(broker, body: dict, refused: set[str]) -> dict:
         for t in body["topics"]
         if t["name"] not in duplicated
     ]
-    outcome = await broker.admin.create_partitions(asked, body["validate_only"])
+    outcome = await ctx.admin.create_partitions(asked, body["validate_only"])
     for name in duplicated - refused:
         outcome[name] = TopicError(ErrorCode.INVALID_REQUEST, f"Duplicate topic in request: {name}")
     for name in refused:
@@ -46,36 +49,24 @@ async def _create(broker, body: dict, refused: set[str]) -> dict:
     if created and not body["validate_only"] and body["timeout_ms"] > 0:
 
         def done(topic: str) -> bool:
-            return broker.metadata.partition_count(topic) >= counts[topic] and (
-                broker.metadata.has_leaders(topic)
+            return ctx.metadata.partition_count(topic) >= counts[topic] and (
+                ctx.metadata.has_leaders(topic)
             )
 
-        timed_out = await broker.admin.wait_until(created, done, body["timeout_ms"])
-    results = []
-    for name in dict.fromkeys(names):
-        error = outcome.get(name)
-        if error is None and name in timed_out:
-            error = TopicError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"The partitions of '{name}' are being created; their leaders were not "
-                f"elected within {body['timeout_ms']} ms.",
-            )
-        results.append(
-            {
-                "name": name,
-                "error_code": error.code if error else ErrorCode.NONE,
-                "error_message": error.message if error else None,
-            }
+        timed_out = await ctx.admin.wait_until(created, done, body["timeout_ms"])
+    for name in timed_out:
+        outcome[name] = TopicError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"The partitions of '{name}' are being created; their leaders were not "
+            f"elected within {body['timeout_ms']} ms.",
         )
-    return {"throttle_time_ms": 0, "results": results}
+    return {"throttle_time_ms": 0, "results": topic_results(dict.fromkeys(names), outcome)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "results": [
-            {"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]
-        ],
+        "results": topic_results([t["name"] for t in body["topics"]], {}, code),
     }
 
 

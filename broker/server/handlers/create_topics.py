@@ -11,36 +11,43 @@ from broker.protocol.apis import CREATE_TOPICS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import topic_results
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
     specs = [TopicSpec.from_request(topic) for topic in body["topics"]]
-    return run_async(broker, _create(broker, request, specs, body))
+    return run_async(ctx, _create(ctx, request, specs, body))
 
 
-def _refusals(broker, request, specs: list[TopicSpec]) -> dict[str, TopicError]:
+def _refusals(
+    ctx: BrokerContext, request: RequestContext, specs: list[TopicSpec]
+) -> dict[str, TopicError]:
     """Kafka's check: CREATE on the cluster, or on each topic. A refusal says nothing of
     whether the topic exists; nor does TOPIC_ALREADY_EXISTS to a principal that may not
     describe the topic (it gets TOPIC_AUTHORIZATION_FAILED, see _create)."""
-    if allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER):
+    if allowed(ctx, request, Operation.CREATE, ResourceType.CLUSTER):
         return {}
     return {
         s.name: TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         for s in specs
-        if not allowed(broker, request, Operation.CREATE, ResourceType.TOPIC, s.name)
+        if not allowed(ctx, request, Operation.CREATE, ResourceType.TOPIC, s.name)
     }
 
 
-async def _create(broker, request, specs: list[TopicSpec], body: dict) -> dict:
+async def _create(
+    ctx: BrokerContext, request: RequestContext, specs: list[TopicSpec], body: dict
+) -> dict:
     validate_only = body.get("validate_only", False)
-    refused = _refusals(broker, request, specs)
-    outcome = await broker.admin.create_topics(
+    refused = _refusals(ctx, request, specs)
+    outcome = await ctx.admin.create_topics(
         [s for s in specs if s.name not in refused], validate_only
     )
     for name, error in list(outcome.items()):
         if error is not None and error.code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name):
+            if not allowed(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, name):
                 outcome[name] = TopicError(
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
                 )
@@ -48,34 +55,22 @@ async def _create(broker, request, specs: list[TopicSpec], body: dict) -> dict:
     created = [s.name for s in specs if outcome.get(s.name) is None]
     timed_out: set[str] = set()
     if created and not validate_only and body["timeout_ms"] > 0:
-        timed_out = await broker.admin.wait_until(
-            created, broker.metadata.has_leaders, body["timeout_ms"]
+        timed_out = await ctx.admin.wait_until(
+            created, ctx.metadata.has_leaders, body["timeout_ms"]
         )
-    results = []
-    for spec in specs:
-        error: TopicError | None = outcome.get(spec.name)
-        if error is None and spec.name in timed_out:
-            error = TopicError(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"Topic '{spec.name}' is being created; its leaders were not elected within "
-                f"{body['timeout_ms']} ms.",
-            )
-        results.append(
-            {
-                "name": spec.name,
-                "error_code": error.code if error else ErrorCode.NONE,
-                "error_message": error.message if error else None,
-            }
+    for name in timed_out:
+        outcome[name] = TopicError(
+            ErrorCode.REQUEST_TIMED_OUT,
+            f"Topic '{name}' is being created; its leaders were not elected within "
+            f"{body['timeout_ms']} ms.",
         )
-    return {"throttle_time_ms": 0, "topics": results}
+    return {"throttle_time_ms": 0, "topics": topic_results([s.name for s in specs], outcome)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {"name": t["name"], "error_code": code, "error_message": None} for t in body["topics"]
-        ],
+        "topics": topic_results([t["name"] for t in body["topics"]], {}, code),
     }
 
 

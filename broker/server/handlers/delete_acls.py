@@ -6,20 +6,22 @@ from __future__ import annotations
 from broker.protocol.apis import DELETE_ACLS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl_wire import binding_fields, filter_from_wire
+from broker.server.context import BrokerContext
 from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    if broker.authorizer is None:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    if ctx.authorizer is None:
         return error_response(body, ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE)
     filters = [filter_from_wire(f) for f in body["filters"]]
-    return run_async(broker, _delete(broker, filters))
+    return run_async(ctx, _delete(ctx, filters))
 
 
-async def _delete(broker, filters) -> dict:
+async def _delete(ctx: BrokerContext, filters) -> dict:
     results = []
-    for deleted, exc in await broker.acl_store.delete(filters):
+    for deleted, exc in await ctx.acl_store.delete(filters):
         code, message = error_of(exc)
         matching = [
             {"error_code": ErrorCode.NONE, "error_message": None, **binding_fields(b)}

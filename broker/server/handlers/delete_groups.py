@@ -7,18 +7,20 @@ from broker.protocol.apis import DELETE_GROUPS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     refused = {
         g: ErrorCode.GROUP_AUTHORIZATION_FAILED
         for g in body["groups_names"]
-        if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, g)
+        if not allowed(ctx, request, Operation.DELETE, ResourceType.GROUP, g)
     }
     result = groups.delete_groups([g for g in body["groups_names"] if g not in refused])
     return respond(result, lambda errors: _body(body, {**errors, **refused}))

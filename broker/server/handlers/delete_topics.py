@@ -9,62 +9,49 @@ from broker.protocol.apis import DELETE_TOPICS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import topic_results
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
     names = list(body["topic_names"])
     refused = {
         n: TopicError(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed.")
         for n in names
-        if not allowed(broker, request, Operation.DELETE, ResourceType.TOPIC, n)
+        if not allowed(ctx, request, Operation.DELETE, ResourceType.TOPIC, n)
     }
-    return run_async(broker, _delete(broker, names, body["timeout_ms"], refused))
+    return run_async(ctx, _delete(ctx, names, body["timeout_ms"], refused))
 
 
-async def _delete(broker, names: list[str], timeout_ms: int, refused: dict) -> dict:
-    if refused:
-        outcome = await _delete(broker, [n for n in names if n not in refused], timeout_ms, {})
-        by_name = {r["name"]: r for r in outcome["responses"]}
-        for name, error in refused.items():
-            by_name[name] = {"name": name, "error_code": error.code, "error_message": error.message}
-        outcome["responses"] = [by_name[n] for n in dict.fromkeys(names)]
-        return outcome
-    if not broker.config["delete.topic.enable"]:
+async def _delete(
+    ctx: BrokerContext, names: list[str], timeout_ms: int, refused: dict[str, TopicError]
+) -> dict:
+    asked = [n for n in names if n not in refused]
+    if not ctx.config["delete.topic.enable"]:
         outcome = {
             name: TopicError(ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled.")
-            for name in names
+            for name in asked
         }
     else:
-        outcome = await broker.admin.delete_topics(names)
-    deleted = [n for n in names if outcome.get(n) is None]
+        outcome = await ctx.admin.delete_topics(asked)
+    deleted = [n for n in asked if outcome.get(n) is None]
     timed_out: set[str] = set()
     if deleted and timeout_ms > 0:
-        timed_out = await broker.admin.wait_until(
-            deleted, lambda name: name not in broker.metadata.topics, timeout_ms
+        timed_out = await ctx.admin.wait_until(
+            deleted, lambda name: name not in ctx.metadata.topics, timeout_ms
         )
-    results = []
-    for name in names:
-        error = outcome.get(name)
-        if error is None and name in timed_out:
-            error = TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' is being deleted.")
-        results.append(
-            {
-                "name": name,
-                "error_code": error.code if error else ErrorCode.NONE,
-                "error_message": error.message if error else None,
-            }
-        )
-    return {"throttle_time_ms": 0, "responses": results}
+    for name in timed_out:
+        outcome[name] = TopicError(ErrorCode.REQUEST_TIMED_OUT, f"Topic '{name}' is being deleted.")
+    outcome.update(refused)
+    # Refusals are answered merged by name: a name asked twice then gets one answer.
+    answered = list(dict.fromkeys(names)) if refused else names
+    return {"throttle_time_ms": 0, "responses": topic_results(answered, outcome)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "responses": [
-            {"name": n, "error_code": code, "error_message": None} for n in body["topic_names"]
-        ],
-    }
+    return {"throttle_time_ms": 0, "responses": topic_results(body["topic_names"], {}, code)}
 
 
 HANDLER = ApiHandler(DELETE_TOPICS_API, handle, error_response)

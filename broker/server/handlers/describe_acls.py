@@ -9,12 +9,14 @@ from broker.protocol.apis import DESCRIBE_ACLS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import AclError
 from broker.security.acl_wire import entry_fields, filter_from_wire
+from broker.server.context import BrokerContext
 from broker.server.handlers.acls import SECURITY_DISABLED_MESSAGE, error_of
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    if broker.authorizer is None:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    if ctx.authorizer is None:
         return error_response(body, ErrorCode.SECURITY_DISABLED, SECURITY_DISABLED_MESSAGE)
     acl_filter = filter_from_wire(body)
     try:
@@ -22,7 +24,7 @@ def handle(broker, request, body: dict) -> dict:
     except AclError as exc:
         return error_response(body, *error_of(exc))
     by_pattern = defaultdict(list)
-    for binding in broker.authorizer.bindings(acl_filter):
+    for binding in ctx.authorizer.bindings(acl_filter):
         by_pattern[binding.pattern].append(entry_fields(binding.entry))
     return {
         "throttle_time_ms": 0,

@@ -9,16 +9,18 @@ from broker.protocol.apis import DESCRIBE_CLUSTER_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import ResourceType
 from broker.server.authorization import NOT_ASKED, authorized_operations
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 BROKER_ENDPOINTS = 1
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     if body["endpoint_type"] != BROKER_ENDPOINTS:
         return error_response(body, ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
     brokers = []
-    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id):
+    for b in sorted(ctx.metadata.brokers.values(), key=lambda b: b.broker_id):
         address = b.address(request.session.listener)
         if address is not None:
             brokers.append(
@@ -29,12 +31,10 @@ def handle(broker, request, body: dict) -> dict:
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "endpoint_type": BROKER_ENDPOINTS,
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.metadata.controller_id,
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.metadata.controller_id,
         "brokers": brokers,
-        "cluster_authorized_operations": authorized_operations(
-            broker, request, ResourceType.CLUSTER
-        )
+        "cluster_authorized_operations": authorized_operations(ctx, request, ResourceType.CLUSTER)
         if body["include_cluster_authorized_operations"]
         else NOT_ASKED,
     }

@@ -9,6 +9,7 @@ from broker.protocol.apis import DESCRIBE_CONFIGS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation
 from broker.server.authorization import config_refusal
+from broker.server.context import BrokerContext
 from broker.server.dynamic_config import (
     CONFIG_TYPES,
     PASSWORD_TYPE,
@@ -18,10 +19,11 @@ from broker.server.dynamic_config import (
     ResourceType,
 )
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    configs = broker.configs
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    configs = ctx.configs
     results = []
     for resource in body["resources"]:
         result = {
@@ -31,14 +33,14 @@ def handle(broker, request, body: dict) -> dict:
             "resource_name": resource["resource_name"],
             "configs": [],
         }
-        refused = config_refusal(broker, request, Operation.DESCRIBE_CONFIGS, resource)
+        refused = config_refusal(ctx, request, Operation.DESCRIBE_CONFIGS, resource)
         if refused:
             result["error_code"] = refused
             results.append(result)
             continue
         try:
             kind, entity = configs.resolve(
-                resource["resource_type"], resource["resource_name"], broker.metadata.topics
+                resource["resource_type"], resource["resource_name"], ctx.metadata.topics
             )
         except ConfigRefused as exc:
             result.update(error_code=exc.code, error_message=exc.message)

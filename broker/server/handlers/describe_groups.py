@@ -11,27 +11,31 @@ from broker.protocol.apis import DESCRIBE_GROUPS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, authorized_operations
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     return {
         "throttle_time_ms": 0,
-        "groups": [_authorized_describe(broker, request, groups, g, body) for g in body["groups"]],
+        "groups": [_authorized_describe(ctx, request, groups, g, body) for g in body["groups"]],
     }
 
 
-def _authorized_describe(broker, request, groups, group_id: str, body: dict) -> dict:
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
+def _authorized_describe(
+    ctx: BrokerContext, request: RequestContext, groups, group_id: str, body: dict
+) -> dict:
+    if not allowed(ctx, request, Operation.DESCRIBE, ResourceType.GROUP, group_id):
         return _empty(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
     described = _describe(groups, group_id)
     if body.get("include_authorized_operations"):
         described["authorized_operations"] = authorized_operations(
-            broker, request, ResourceType.GROUP, group_id
+            ctx, request, ResourceType.GROUP, group_id
         )
     return described
 

@@ -9,16 +9,18 @@ import shutil
 
 from broker.protocol.apis import DESCRIBE_LOG_DIRS_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     asked = (
         None
         if body["topics"] is None
         else {(t["topic"], p) for t in body["topics"] for p in t["partitions"]}
     )
-    replicas = broker.replicas
+    replicas = ctx.replicas
     per_dir: dict[str, dict[str, list[dict]]] = {
         str(d.resolve()): {} for d in replicas.logs.log_dirs
     }

@@ -7,16 +7,18 @@ from __future__ import annotations
 from broker.protocol.apis import DESCRIBE_USER_SCRAM_CREDENTIALS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.user_scram import describe
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    return run_async(broker, _describe(broker, body))
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
+    return run_async(ctx, _describe(ctx, body))
 
 
-async def _describe(broker, body: dict) -> dict:
+async def _describe(ctx: BrokerContext, body: dict) -> dict:
     names = [u["name"] for u in body["users"] or []]
-    stored = await broker.admin.read_user_configs(names or None)
+    stored = await ctx.admin.read_user_configs(names or None)
     return describe(body, stored)
 
 

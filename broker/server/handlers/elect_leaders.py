@@ -10,34 +10,37 @@ from __future__ import annotations
 from broker.cluster import NotController
 from broker.protocol.apis import ELECT_LEADERS_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import by_topic
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 UNCLEAN = 1
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     asked = (
         None
         if body["topic_partitions"] is None
         else [(t["topic"], p) for t in body["topic_partitions"] for p in t["partitions"]]
     )
     unclean = body["election_type"] == UNCLEAN
-    if broker.cluster is None:
-        return _body(body, _single_broker(broker, asked))
-    controller = broker.cluster.controller
+    if ctx.cluster is None:
+        return _body(body, _single_broker(ctx, asked))
+    controller = ctx.cluster.controller
     if controller is None or not controller.is_active:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
-    return run_async(broker, _elect(controller, body, asked, unclean))
+    return run_async(ctx, _elect(controller, body, asked, unclean))
 
 
-def _single_broker(broker, asked) -> dict:
+def _single_broker(ctx: BrokerContext, asked) -> dict:
     partitions = asked
     if partitions is None:
-        partitions = [(t, p) for t, ps in broker.metadata.topics.items() for p in ps]
+        partitions = [(t, p) for t, ps in ctx.metadata.topics.items() for p in ps]
     return {
         tp: (
             (ErrorCode.ELECTION_NOT_NEEDED, None)
-            if broker.metadata.partition(*tp) is not None
+            if ctx.metadata.partition(*tp) is not None
             else (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
         )
         for tp in partitions
@@ -55,17 +58,19 @@ async def _elect(controller, body, asked, unclean: bool) -> dict:
 def _body(body: dict, results: dict) -> dict:
     if body["topic_partitions"] is None:
         results = {tp: r for tp, r in results.items() if r[0] != ErrorCode.ELECTION_NOT_NEEDED}
-    by_topic: dict[str, list[dict]] = {}
-    for (topic, partition), (code, message) in sorted(results.items()):
-        by_topic.setdefault(topic, []).append(
-            {"partition_id": partition, "error_code": code, "error_message": message}
-        )
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
-        "replica_election_results": [
-            {"topic": t, "partition_result": ps} for t, ps in by_topic.items()
-        ],
+        "replica_election_results": by_topic(
+            results,
+            lambda partition, result: {
+                "partition_id": partition,
+                "error_code": result[0],
+                "error_message": result[1],
+            },
+            topic_key="topic",
+            partitions_key="partition_result",
+        ),
     }
 
 

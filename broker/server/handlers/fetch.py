@@ -16,8 +16,17 @@ from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
-from broker.server.handlers.base import ApiHandler, Delayed, current_leader_epoch_error, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
+from broker.server.handlers.base import (
+    Answer,
+    ApiHandler,
+    Delayed,
+    current_leader_epoch_error,
+    respond,
+)
 from broker.server.replication_quota import LEADER_REPLICAS, is_throttled
+from broker.server.request import RequestContext
 from broker.util.purgatory import DelayedOperation
 
 
@@ -40,54 +49,47 @@ def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> di
 ZSTD_MIN_VERSION = 10
 
 
-def handle(broker, request, body: dict):
-    refused = _refused_topics(broker, request, body)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    refused = _refused_topics(ctx, request, body)
     if not refused:
-        return _fetch(broker, request, body)
-    entries = [
-        {
-            "topic": t["topic"],
-            "partitions": [
-                _empty(p["partition"], ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-                for p in t["partitions"]
-            ],
-        }
-        for t in body["topics"]
-        if t["topic"] in refused
-    ]
+        return _fetch(ctx, request, body)
+    entries = error_response(
+        {"topics": [t for t in body["topics"] if t["topic"] in refused]},
+        ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+    )["responses"]
     rest = [t for t in body["topics"] if t["topic"] not in refused]
     if not rest:
         return {**error_response({"topics": []}, ErrorCode.NONE), "responses": entries}
-    result = _fetch(broker, request, {**body, "topics": rest})
+    result = _fetch(ctx, request, {**body, "topics": rest})
     return respond(
         result.operation if isinstance(result, Delayed) else result,
         lambda response: {**response, "responses": response["responses"] + entries},
     )
 
 
-def _refused_topics(broker, request, body: dict) -> set[str]:
+def _refused_topics(ctx: BrokerContext, request: RequestContext, body: dict) -> set[str]:
     """Kafka's checks: a follower's fetch needs CLUSTER_ACTION, a consumer's READ on each
     topic (refused ones answer TOPIC_AUTHORIZATION_FAILED)."""
-    if broker.authorizer is None:
+    if ctx.authorizer is None:
         return set()
     names = {t["topic"] for t in body["topics"]}
     if body.get("replica_id", -1) >= 0:
         return (
             set()
-            if allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+            if allowed(ctx, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
             else names
         )
-    return {n for n in names if not allowed(broker, request, Operation.READ, ResourceType.TOPIC, n)}
+    return {n for n in names if not allowed(ctx, request, Operation.READ, ResourceType.TOPIC, n)}
 
 
-def _fetch(broker, request, body: dict):
+def _fetch(ctx: BrokerContext, request: RequestContext, body: dict):
     if body.get("replica_id", -1) >= 0:
-        _record_follower(broker, body)
+        _record_follower(ctx, body)
     if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
-        return read(broker, body, final=True, version=request.api_version)
-    now = broker.now_ms()
-    operation = DelayedFetch(broker, body, now + body["max_wait_ms"], request.api_version)
-    if broker.fetch_purgatory.try_complete_else_watch(operation, now):
+        return read(ctx, body, final=True, version=request.api_version)
+    now = ctx.now_ms()
+    operation = DelayedFetch(ctx, body, now + body["max_wait_ms"], request.api_version)
+    if ctx.fetch_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
 
@@ -95,21 +97,23 @@ def _fetch(broker, request, body: dict):
 class DelayedFetch(DelayedOperation):
     """A fetch waiting for `min_bytes` on its partitions or for its deadline."""
 
-    def __init__(self, broker, body: dict, deadline_ms: int, version: int) -> None:
+    def __init__(self, ctx: BrokerContext, body: dict, deadline_ms: int, version: int) -> None:
         super().__init__(deadline_ms, partitions_of(body))
-        self.broker = broker
+        self.ctx = ctx
         self.body = body
         self.version = version
 
     def try_complete(self, now_ms: int) -> bool:
-        response = read(self.broker, self.body, final=False, version=self.version)
+        response = read(self.ctx, self.body, final=False, version=self.version)
         return response is not None and self.complete(response)
 
     def on_expiration(self, now_ms: int) -> dict:
-        return read(self.broker, self.body, final=True, version=self.version)
+        return read(self.ctx, self.body, final=True, version=self.version)
 
 
-def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) -> dict | None:
+def read(
+    ctx: BrokerContext, body: dict, final: bool, version: int = FETCH_API.max_version
+) -> dict | None:
     """The response, or None when fewer than min_bytes are there and not `final`."""
     remaining = body.get("max_bytes", 0x7FFFFFFF)
     min_bytes = body["min_bytes"]
@@ -124,7 +128,7 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
         before = total
         for preq in topic["partitions"]:
             entry = _fetch_partition(
-                broker, name, preq, remaining, first=(total == 0), replica_id=replica_id
+                ctx, name, preq, remaining, first=(total == 0), replica_id=replica_id
             )
             if version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
                 # An older consumer cannot read zstd batches: Kafka answers this error.
@@ -145,7 +149,7 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
     if not final and total < min_bytes and not any_error:
         return None
     for name, size in sent:
-        broker.metrics.fetched(name, size)
+        ctx.metrics.fetched(name, size)
     return {
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
@@ -155,10 +159,10 @@ def read(broker, body: dict, final: bool, version: int = FETCH_API.max_version) 
 
 
 def _fetch_partition(
-    broker, topic: str, preq: dict, remaining: int, first: bool, replica_id: int = -1
+    ctx: BrokerContext, topic: str, preq: dict, remaining: int, first: bool, replica_id: int = -1
 ) -> dict:
     index = preq["partition"]
-    partition = broker.replicas.get(topic, index)
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:  # no fetching from followers (KIP-392 is not implemented)
@@ -177,8 +181,8 @@ def _fetch_partition(
     limit = min(preq["partition_max_bytes"], remaining)
     if limit <= 0 and not first:
         return _empty(index, ErrorCode.NONE, hw, log_start)
-    throttled = replica_id >= 0 and _leader_throttles(broker, partition, replica_id)
-    if throttled and broker.leader_quota.exceeded():
+    throttled = replica_id >= 0 and _leader_throttles(ctx, partition, replica_id)
+    if throttled and ctx.leader_quota.exceeded():
         return _empty(index, ErrorCode.NONE, hw, log_start)
     try:
         # KIP-74: the first batch of the response comes whole even past the limits.
@@ -188,33 +192,33 @@ def _fetch_partition(
     entry = _empty(index, ErrorCode.NONE, hw, log_start)
     entry["records"] = result.regions
     if throttled:
-        broker.leader_quota.record(result.size)
+        ctx.leader_quota.record(result.size)
     return entry
 
 
-def _leader_throttles(broker, partition, replica_id: int) -> bool:
+def _leader_throttles(ctx: BrokerContext, partition, replica_id: int) -> bool:
     """A follower catching up (out of the ISR) of a replica its topic throttles here
     (broker/server/replication_quota.py)."""
-    if broker.leader_quota is None or replica_id in partition.isr:
+    if ctx.leader_quota is None or replica_id in partition.isr:
         return False
-    listed = broker.replicas.topic_configs.throttled_replicas(partition.topic, LEADER_REPLICAS)
-    return is_throttled(listed, partition.index, broker.replicas.broker_id)
+    listed = ctx.replicas.topic_configs.throttled_replicas(partition.topic, LEADER_REPLICAS)
+    return is_throttled(listed, partition.index, ctx.replicas.broker_id)
 
 
-def _record_follower(broker, body: dict) -> None:
+def _record_follower(ctx: BrokerContext, body: dict) -> None:
     """A follower fetches from its log end: the leader learns how far each follower is
     (moving the high watermark, letting it back into the ISR)."""
     replica_id = body["replica_id"]
     for topic in body["topics"]:
         for preq in topic["partitions"]:
-            partition = broker.replicas.get(topic["topic"], preq["partition"])
+            partition = ctx.replicas.get(topic["topic"], preq["partition"])
             if partition is None or not partition.is_leader:
                 continue
             # A fetch from an older leader epoch (sent before the controller's last
             # decision, e.g. by a broker stopping) is refused below: it must not count.
             epoch = preq.get("current_leader_epoch", -1)
             if epoch in (-1, partition.leader_epoch):
-                broker.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"])
+                ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"])
 
 
 def _has_zstd(regions) -> bool:
@@ -239,13 +243,9 @@ def error_response(body: dict, code: ErrorCode) -> dict:
         "throttle_time_ms": 0,
         "error_code": code,
         "session_id": 0,
-        "responses": [
-            {
-                "topic": t["topic"],
-                "partitions": [_empty(p["partition"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "responses": per_partition(
+            body["topics"], lambda _, p: _empty(p["partition"], code), "topic"
+        ),
     }
 
 

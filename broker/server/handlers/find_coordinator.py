@@ -18,26 +18,28 @@ from broker.protocol.apis import FIND_COORDINATOR_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     keys = body["coordinator_keys"] if request.api_version >= 4 else [body["key"]]
-    answers = [_find(broker, request, key, body["key_type"]) for key in keys]
+    answers = [_find(ctx, request, key, body["key_type"]) for key in keys]
     if request.api_version >= 4:
         return {"throttle_time_ms": 0, "coordinators": answers}
     return {"throttle_time_ms": 0, **{k: v for k, v in answers[0].items() if k != "key"}}
 
 
-def _find(broker, request, key: str, key_type: int) -> dict:
+def _find(ctx: BrokerContext, request: RequestContext, key: str, key_type: int) -> dict:
     resource_type = (
         ResourceType.GROUP if key_type == GROUP_KEY_TYPE else ResourceType.TRANSACTIONAL_ID
     )
-    refused = refused_code(broker, request, Operation.DESCRIBE, resource_type, key)
+    refused = refused_code(ctx, request, Operation.DESCRIBE, resource_type, key)
     if refused:
         return _error(key, refused)
     if key_type != GROUP_KEY_TYPE:
@@ -48,13 +50,13 @@ def _find(broker, request, key: str, key_type: int) -> dict:
         )
     if not key:
         return _error(key, ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-    if broker.groups is None:
+    if ctx.groups is None:
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "no group coordinator")
-    if broker.metadata.partition_count(OFFSETS_TOPIC) == 0:
-        _create_offsets_topic(broker)
+    if ctx.metadata.partition_count(OFFSETS_TOPIC) == 0:
+        _create_offsets_topic(ctx)
         return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
-    state = broker.metadata.partition(OFFSETS_TOPIC, broker.groups.manager.partition_of(key))
-    leader = broker.metadata.brokers.get(state.leader) if state is not None else None
+    state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.manager.partition_of(key))
+    leader = ctx.metadata.brokers.get(state.leader) if state is not None else None
     address = leader.address(request.session.listener) if leader is not None else None
     if address is None:
         return _error(
@@ -82,13 +84,13 @@ def _error(key: str, code: ErrorCode, message: str | None = None) -> dict:
     }
 
 
-def _create_offsets_topic(broker) -> None:
+def _create_offsets_topic(ctx: BrokerContext) -> None:
     """Create __consumer_offsets once (lookups meanwhile answer COORDINATOR_NOT_AVAILABLE)."""
-    manager = broker.groups.manager
-    if manager.creating_topic or broker.admin is None:
+    manager = ctx.groups.manager
+    if manager.creating_topic or ctx.admin is None:
         return
-    cfg = broker.config
-    live = len(broker.metadata.brokers)
+    cfg = ctx.config
+    live = len(ctx.metadata.brokers)
     factor = min(cfg["offsets.topic.replication.factor"], max(live, 1))
     if factor < cfg["offsets.topic.replication.factor"]:
         log.warning(
@@ -112,7 +114,7 @@ def _create_offsets_topic(broker) -> None:
 
     async def create() -> None:
         try:
-            outcome = await broker.admin.create_topics([spec], validate_only=False)
+            outcome = await ctx.admin.create_topics([spec], validate_only=False)
             error = outcome.get(OFFSETS_TOPIC)
             if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
                 log.error("creating %s failed: %s", OFFSETS_TOPIC, error.message)
@@ -121,7 +123,7 @@ def _create_offsets_topic(broker) -> None:
         finally:
             manager.creating_topic = False
 
-    broker.spawn(create())
+    ctx.spawn(create())
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

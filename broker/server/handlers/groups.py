@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
+from broker.server.request import RequestContext
 
 
-def coordinator_or_error(broker):
+def coordinator_or_error(ctx: BrokerContext):
     """The broker's group coordinator, or COORDINATOR_NOT_AVAILABLE without one."""
-    return broker.groups if broker.groups is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return ctx.groups if ctx.groups is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
 
-def group_client_host(request) -> str:
+def group_client_host(request: RequestContext) -> str:
     # Kafka shows the host as Java prints an address ("/127.0.0.1"); tools expect that.
     return f"/{request.session.client_host}"

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from broker.protocol.apis import HEARTBEAT_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     code = groups.heartbeat(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from broker.config.server import SERVER_CONFIG
 from broker.protocol.apis import INCREMENTAL_ALTER_CONFIGS_API
+from broker.server.context import BrokerContext
 from broker.server.dynamic_config import ResourceType, incremental
 from broker.server.handlers.alter_configs import alter, error_response
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.handlers.base import ApiHandler, Delayed, run_async
+from broker.server.request import RequestContext
 from broker.server.topic_config import TOPIC_CONFIG
 
 
@@ -18,8 +20,8 @@ def operated(configs, kind, current, entries: list[dict]) -> dict[str, str]:
     return incremental(current, operations, definition, lambda name: configs.inherited(kind, name))
 
 
-def handle(broker, request, body: dict):
-    return run_async(broker, alter(broker, request, body, operated))
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Delayed:
+    return run_async(ctx, alter(ctx, request, body, operated))
 
 
 HANDLER = ApiHandler(INCREMENTAL_ALTER_CONFIGS_API, handle, error_response)

@@ -10,30 +10,32 @@ from broker.protocol.apis import INIT_PRODUCER_ID_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, allowed_on_any, refused_code
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, run_async
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     transactional_id = body.get("transactional_id")
     if transactional_id:
         refused = refused_code(
-            broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+            ctx, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
         )
         return error_response(body, refused or ErrorCode.INVALID_REQUEST)
     # An idempotent producer: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic.
     if not (
-        allowed(broker, request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
-        or allowed_on_any(broker, request, Operation.WRITE, ResourceType.TOPIC)
+        allowed(ctx, request, Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER)
+        or allowed_on_any(ctx, request, Operation.WRITE, ResourceType.TOPIC)
     ):
         return error_response(body, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
-    pid = broker.producer_ids.allocate()
+    pid = ctx.producer_ids.allocate()
     if pid is None:  # a cluster broker waiting for its next block of ids from ZooKeeper
-        return run_async(broker, _answer_later(broker))
+        return run_async(ctx, _answer_later(ctx))
     return _answer(pid)
 
 
-async def _answer_later(broker) -> dict:
-    return _answer(await broker.producer_ids.next_id())
+async def _answer_later(ctx: BrokerContext) -> dict:
+    return _answer(await ctx.producer_ids.next_id())
 
 
 def _answer(pid: int) -> dict:

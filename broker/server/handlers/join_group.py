@@ -9,12 +9,14 @@ from __future__ import annotations
 from broker.coordinator.coordinator import JoinRequest, JoinResult
 from broker.protocol.apis import JOIN_GROUP_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error, group_client_host
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     rebalance_timeout = body["rebalance_timeout_ms"]

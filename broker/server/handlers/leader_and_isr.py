@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from broker.protocol.apis import LEADER_AND_ISR_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, run_async
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, run_async
 from broker.server.metadata import PartitionState
 from broker.server.partition import Leadership
 from broker.server.replica_manager import PartitionDecision
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    refused = check_controller(broker, body)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    refused = check_controller(ctx, body)
     if refused is not None:
         return error_response(body, refused)
     decisions = [
@@ -43,34 +45,34 @@ def handle(broker, request, body: dict):
         leader["broker_id"]: (leader["host_name"], leader["port"])
         for leader in body["live_leaders"]
     }
-    broker.metadata.take_leaderships(
+    ctx.metadata.take_leaderships(
         PartitionState(d.topic, d.partition, d.state.leader, d.state.leader_epoch,
                        d.state.replicas, d.state.isr, (), d.state.controller_epoch,
                        d.state.zk_version)
         for d in decisions
     )  # fmt: skip
-    unknown = {d.topic for d in decisions if broker.replicas.get(d.topic, d.partition) is None}
-    if unknown and broker.cluster is not None:
-        return run_async(broker, _apply_after_configs(broker, unknown, decisions, leaders))
-    return _response(broker.replicas.apply_leadership(decisions, leaders))
+    unknown = {d.topic for d in decisions if ctx.replicas.get(d.topic, d.partition) is None}
+    if unknown and ctx.cluster is not None:
+        return run_async(ctx, _apply_after_configs(ctx, unknown, decisions, leaders))
+    return _response(ctx.replicas.apply_leadership(decisions, leaders))
 
 
-async def _apply_after_configs(broker, topics, decisions, leaders) -> dict:
-    await broker.cluster.load_topic_configs(topics)
-    return _response(broker.replicas.apply_leadership(decisions, leaders))
+async def _apply_after_configs(ctx: BrokerContext, topics, decisions, leaders) -> dict:
+    await ctx.cluster.load_topic_configs(topics)
+    return _response(ctx.replicas.apply_leadership(decisions, leaders))
 
 
-def check_controller(broker, body: dict) -> ErrorCode | None:
+def check_controller(ctx: BrokerContext, body: dict) -> ErrorCode | None:
     """The checks every controller request passes before it changes anything."""
-    if body["controller_epoch"] < broker.replicas.controller_epoch:
+    if body["controller_epoch"] < ctx.replicas.controller_epoch:
         return ErrorCode.STALE_CONTROLLER_EPOCH
     # Meant for an earlier registration of this broker (KIP-380). Registrations only get
     # newer, and a request may overtake the answer to our own registration: only an older
     # epoch is stale.
     epoch = body.get("broker_epoch", -1)
-    if broker.cluster is not None and 0 <= epoch < broker.cluster.broker_epoch:
+    if ctx.cluster is not None and 0 <= epoch < ctx.cluster.broker_epoch:
         return ErrorCode.STALE_BROKER_EPOCH
-    broker.replicas.controller_epoch = body["controller_epoch"]
+    ctx.replicas.controller_epoch = body["controller_epoch"]
     return None
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from broker.protocol.apis import LEAVE_GROUP_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
 def _members(body: dict, version: int) -> list[tuple[str, str | None]]:
@@ -15,8 +17,8 @@ def _members(body: dict, version: int) -> list[tuple[str, str | None]]:
     return [(m["member_id"], m["group_instance_id"]) for m in body["members"]]
 
 
-def handle(broker, request, body: dict) -> dict:
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     leaving = _members(body, request.api_version)

@@ -7,21 +7,23 @@ from broker.protocol.apis import LIST_GROUPS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     code, listed = groups.list_groups(set(body["states_filter"] or ()))
     # DESCRIBE on the cluster lists every group; else those the principal may describe.
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.CLUSTER):
+    if not allowed(ctx, request, Operation.DESCRIBE, ResourceType.CLUSTER):
         listed = [
             g
             for g in listed
-            if allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)
+            if allowed(ctx, request, Operation.DESCRIBE, ResourceType.GROUP, g.group_id)
         ]
     return {
         "throttle_time_ms": 0,

@@ -11,7 +11,10 @@ from broker.protocol.apis import LIST_OFFSETS_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
+from broker.server.request import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -30,9 +33,9 @@ def _answer(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, 
 DEBUGGING_REPLICA_ID = -2
 
 
-def _partition(broker, topic: str, req: dict, replica_id: int) -> dict:
+def _partition(ctx: BrokerContext, topic: str, req: dict, replica_id: int) -> dict:
     index = req["partition_index"]
-    partition = broker.replicas.get(topic, index)
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader and replica_id != DEBUGGING_REPLICA_ID:
@@ -64,34 +67,24 @@ def _partition(broker, topic: str, req: dict, replica_id: int) -> dict:
     return _answer(index, ErrorCode.NONE, found[0], found[1], epoch)
 
 
-def handle(broker, request, body: dict) -> dict:
-    topics = []
-    for t in body["topics"]:
-        refused = refused_code(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
-        topics.append(
-            {
-                "name": t["name"],
-                "partitions": [
-                    _answer(p["partition_index"], refused)
-                    if refused
-                    else _partition(broker, t["name"], p, body["replica_id"])
-                    for p in t["partitions"]
-                ],
-            }
-        )
-    return {"throttle_time_ms": 0, "topics": topics}
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    refused = {
+        t["name"]: refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
+        for t in body["topics"]
+    }
+
+    def answer(topic: str, p: dict) -> dict:
+        if refused[topic]:
+            return _answer(p["partition_index"], refused[topic])
+        return _partition(ctx, topic, p, body["replica_id"])
+
+    return {"throttle_time_ms": 0, "topics": per_partition(body["topics"], answer)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [_answer(p["partition_index"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "topics": per_partition(body["topics"], lambda _, p: _answer(p["partition_index"], code)),
     }
 
 

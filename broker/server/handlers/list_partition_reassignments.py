@@ -7,18 +7,20 @@ from __future__ import annotations
 from broker.cluster import NotController
 from broker.protocol.apis import LIST_PARTITION_REASSIGNMENTS_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     asked = (
         None
         if body["topics"] is None
         else [(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
     )
-    if broker.cluster is None:
+    if ctx.cluster is None:
         return _body({})
-    controller = broker.cluster.controller
+    controller = ctx.cluster.controller
     if controller is None:
         return error_response(body, ErrorCode.NOT_CONTROLLER)
     try:

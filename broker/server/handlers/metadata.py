@@ -16,11 +16,13 @@ from broker.protocol.errors import ErrorCode
 from broker.protocol.topic import is_legal_topic_name
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import NOT_ASKED, allowed, authorized_operations
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def _topic_entry(broker, name: str, auto_created: set[str], listener: str) -> dict:
-    partitions = broker.metadata.topics.get(name)
+def _topic_entry(ctx: BrokerContext, name: str, auto_created: set[str], listener: str) -> dict:
+    partitions = ctx.metadata.topics.get(name)
     if partitions is None:
         if not is_legal_topic_name(name):
             code = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -32,20 +34,20 @@ def _topic_entry(broker, name: str, auto_created: set[str], listener: str) -> di
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
-        "is_internal": name in broker.metadata.internal_topics,
+        "is_internal": name in ctx.metadata.internal_topics,
         "partitions": [
-            _partition_entry(broker, p, listener)
+            _partition_entry(ctx, p, listener)
             for p in sorted(partitions.values(), key=lambda s: s.partition)
         ],
         "topic_authorized_operations": NOT_ASKED,
     }
 
 
-def _partition_entry(broker, p, listener: str) -> dict:
+def _partition_entry(ctx: BrokerContext, p, listener: str) -> dict:
     leader, code = p.leader, ErrorCode.NONE
-    if not broker.metadata.is_online(p):  # no leader, or its broker is gone
+    if not ctx.metadata.is_online(p):  # no leader, or its broker is gone
         leader, code = -1, ErrorCode.LEADER_NOT_AVAILABLE
-    elif broker.metadata.brokers[leader].address(listener) is None:
+    elif ctx.metadata.brokers[leader].address(listener) is None:
         leader, code = -1, ErrorCode.LISTENER_NOT_FOUND
     return {
         "error_code": code,
@@ -58,10 +60,10 @@ def _partition_entry(broker, p, listener: str) -> dict:
     }
 
 
-def _brokers(broker, listener: str) -> list[dict]:
+def _brokers(ctx: BrokerContext, listener: str) -> list[dict]:
     """The live brokers with an endpoint on the listener the request came in on."""
     found = []
-    for b in sorted(broker.metadata.brokers.values(), key=lambda b: b.broker_id):
+    for b in sorted(ctx.metadata.brokers.values(), key=lambda b: b.broker_id):
         address = b.address(listener)
         if address is not None:
             found.append({"node_id": b.broker_id, "host": address[0], "port": address[1],
@@ -69,7 +71,7 @@ def _brokers(broker, listener: str) -> list[dict]:
     return found
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     requested = body.get("topics")
     listener = request.session.listener
     auto_created: set[str] = set()
@@ -77,39 +79,39 @@ def handle(broker, request, body: dict) -> dict:
     # v0 asks for every topic with an empty list; v1+ with null.
     if requested is None or (request.api_version == 0 and not requested):
         # Topics the principal may not describe are left out, silently.
-        names = [n for n in sorted(broker.metadata.topics) if _describable(broker, request, n)]
+        names = [n for n in sorted(ctx.metadata.topics) if _describable(ctx, request, n)]
     else:
         names = []
         for name in (t["name"] for t in requested):
-            (names if _describable(broker, request, name) else refused).append(name)
-        auto = broker.config["auto.create.topics.enable"] and body.get(
+            (names if _describable(ctx, request, name) else refused).append(name)
+        auto = ctx.config["auto.create.topics.enable"] and body.get(
             "allow_auto_topic_creation", True
         )
         for name in list(names):
-            if auto and name not in broker.metadata.topics and is_legal_topic_name(name):
-                if not _may_create(broker, request, name):
+            if auto and name not in ctx.metadata.topics and is_legal_topic_name(name):
+                if not _may_create(ctx, request, name):
                     names.remove(name)
                     refused.append(name)
                     continue
                 # A single broker has it at once; in a cluster the controller will, and
                 # the answer says LEADER_NOT_AVAILABLE meanwhile, as Kafka's does.
-                broker.admin.auto_create(name)
+                ctx.admin.auto_create(name)
                 auto_created.add(name)
-    topics = [_topic_entry(broker, n, auto_created, listener) for n in names]
+    topics = [_topic_entry(ctx, n, auto_created, listener) for n in names]
     if body.get("include_topic_authorized_operations"):
         for topic in topics:
             topic["topic_authorized_operations"] = authorized_operations(
-                broker, request, ResourceType.TOPIC, topic["name"]
+                ctx, request, ResourceType.TOPIC, topic["name"]
             )
     cluster_operations = NOT_ASKED
     if body.get("include_cluster_authorized_operations"):
-        cluster_operations = authorized_operations(broker, request, ResourceType.CLUSTER)
+        cluster_operations = authorized_operations(ctx, request, ResourceType.CLUSTER)
     refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return {
         "throttle_time_ms": 0,
-        "brokers": _brokers(broker, listener),
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.metadata.controller_id,
+        "brokers": _brokers(ctx, listener),
+        "cluster_id": ctx.metadata.cluster_id,
+        "controller_id": ctx.metadata.controller_id,
         "topics": topics
         + [
             {"error_code": refusal, "name": n, "is_internal": False, "partitions": []}
@@ -119,14 +121,14 @@ def handle(broker, request, body: dict) -> dict:
     }
 
 
-def _describable(broker, request, name: str) -> bool:
-    return allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, name)
+def _describable(ctx: BrokerContext, request: RequestContext, name: str) -> bool:
+    return allowed(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, name)
 
 
-def _may_create(broker, request, name: str) -> bool:
+def _may_create(ctx: BrokerContext, request: RequestContext, name: str) -> bool:
     """Auto-creation, as CreateTopics: CREATE on the cluster or on the topic."""
-    return allowed(broker, request, Operation.CREATE, ResourceType.CLUSTER) or allowed(
-        broker, request, Operation.CREATE, ResourceType.TOPIC, name
+    return allowed(ctx, request, Operation.CREATE, ResourceType.CLUSTER) or allowed(
+        ctx, request, Operation.CREATE, ResourceType.TOPIC, name
     )
 
 

@@ -11,18 +11,21 @@ from broker.protocol.apis import OFFSET_COMMIT_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_partitions
-from broker.server.handlers.base import ApiHandler, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import partition_errors
+from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
-    if not allowed(broker, request, Operation.READ, ResourceType.GROUP, body["group_id"]):
+    if not allowed(ctx, request, Operation.READ, ResourceType.GROUP, body["group_id"]):
         return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refused = refused_partitions(broker, request, Operation.READ, body["topics"])
-    now = broker.now_ms()
+    refused = refused_partitions(ctx, request, Operation.READ, body["topics"])
+    now = ctx.now_ms()
     retention = body["retention_time_ms"]
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for topic in body["topics"]:
@@ -48,22 +51,7 @@ def handle(broker, request, body: dict):
 
 
 def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": topic["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[(topic["name"], p["partition_index"])],
-                    }
-                    for p in topic["partitions"]
-                ],
-            }
-            for topic in body["topics"]
-        ],
-    }
+    return {"throttle_time_ms": 0, "topics": partition_errors(body["topics"], errors)}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

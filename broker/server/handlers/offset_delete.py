@@ -7,17 +7,20 @@ from broker.protocol.apis import OFFSET_DELETE_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_partitions
-from broker.server.handlers.base import ApiHandler, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import partition_errors
+from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
-    if not allowed(broker, request, Operation.DELETE, ResourceType.GROUP, body["group_id"]):
+    if not allowed(ctx, request, Operation.DELETE, ResourceType.GROUP, body["group_id"]):
         return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED)
-    refused = refused_partitions(broker, request, Operation.READ, body["topics"])
+    refused = refused_partitions(ctx, request, Operation.READ, body["topics"])
     asked = [
         (t["name"], p["partition_index"])
         for t in body["topics"]
@@ -34,19 +37,7 @@ def _body(body: dict, code: ErrorCode, errors: dict[tuple[str, int], ErrorCode])
     return {
         "error_code": ErrorCode.NONE,
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t["name"],
-                "partitions": [
-                    {
-                        "partition_index": p["partition_index"],
-                        "error_code": errors[(t["name"], p["partition_index"])],
-                    }
-                    for p in t["partitions"]
-                ],
-            }
-            for t in body["topics"]
-        ],
+        "topics": partition_errors(body["topics"], errors),
     }
 
 

@@ -9,21 +9,23 @@ from broker.protocol.apis import OFFSET_FETCH_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups, request.api_version)
-    if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, body["group_id"]):
+    if not allowed(ctx, request, Operation.DESCRIBE, ResourceType.GROUP, body["group_id"]):
         return error_response(body, ErrorCode.GROUP_AUTHORIZATION_FAILED, request.api_version)
     # Topics the principal may not describe: refused when named, left out of "all".
     refused = {
         t["name"]
         for t in body["topics"] or []
-        if not allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
+        if not allowed(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["name"])
     }
     asked = (
         None
@@ -41,7 +43,7 @@ def handle(broker, request, body: dict) -> dict:
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for (topic, partition), committed in offsets.items():
         if asked is None and not allowed(
-            broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic
+            ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, topic
         ):
             continue
         by_topic[topic].append(

@@ -21,7 +21,10 @@ from broker.protocol.apis import OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_code
+from broker.server.context import BrokerContext
+from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
+from broker.server.request import RequestContext
 
 
 def _answer(
@@ -33,9 +36,9 @@ def _answer(
     return {"error_code": code, "partition": index, "leader_epoch": epoch, "end_offset": end_offset}
 
 
-def _partition(broker, topic: str, req: dict) -> dict:
+def _partition(ctx: BrokerContext, topic: str, req: dict) -> dict:
     index = req["partition"]
-    partition = broker.replicas.get(topic, index)
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     if not partition.is_leader:  # only the leader's log is the reference
@@ -48,41 +51,31 @@ def _partition(broker, topic: str, req: dict) -> dict:
     return _answer(index, ErrorCode.NONE, epoch, end_offset)
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     # As Kafka: CLUSTER_ACTION (a follower) may ask about any topic, others need DESCRIBE
     # on each (KIP-320 consumers).
-    any_topic = allowed(broker, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
-    topics = []
-    for t in body["topics"]:
-        refused = ErrorCode.NONE
-        if not any_topic:
-            refused = refused_code(
-                broker, request, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"]
-            )
-        topics.append(
-            {
-                "topic": t["topic"],
-                "partitions": [
-                    _answer(p["partition"], refused)
-                    if refused
-                    else _partition(broker, t["topic"], p)
-                    for p in t["partitions"]
-                ],
-            }
-        )
-    return {"throttle_time_ms": 0, "topics": topics}
+    any_topic = allowed(ctx, request, Operation.CLUSTER_ACTION, ResourceType.CLUSTER)
+    refused = {
+        t["topic"]: ErrorCode.NONE
+        if any_topic
+        else refused_code(ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, t["topic"])
+        for t in body["topics"]
+    }
+
+    def answer(topic: str, p: dict) -> dict:
+        if refused[topic]:
+            return _answer(p["partition"], refused[topic])
+        return _partition(ctx, topic, p)
+
+    return {"throttle_time_ms": 0, "topics": per_partition(body["topics"], answer, "topic")}
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
     return {
         "throttle_time_ms": 0,
-        "topics": [
-            {
-                "topic": t["topic"],
-                "partitions": [_answer(p["partition"], code) for p in t["partitions"]],
-            }
-            for t in body["topics"]
-        ],
+        "topics": per_partition(
+            body["topics"], lambda _, p: _answer(p["partition"], code), "topic"
+        ),
     }
 
 

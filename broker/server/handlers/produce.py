@@ -17,7 +17,9 @@ from broker.records.validate import RecordsError, validate_produce_records
 from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
 from broker.server.authorization import allowed
-from broker.server.handlers.base import NO_RESPONSE, ApiHandler, Delayed
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import NO_RESPONSE, Answer, ApiHandler, Delayed
+from broker.server.request import RequestContext
 from broker.util.purgatory import DelayedOperation
 
 
@@ -43,33 +45,33 @@ def _partition_response(
     }
 
 
-def handle(broker, request, body: dict):
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     acks = body["acks"]
     transactional_id = body.get("transactional_id")
     if transactional_id is not None and not allowed(
-        broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
+        ctx, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     ):
         refused = error_response(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return NO_RESPONSE if acks == 0 else refused
-    now = broker.now_ms()
+    now = ctx.now_ms()
     responses = []
     waiting: dict[tuple[str, int], tuple[dict, int]] = {}  # acks=all: answer, offset needed
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
-        if not allowed(broker, request, Operation.WRITE, ResourceType.TOPIC, name):
+        if not allowed(ctx, request, Operation.WRITE, ResourceType.TOPIC, name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             partitions = [_partition_response(p["index"], refused) for p in topic["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})
             continue
         for pdata in topic["partition_data"]:
             answer, next_offset = _produce_partition(
-                broker, name, pdata, acks, now, request.api_version
+                ctx, name, pdata, acks, now, request.api_version
             )
             partitions.append(answer)
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
-                broker.fetch_purgatory.check_and_complete((name, answer["index"]), now)
+                ctx.fetch_purgatory.check_and_complete((name, answer["index"]), now)
                 if acks == -1:
                     waiting[(name, answer["index"])] = (answer, next_offset)
         responses.append({"name": name, "partition_responses": partitions})
@@ -78,8 +80,8 @@ def handle(broker, request, body: dict):
     response = {"responses": responses, "throttle_time_ms": 0}
     if not waiting:
         return response
-    operation = DelayedProduce(broker, response, waiting, now + body["timeout_ms"])
-    if broker.produce_purgatory.try_complete_else_watch(operation, now):
+    operation = DelayedProduce(ctx, response, waiting, now + body["timeout_ms"])
+    if ctx.produce_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
 
@@ -88,15 +90,15 @@ class DelayedProduce(DelayedOperation):
     """acks=all: the answer waits until the high watermark has passed each partition's
     appended records (every in-sync replica has them), or until `timeout_ms`."""
 
-    def __init__(self, broker, response: dict, waiting: dict, deadline_ms: int) -> None:
+    def __init__(self, ctx: BrokerContext, response: dict, waiting: dict, deadline_ms: int) -> None:
         super().__init__(deadline_ms, list(waiting))
-        self.broker = broker
+        self.ctx = ctx
         self.response = response
         self.waiting = dict(waiting)
 
     def try_complete(self, now_ms: int) -> bool:
         for tp, (answer, next_offset) in list(self.waiting.items()):
-            outcome = replication_outcome(self.broker, tp, next_offset)
+            outcome = replication_outcome(self.ctx, tp, next_offset)
             if outcome is None:
                 continue
             code, message = outcome
@@ -118,13 +120,13 @@ def _fail(answer: dict, code: ErrorCode, message: str) -> None:
 
 
 def _produce_partition(
-    broker, topic: str, pdata: dict, acks: int, now: int, version: int
+    ctx: BrokerContext, topic: str, pdata: dict, acks: int, now: int, version: int
 ) -> tuple[dict, int]:
     """The partition's answer and, when appended, the offset after its records (else -1)."""
     index = pdata["index"]
     if acks not in (0, 1, -1):
         return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS), -1
-    partition = broker.replicas.get(topic, index)
+    partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
     records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
@@ -133,7 +135,7 @@ def _produce_partition(
             records,
             partition.log.config.max_message_bytes,
             produce_version=version,
-            parse_every_record=broker.config["produce.record.validation"] == "full",
+            parse_every_record=ctx.config["produce.record.validation"] == "full",
             # Log compaction: a compacted topic refuses records without a key.
             compacted=f"{topic}-{index}" if partition.log.config.compact else None,
         )
@@ -145,7 +147,7 @@ def _produce_partition(
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
         return _partition_response(index, result.error, message=result.message), -1
-    broker.metrics.produced(topic, len(records), sum(h.last_offset_delta + 1 for _, h in batches))
+    ctx.metrics.produced(topic, len(records), sum(h.last_offset_delta + 1 for _, h in batches))
     answer = _partition_response(
         index,
         ErrorCode.NONE,

@@ -5,17 +5,19 @@ from __future__ import annotations
 
 from broker.protocol.apis import SASL_AUTHENTICATE_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     authenticator = request.session.authenticator
     if authenticator is None:
         return {
             **error_response(body, ErrorCode.ILLEGAL_SASL_STATE),
             "error_message": "this listener does not use SASL",
         }
-    answer = authenticator.authenticate(body["auth_bytes"], request.api_version, broker.now_ms())
+    answer = authenticator.authenticate(body["auth_bytes"], request.api_version, ctx.now_ms())
     return {
         "error_code": answer.error_code,
         "error_message": answer.error_message,

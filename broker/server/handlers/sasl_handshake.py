@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from broker.protocol.apis import SASL_HANDSHAKE_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     authenticator = request.session.authenticator
     if authenticator is None:
         return error_response(body, ErrorCode.ILLEGAL_SASL_STATE)

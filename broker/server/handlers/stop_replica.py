@@ -6,20 +6,22 @@ from __future__ import annotations
 
 from broker.protocol.apis import STOP_REPLICA_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.leader_and_isr import check_controller
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    refused = check_controller(broker, body)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    refused = check_controller(ctx, body)
     if refused is not None:
         return error_response(body, refused)
     partitions = [(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]]
-    broker.replicas.stop_replicas(partitions, delete=body["delete_partitions"])
+    ctx.replicas.stop_replicas(partitions, delete=body["delete_partitions"])
     if body["delete_partitions"]:
         for topic in {t for t, _ in partitions}:
-            if not any(t == topic for t, _ in broker.replicas.partitions):
-                broker.replicas.topic_configs.remove(topic)
+            if not any(t == topic for t, _ in ctx.replicas.partitions):
+                ctx.replicas.topic_configs.remove(topic)
     return {
         "error_code": ErrorCode.NONE,
         "partition_errors": [

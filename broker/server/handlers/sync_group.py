@@ -9,12 +9,14 @@ from __future__ import annotations
 from broker.coordinator.coordinator import SyncResult
 from broker.protocol.apis import SYNC_GROUP_API
 from broker.protocol.errors import ErrorCode
-from broker.server.handlers.base import ApiHandler, respond
+from broker.server.context import BrokerContext
+from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict):
-    groups = coordinator_or_error(broker)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
+    groups = coordinator_or_error(ctx)
     if isinstance(groups, ErrorCode):
         return error_response(body, groups)
     result = groups.sync_group(

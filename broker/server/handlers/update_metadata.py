@@ -7,13 +7,15 @@ from __future__ import annotations
 from broker.cluster import SECURITY_PROTOCOL_NAMES, BrokerRegistration, Endpoint
 from broker.protocol.apis import UPDATE_METADATA_API
 from broker.protocol.errors import ErrorCode
+from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.handlers.leader_and_isr import check_controller
 from broker.server.metadata import PartitionState
+from broker.server.request import RequestContext
 
 
-def handle(broker, request, body: dict) -> dict:
-    refused = check_controller(broker, body)
+def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    refused = check_controller(ctx, body)
     if refused is not None:
         return error_response(body, refused)
     brokers = [
@@ -36,7 +38,7 @@ def handle(broker, request, body: dict) -> dict:
         for topic in body["topic_states"]
         for p in topic["partition_states"]
     ]
-    broker.metadata.update(body["controller_id"], body["controller_epoch"], brokers, partitions)
+    ctx.metadata.update(body["controller_id"], body["controller_epoch"], brokers, partitions)
     return {"error_code": ErrorCode.NONE}
 
 
