@@ -24,6 +24,8 @@ from broker.controller.zk_layout import BrokerRegistration, LeaderAndIsr, Reassi
 log = logging.getLogger(__name__)
 
 Watch = Callable[[], None]
+Assignment = dict[int, list[int]]  # a topic's replicas per partition
+Moves = dict[int, Reassignment]  # a topic's moves under way per partition
 
 
 class Fenced(Exception):
@@ -59,9 +61,7 @@ class ControllerStore(Protocol):
     async def topic_names(self, watch: Watch) -> list[str]:
         """The topics in /brokers/topics."""
 
-    async def read_topic(
-        self, topic: str, watch: Watch
-    ) -> tuple[dict[int, list[int]], dict[int, Reassignment]] | None:
+    async def read_topic(self, topic: str, watch: Watch) -> tuple[Assignment, Moves] | None:
         """A topic's assignment and its moves under way; None when gone or unreadable."""
 
     async def read_topic_config(self, topic: str) -> dict[str, str]:
@@ -85,11 +85,7 @@ class ControllerStore(Protocol):
         """The stored state, or None when it changed since `state.zk_version`."""
 
     async def write_assignment(
-        self,
-        topic: str,
-        assignment: dict[int, list[int]],
-        moving: dict[int, Reassignment],
-        fence: int,
+        self, topic: str, assignment: Assignment, moving: Moves, fence: int
     ) -> None:
         """The topic's replicas and its moves under way."""
 
@@ -186,9 +182,7 @@ class ZkControllerStore:
     async def topic_names(self, watch: Watch) -> list[str]:
         return await self.zk.get_children(z.BROKER_TOPICS, watch=_zk_watch(watch)) or []
 
-    async def read_topic(
-        self, topic: str, watch: Watch
-    ) -> tuple[dict[int, list[int]], dict[int, Reassignment]] | None:
+    async def read_topic(self, topic: str, watch: Watch) -> tuple[Assignment, Moves] | None:
         found = await self.zk.get(z.topic_path(topic), watch=_zk_watch(watch))
         if found is None:
             return None
@@ -256,11 +250,7 @@ class ZkControllerStore:
         return state.with_version(results[1].version)
 
     async def write_assignment(
-        self,
-        topic: str,
-        assignment: dict[int, list[int]],
-        moving: dict[int, Reassignment],
-        fence: int,
+        self, topic: str, assignment: Assignment, moving: Moves, fence: int
     ) -> None:
         data = z.encode_assignment(assignment, moving)
         try:
