@@ -1,5 +1,6 @@
-"""Partition reassignment, the checks and the arithmetic (docs/contracts/cluster.md,
-"Reassignment"); the controller carries it out (broker/controller/controller.py).
+"""Partition reassignment (docs/contracts/cluster.md, "Reassignment"): the checks and
+the arithmetic as pure functions, then the controller's steps (AlterPartitionReassignments
+and `/admin/reassign_partitions` events, and the ISR changes that complete a move).
 
 A partition moves from its original replicas to a target list in Kafka's three steps:
 the new replicas are added (the partition's replicas are then the target followed by
@@ -11,14 +12,26 @@ stops and deletes them. A cancelled move goes back to the original replicas the 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import logging
+from collections.abc import Collection, Iterable, Sequence
+from typing import TYPE_CHECKING
 
-from broker.cluster import LeaderAndIsr
+from broker.cluster import LeaderAndIsr, TopicPartition
+from broker.controller import election
+from broker.controller.context import ControllerContext
+from broker.controller.events import ZkPartitionReassignment
+from broker.protocol.errors import ErrorCode
 from broker.zk.layout import Reassignment
 
-__all__ = ["Reassignment", "target_problem", "is_complete", "redirect"]
+if TYPE_CHECKING:
+    from broker.controller.controller import Controller
+
+log = logging.getLogger(__name__)
+
+Results = dict[TopicPartition, tuple[ErrorCode, str | None]]
 
 
+# -- the checks and the arithmetic ------------------------------------------------------------
 def target_problem(target: Sequence[int], brokers: Collection[int]) -> str | None:
     """What is wrong with a target replica list, given the registered brokers, or None."""
     if not target:
@@ -48,3 +61,139 @@ def redirect(
     are dropped again)."""
     original = ongoing.original if ongoing is not None else replicas
     return Reassignment.between(list(original), list(target))
+
+
+def under_way(ctx: ControllerContext, partitions: Iterable[TopicPartition] | None) -> dict:
+    """ListPartitionReassignments: the moves under way (all, or of `partitions`), each as
+    (replicas, adding, removing)."""
+    wanted = ctx.reassigning if partitions is None else partitions
+    return {
+        tp: (ctx.replicas(tp), list(m.adding), list(m.removing))
+        for tp in sorted(wanted)
+        if (m := ctx.reassigning.get(tp)) is not None
+    }
+
+
+# -- the controller's steps ---------------------------------------------------------------------
+async def alter(c: Controller, asked: dict[TopicPartition, list[int] | None]) -> Results:
+    """Move each partition to its target (None: cancel its move). Checked per partition;
+    one refused changes nothing of its own. Raises NotController."""
+    ctx = c.active_context()
+    results: Results = {}
+    for tp, target in sorted(asked.items()):
+        if not ctx.replicas(tp) or tp not in ctx.states or tp[0] in ctx.deleting:
+            results[tp] = (
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                f"The partition {tp[0]}-{tp[1]} does not exist.",
+            )
+            continue
+        ongoing = ctx.reassigning.get(tp)
+        if target is None:
+            if ongoing is None:
+                results[tp] = (
+                    ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                    f"No reassignment of {tp[0]}-{tp[1]} is in progress.",
+                )
+                continue
+            target = ongoing.original
+        else:
+            problem = target_problem(target, ctx.live)
+            if problem is not None:
+                results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
+                continue
+        await _move(c, tp, list(target))
+        results[tp] = (ErrorCode.NONE, None)
+    return results
+
+
+async def _move(c: Controller, tp: TopicPartition, target: list[int]) -> None:
+    """Start (or redirect) the move of `tp` to `target`: its replicas become the target
+    followed by the leaving ones, under a new leader epoch; replicas an earlier target
+    added and this one does not want are stopped again."""
+    ctx = c.ctx
+    before = ctx.replicas(tp)
+    ongoing = ctx.reassigning.get(tp)
+    moving = redirect(before, ongoing, target)
+    if ongoing == moving:
+        return  # asked again (e.g. /admin/reassign_partitions rewritten): under way
+    if not moving.adding and not moving.removing:
+        if ongoing is not None or before != target:
+            await _finish_move(c, tp, target)  # back to the original: cancelled
+        return
+    dropped = [r for r in before if r not in moving.replicas]
+    ctx.assignments[tp[0]][tp[1]] = moving.replicas
+    ctx.reassigning[tp] = moving
+    await _write_assignment(c, tp[0])
+    log.info(
+        "%s-%d: reassigning %s -> %s (adding %s, removing %s)",
+        *tp,
+        moving.original,
+        list(moving.target),
+        list(moving.adding),
+        list(moving.removing),
+    )
+    await c.apply(
+        [tp],
+        lambda tp, state: election.replicas_moved(
+            moving.replicas, dropped, state, ctx.live, ctx.epoch
+        ),
+    )
+    c.send_update_metadata([tp])
+    _stop_moved_replicas(c, tp, dropped)
+    await finish_moves(c, [tp])
+
+
+async def finish_moves(c: Controller, partitions: Iterable[TopicPartition]) -> None:
+    """Finish the moves of `partitions` whose target replicas have all caught up."""
+    ctx = c.ctx
+    for tp in partitions:
+        moving = ctx.reassigning.get(tp)
+        if moving is not None and is_complete(moving, ctx.states.get(tp)):
+            await _finish_move(c, tp, list(moving.target))
+
+
+async def _finish_move(c: Controller, tp: TopicPartition, target: list[int]) -> None:
+    """The partition's replicas become `target`: leadership and ISR first (a controller
+    taking over after this still sees the move in the assignment znode and finishes it),
+    then the assignment, then the leaving replicas are deleted."""
+    ctx = c.ctx
+    leaving = [r for r in ctx.replicas(tp) if r not in target]
+    ctx.assignments[tp[0]][tp[1]] = target
+    ctx.reassigning.pop(tp, None)
+    await c.apply(
+        [tp],
+        lambda tp, state: election.replicas_moved(target, leaving, state, ctx.live, ctx.epoch),
+    )
+    await _write_assignment(c, tp[0])
+    c.send_update_metadata([tp])
+    _stop_moved_replicas(c, tp, leaving)
+    log.info("%s-%d: reassignment done, replicas %s", *tp, target)
+    await c.store.keep_reassign_requests(ctx.reassigning)
+
+
+def _stop_moved_replicas(c: Controller, tp: TopicPartition, brokers: Iterable[int]) -> None:
+    # A broker that is down keeps its copy on disk; nothing leads it there again.
+    for broker_id in brokers:
+        c.send_stop_replica(broker_id, [tp], delete=True)
+
+
+async def _write_assignment(c: Controller, topic: str) -> None:
+    """The topic's assignment znode as the controller knows it, fenced by its epoch."""
+    ctx = c.ctx
+    moving = {p: r for (t, p), r in ctx.reassigning.items() if t == topic}
+    await c.store.write_assignment(topic, ctx.assignments[topic], moving, ctx.epoch_zk_version)
+
+
+async def zk_requested(c: Controller) -> None:
+    """`/admin/reassign_partitions` (Kafka's reassignment tool writes it): start each
+    move; the znode keeps the moves under way and goes when they are all done."""
+    if c.ctx is None:
+        return
+    asked = await c.store.read_reassign_request(c.watch(ZkPartitionReassignment()))
+    if asked is None:
+        return
+    results = await alter(c, asked)
+    for tp, (code, message) in results.items():
+        if code != ErrorCode.NONE:
+            log.warning("reassignment of %s-%d refused: %s", *tp, message or code.name)
+    await c.store.keep_reassign_requests(c.ctx.reassigning)

@@ -14,9 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
+from broker.controller.events import ControllerState
 from broker.coordinator.group import GroupState
 from broker.server.context import BrokerContext
 
@@ -135,6 +136,9 @@ class BrokerStateCollector(Collector):
             "Partitions without a live leader (on the active controller; 0 elsewhere).",
             offline,
         )
+        cluster_controller = ctx.cluster.controller if ctx.cluster is not None else None
+        if cluster_controller is not None:
+            yield from controller_families(cluster_controller)
 
     def _groups(self, ctx: BrokerContext) -> Iterable:
         groups = list(ctx.groups.manager.groups.values())
@@ -179,3 +183,32 @@ class BrokerStateCollector(Collector):
         if self.per_partition:
             yield committed
         yield lag
+
+
+def controller_families(controller) -> Iterable:
+    """The controller's event loop as Kafka's ControllerStats shows it: the state it is in
+    (the running event's, Idle between events), the events waiting, and per event type
+    how many ran and for how long (broker/controller/events.py). Every broker of a cluster
+    runs a controller's queue; only the active one processes more than its elections."""
+    current = GaugeMetricFamily(
+        "kafka_controller_state",
+        "1 for the state the controller's event loop is in (the running event's), else 0.",
+        labels=["state"],
+    )
+    for state in ControllerState:
+        current.add_metric([state.value], 1 if controller.state is state else 0)
+    yield current
+    yield GaugeMetricFamily(
+        "kafka_controller_event_queue_size",
+        "Controller events waiting to be processed.",
+        controller.queue_size,
+    )
+    events = SummaryMetricFamily(
+        "kafka_controller_event_duration_seconds",
+        "Controller events processed, by event type and the state it ran under, and the "
+        "time they took.",
+        labels=["event", "state"],
+    )
+    for name, (state, count, seconds) in sorted(controller.stats.events.items()):
+        events.add_metric([name, state.value], count, seconds)
+    yield events

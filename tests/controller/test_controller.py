@@ -8,17 +8,18 @@ success, recording it.
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
 from broker.cluster import BrokerRegistration, LeaderAndIsr
+from broker.controller.channels import BrokerChannels
 from broker.controller.controller import AutoRebalance, Controller
+from broker.controller.store import ZkControllerStore
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
 from broker.zk import layout as z
 from broker.zk.client import ZkClient
+from tests.helpers.aio import run, until
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 
 SUCCESS = {
@@ -70,19 +71,6 @@ class FakeBroker:
         return found
 
 
-async def eventually(check, timeout_s: float = 20.0):
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while True:
-        result = check()
-        if asyncio.iscoroutine(result):
-            result = await result
-        if result:
-            return result
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.05)
-
-
 class Harness:
     def __init__(self, connect: str) -> None:
         self.connect = connect
@@ -116,15 +104,15 @@ class Harness:
         await zk.start()
         controller = Controller(
             broker_id,
-            zk,
+            ZkControllerStore(zk),
+            BrokerChannels(broker_id, "PLAINTEXT", request_timeout_s=5),
             listener="PLAINTEXT",
             unclean_default=unclean,
-            request_timeout_s=5,
             auto_rebalance=auto_rebalance,
         )
         controller.start()
         self.controllers.append((zk, controller))
-        await eventually(lambda: controller.active_controller is not None)
+        await until(lambda: controller.active_controller is not None)
         return controller
 
     async def create_topic(self, topic: str, assignment: dict[int, list[int]], config=None):
@@ -153,10 +141,6 @@ class Harness:
         return z.decode_partition_state(found[0], found[1].version) if found else None
 
 
-def run(coro):
-    asyncio.run(asyncio.wait_for(coro, 90))
-
-
 def test_one_controller_is_elected_and_another_takes_over(zk_connect):
     async def scenario():
         async with Harness(zk_connect) as h:
@@ -167,10 +151,10 @@ def test_one_controller_is_elected_and_another_takes_over(zk_connect):
             assert second.active_controller == 0
             epoch = z.decode_controller_epoch((await h.zk.get(z.CONTROLLER_EPOCH))[0])
             await h.controllers[0][0].close()  # the controller's session ends
-            await eventually(lambda: second.is_active)
+            await until(lambda: second.is_active)
             assert z.decode_controller_epoch((await h.zk.get(z.CONTROLLER_EPOCH))[0]) == epoch + 1
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_a_new_topic_gets_leaders_and_every_broker_is_told(zk_connect):
@@ -179,12 +163,12 @@ def test_a_new_topic_gets_leaders_and_every_broker_is_told(zk_connect):
             brokers = [await h.broker(i) for i in range(3)]
             await h.controller(0)
             await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
-            state = await eventually(lambda: h.state("t", 1))
+            state = await until(lambda: h.state("t", 1))
             assert (state.leader, state.leader_epoch, state.isr) == (2, 0, (2, 0, 1))
             for b in brokers:  # each replica learns its part, is_new
-                p = await eventually(lambda b=b: b.leadership("t", 0))
+                p = await until(lambda b=b: b.leadership("t", 0))
                 assert (p["leader"], p["isr"], p["is_new"]) == (1, [1, 2, 0], True)
-                await eventually(
+                await until(
                     lambda b=b: any(
                         t["topic_name"] == "t"
                         for body in b.requests(UPDATE_METADATA)
@@ -194,7 +178,7 @@ def test_a_new_topic_gets_leaders_and_every_broker_is_told(zk_connect):
             body = brokers[0].requests(UPDATE_METADATA)[-1]
             assert sorted(x["id"] for x in body["live_brokers"]) == [0, 1, 2]
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_the_isrs(zk_connect):
@@ -203,18 +187,18 @@ def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_the_isrs(zk_connect):
             brokers = [await h.broker(i) for i in range(3)]
             await h.controller(0)
             await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
-            await eventually(lambda: h.state("t", 1))
+            await until(lambda: h.state("t", 1))
             await brokers[1].die()
-            moved = await eventually(_leader_changed(h, "t", 0, 1))
+            moved = await until(_leader_changed(h, "t", 0, 1))
             assert (moved.leader, moved.leader_epoch, moved.isr) == (2, 1, (2, 0))
-            shrunk = await eventually(_isr_without(h, "t", 1, 1))
+            shrunk = await until(_isr_without(h, "t", 1, 1))
             assert (shrunk.leader, shrunk.leader_epoch, shrunk.isr) == (2, 1, (2, 0))
-            p = await eventually(lambda: _epoch_at_least(brokers[0], "t", 0, 1))
+            p = await until(lambda: _epoch_at_least(brokers[0], "t", 0, 1))
             assert p["leader"] == 2
             # Every live broker hears that the dead replica is offline.
-            await eventually(lambda: _offline_replicas(brokers[2], "t", 0) == [1])
+            await until(lambda: _offline_replicas(brokers[2], "t", 0) == [1])
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_no_eligible_leader_keeps_the_isr_then_the_replica_returns(zk_connect):
@@ -224,16 +208,16 @@ def test_no_eligible_leader_keeps_the_isr_then_the_replica_returns(zk_connect):
             b1 = await h.broker(1)
             await h.controller(0)
             await h.create_topic("solo", {0: [1]})
-            await eventually(lambda: h.state("solo", 0))
+            await until(lambda: h.state("solo", 0))
             await b1.die()
-            offline = await eventually(_leader_changed(h, "solo", 0, 1))
+            offline = await until(_leader_changed(h, "solo", 0, 1))
             assert (offline.leader, offline.isr) == (-1, (1,))
             del b0
             await h.broker(1)  # back (a new registration)
-            back = await eventually(_leader_changed(h, "solo", 0, -1))
+            back = await until(_leader_changed(h, "solo", 0, -1))
             assert (back.leader, back.isr) == (1, (1,))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
@@ -248,13 +232,13 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
             # Allowed after the topic was read (AlterConfigs at run time): the election
             # follows the config as it is then.
             await h.create_topic("later", {0: [1, 2]})
-            await eventually(lambda: h.state("later", 0))
+            await until(lambda: h.state("later", 0))
             await h.zk.set(
                 z.topic_config_path("later"),
                 z.encode_topic_config({"unclean.leader.election.enable": "true"}),
             )
             for topic in ("clean", "dirty", "later"):
-                state = await eventually(lambda t=topic: h.state(t, 0))
+                state = await until(lambda t=topic: h.state(t, 0))
                 # The follower fell out of the ISR (as a leader would write it).
                 await h.zk.set(
                     z.partition_state_path(topic, 0),
@@ -262,14 +246,14 @@ def test_unclean_election_only_when_the_topic_allows_it(zk_connect):
                     state.zk_version,
                 )
             await brokers[1].die()
-            clean = await eventually(_leader_changed(h, "clean", 0, 1))
-            dirty = await eventually(_leader_changed(h, "dirty", 0, 1))
+            clean = await until(_leader_changed(h, "clean", 0, 1))
+            dirty = await until(_leader_changed(h, "dirty", 0, 1))
             assert (clean.leader, clean.isr) == (-1, (1,))
             assert (dirty.leader, dirty.isr) == (2, (2,))
-            later = await eventually(_leader_changed(h, "later", 0, 1))
+            later = await until(_leader_changed(h, "later", 0, 1))
             assert (later.leader, later.isr) == (2, (2,))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_controlled_shutdown_moves_leadership_first(zk_connect):
@@ -278,7 +262,7 @@ def test_controlled_shutdown_moves_leadership_first(zk_connect):
             brokers = [await h.broker(i) for i in range(3)]
             controller = await h.controller(0)
             await h.create_topic("t", {0: [1, 2, 0], 1: [1]})
-            await eventually(lambda: h.state("t", 1))
+            await until(lambda: h.state("t", 1))
             code, remaining = await controller.controlled_shutdown(1, -1)
             # Replication factor 1 cannot move, and waiting would not help: not remaining.
             assert (code, remaining) == (0, [])
@@ -286,8 +270,8 @@ def test_controlled_shutdown_moves_leadership_first(zk_connect):
             assert (moved.leader, moved.leader_epoch, moved.isr) == (2, 1, (2, 0))
             # The others learn the new leadership; the stopping broker only stops its
             # replica (no LeaderAndIsr: it would follow, fetch and rejoin the ISR).
-            await eventually(lambda: _epoch_at_least(brokers[2], "t", 0, 1))
-            await eventually(lambda: brokers[1].requests(STOP_REPLICA))
+            await until(lambda: _epoch_at_least(brokers[2], "t", 0, 1))
+            await until(lambda: brokers[1].requests(STOP_REPLICA))
             assert _epoch_at_least(brokers[1], "t", 0, 1) is None
             stops = brokers[1].requests(STOP_REPLICA)
             assert stops[-1]["delete_partitions"] is False
@@ -295,30 +279,31 @@ def test_controlled_shutdown_moves_leadership_first(zk_connect):
             code, _ = await controller.controlled_shutdown(7, -1)
             assert code == 8  # BROKER_NOT_AVAILABLE
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_topic_deletion_waits_for_every_replica(zk_connect):
     async def scenario():
         async with Harness(zk_connect) as h:
             brokers = [await h.broker(i) for i in range(3)]
-            await h.controller(0)
+            controller = await h.controller(0)
             await h.create_topic("doomed", {0: [1, 2]})
-            await eventually(lambda: h.state("doomed", 0))
+            await until(lambda: h.state("doomed", 0))
             await brokers[2].die()
             await h.zk.create(z.delete_topic_path("doomed"))
-            await eventually(lambda: brokers[1].requests(STOP_REPLICA))
+            await until(lambda: brokers[1].requests(STOP_REPLICA))
             assert brokers[1].requests(STOP_REPLICA)[-1]["delete_partitions"] is True
             # Gone from the metadata at once (leader -2 in UpdateMetadata)...
-            await eventually(lambda: _leader_of(brokers[0], "doomed", 0) == -2)
-            # ...but the znodes stay until the dead replica has deleted its copy too.
-            await asyncio.sleep(0.5)
+            await until(lambda: _leader_of(brokers[0], "doomed", 0) == -2)
+            # ...but the znodes stay until the dead replica has deleted its copy too: the
+            # live replica's answer has been processed, and the topic is still there.
+            await until(lambda: controller.stats.count("ReplicaDeleted") == 1)
             assert await h.zk.exists(z.topic_path("doomed")) is not None
             brokers[2] = await h.broker(2)
-            await eventually(lambda: brokers[2].requests(STOP_REPLICA))
-            await eventually(_gone(h, "doomed"))
+            await until(lambda: brokers[2].requests(STOP_REPLICA))
+            await until(_gone(h, "doomed"))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_isr_change_notifications_reach_every_broker(zk_connect):
@@ -327,7 +312,7 @@ def test_isr_change_notifications_reach_every_broker(zk_connect):
             brokers = [await h.broker(i) for i in range(2)]
             await h.controller(0)
             await h.create_topic("t", {0: [0, 1]})
-            state = await eventually(lambda: h.state("t", 0))
+            state = await until(lambda: h.state("t", 0))
             # The leader shrinks its ISR as a broker does: conditional write, notification.
             await h.zk.set(
                 z.partition_state_path("t", 0),
@@ -339,10 +324,10 @@ def test_isr_change_notifications_reach_every_broker(zk_connect):
                 z.encode_isr_change([("t", 0)]),
                 sequence=True,
             )
-            await eventually(lambda: _isr_of(brokers[1], "t", 0) == [0])
-            await eventually(_no_notifications(h))  # read and deleted
+            await until(lambda: _isr_of(brokers[1], "t", 0) == [0])
+            await until(_no_notifications(h))  # read and deleted
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_a_fenced_controller_stops_writing(zk_connect):
@@ -352,7 +337,7 @@ def test_a_fenced_controller_stops_writing(zk_connect):
             await h.broker(1)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [0, 1]})
-            before = await eventually(lambda: h.state("t", 0))
+            before = await until(lambda: h.state("t", 0))
             # Someone else moved the epoch on (a newer controller elsewhere).
             found = await h.zk.get(z.CONTROLLER_EPOCH)
             epoch = z.decode_controller_epoch(found[0])
@@ -362,25 +347,25 @@ def test_a_fenced_controller_stops_writing(zk_connect):
             await h.brokers[1].die()  # a decision to write, refused by the fence
             # It gives up its place and wins a new election with a newer epoch; only then
             # is the decision written.
-            shrunk = await eventually(_isr_without(h, "t", 0, 1))
+            shrunk = await until(_isr_without(h, "t", 0, 1))
             assert shrunk.controller_epoch > epoch + 5
             assert controller.is_active and controller.ctx.epoch == shrunk.controller_epoch
             assert before.controller_epoch == epoch
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 async def _preferred_back_in_sync(h):
     """Topic t: partition 0 prefers broker 1, which died (broker 2 leads) and came back
     and caught up (in the ISR again, as its leader would write)."""
     await h.create_topic("t", {0: [1, 2, 0], 1: [2, 0, 1]})
-    await eventually(lambda: h.state("t", 0))
+    await until(lambda: h.state("t", 0))
     await h.brokers[1].die()
-    moved = await eventually(_leader_changed(h, "t", 0, 1))
+    moved = await until(_leader_changed(h, "t", 0, 1))
     assert moved.leader == 2
     await h.broker(1)
     await h.rejoin_isr("t", 0, (2, 0, 1))
-    await eventually(lambda: _in_isr(h, "t", 0, 1))
+    await until(lambda: _in_isr(h, "t", 0, 1))
 
 
 async def _in_isr(h, topic, partition, broker_id):
@@ -395,7 +380,7 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(zk_connect
                 await h.broker(i)
             controller = await h.controller(0)
             await _preferred_back_in_sync(h)
-            await eventually(lambda: controller.ctx.states[("t", 0)].isr == (2, 0, 1))
+            await until(lambda: controller.ctx.states[("t", 0)].isr == (2, 0, 1))
             results = await controller.elect_leaders([("t", 0), ("t", 1), ("nope", 0)], False)
             assert results == {
                 ("t", 0): (ErrorCode.NONE, None),
@@ -404,9 +389,9 @@ def test_elect_leaders_moves_leadership_back_to_the_preferred_replica(zk_connect
             }
             state = await h.state("t", 0)
             assert (state.leader, state.isr) == (1, (2, 0, 1))
-            await eventually(lambda: _epoch_at_least(h.brokers[0], "t", 0, state.leader_epoch))
+            await until(lambda: _epoch_at_least(h.brokers[0], "t", 0, state.leader_epoch))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_a_preferred_replica_out_of_sync_is_not_elected(zk_connect):
@@ -416,17 +401,17 @@ def test_a_preferred_replica_out_of_sync_is_not_elected(zk_connect):
                 await h.broker(i)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [1, 2, 0]})
-            await eventually(lambda: h.state("t", 0))
+            await until(lambda: h.state("t", 0))
             await h.brokers[1].die()
-            await eventually(_leader_changed(h, "t", 0, 1))
+            await until(_leader_changed(h, "t", 0, 1))
             await h.broker(1)  # back, but not caught up: not in the ISR
-            await eventually(lambda: 1 in controller.ctx.live)
+            await until(lambda: 1 in controller.ctx.live)
             ((code, message),) = (await controller.elect_leaders([("t", 0)], False)).values()
             assert code == ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             assert "not in the ISR" in message
             assert (await h.state("t", 0)).leader == 2
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_the_preferred_replica_election_znode(zk_connect):
@@ -437,11 +422,11 @@ def test_the_preferred_replica_election_znode(zk_connect):
             await h.controller(0)
             await _preferred_back_in_sync(h)
             await h.zk.create(z.PREFERRED_REPLICA_ELECTION, z.encode_partition_list([("t", 0)]))
-            back = await eventually(_leader_changed(h, "t", 0, 2))
+            back = await until(_leader_changed(h, "t", 0, 2))
             assert back.leader == 1
-            await eventually(lambda: _znode_gone(h, z.PREFERRED_REPLICA_ELECTION))
+            await until(lambda: _znode_gone(h, z.PREFERRED_REPLICA_ELECTION))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 async def _znode_gone(h, path):
@@ -455,10 +440,10 @@ def test_automatic_rebalance_gives_preferred_leaders_back(zk_connect):
                 await h.broker(i)
             await h.controller(0, auto_rebalance=AutoRebalance(10, 0.3))
             await _preferred_back_in_sync(h)
-            back = await eventually(_leader_changed(h, "t", 0, 2))
+            back = await until(_leader_changed(h, "t", 0, 2))
             assert back.leader == 1  # nobody asked: broker 1 led 0 of its 1 partitions
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_unclean_election_asked_for(zk_connect):
@@ -468,14 +453,14 @@ def test_unclean_election_asked_for(zk_connect):
                 await h.broker(i)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [1, 2]})
-            state = await eventually(lambda: h.state("t", 0))
+            state = await until(lambda: h.state("t", 0))
             await h.zk.set(  # the follower fell out of the ISR
                 z.partition_state_path("t", 0),
                 z.encode_partition_state(LeaderAndIsr(1, 0, (1,), state.controller_epoch)),
                 state.zk_version,
             )
             await h.brokers[1].die()
-            await eventually(_leader_changed(h, "t", 0, 1))  # offline: -1
+            await until(_leader_changed(h, "t", 0, 1))  # offline: -1
             assert (await controller.elect_leaders([("t", 0)], False))[("t", 0)][0] == (
                 ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
             )
@@ -485,7 +470,7 @@ def test_unclean_election_asked_for(zk_connect):
             again = await controller.elect_leaders([("t", 0)], True)
             assert again[("t", 0)][0] == ErrorCode.ELECTION_NOT_NEEDED
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 # -- helpers reading the outcome ----------------------------------------------------------------
@@ -579,7 +564,7 @@ def test_a_reassignment_adds_waits_for_the_isr_then_moves_and_removes(zk_connect
                 await h.broker(i)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [0, 1], 1: [1, 0]})
-            await eventually(lambda: h.state("t", 0))
+            await until(lambda: h.state("t", 0))
             results = await controller.alter_reassignments({("t", 0): [2, 3]})
             assert results == {("t", 0): (ErrorCode.NONE, None)}
             # Under way: every replica (target first), adding and removing in the znode
@@ -588,7 +573,7 @@ def test_a_reassignment_adds_waits_for_the_isr_then_moves_and_removes(zk_connect
             assert replicas[0] == [2, 3, 0, 1]
             assert (moving[0].adding, moving[0].removing) == ((2, 3), (0, 1))
             assert controller.reassignments(None) == {("t", 0): ([2, 3, 0, 1], [2, 3], [0, 1])}
-            told = await eventually(lambda: h.brokers[3].leadership("t", 0))
+            told = await until(lambda: h.brokers[3].leadership("t", 0))
             assert (told["leader"], told["replicas"], told["adding_replicas"]) == (
                 0,
                 [2, 3, 0, 1],
@@ -597,17 +582,17 @@ def test_a_reassignment_adds_waits_for_the_isr_then_moves_and_removes(zk_connect
             assert (await h.state("t", 0)).leader_epoch == 1
             # The new replicas catch up: leadership moves to 2, the old ones are deleted.
             await h.rejoin_isr("t", 0, (0, 1, 2, 3))
-            await eventually(lambda: ("t", 0) not in controller.ctx.reassigning)
+            await until(lambda: ("t", 0) not in controller.ctx.reassigning)
             state = await h.state("t", 0)
             assert (state.leader, state.isr) == (2, (2, 3))
             assert (await _znode_replicas(h, "t")) == ({0: [2, 3], 1: [1, 0]}, {})
-            await eventually(lambda: _stopped(h.brokers[0], "t", 0))
-            await eventually(lambda: _stopped(h.brokers[1], "t", 0))
+            await until(lambda: _stopped(h.brokers[0], "t", 0))
+            await until(lambda: _stopped(h.brokers[1], "t", 0))
             assert not _stopped(h.brokers[2], "t", 0)
             assert controller.reassignments(None) == {}
             assert (await h.state("t", 1)).leader == 1  # the other partition untouched
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_bad_reassignments_are_refused_and_change_nothing(zk_connect):
@@ -617,7 +602,7 @@ def test_bad_reassignments_are_refused_and_change_nothing(zk_connect):
                 await h.broker(i)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [0, 1]})
-            await eventually(lambda: h.state("t", 0))
+            await until(lambda: h.state("t", 0))
             before = await h.state("t", 0)
             results = await controller.alter_reassignments(
                 {
@@ -640,7 +625,7 @@ def test_bad_reassignments_are_refused_and_change_nothing(zk_connect):
             assert await h.state("t", 0) == before
             assert (await _znode_replicas(h, "t")) == ({0: [0, 1]}, {})
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(zk_connect):
@@ -650,7 +635,7 @@ def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(zk_connect)
                 await h.broker(i)
             controller = await h.controller(0)
             await h.create_topic("t", {0: [0, 1]})
-            await eventually(lambda: h.state("t", 0))
+            await until(lambda: h.state("t", 0))
             await controller.alter_reassignments({("t", 0): [1, 2]})
             assert controller.ctx.replicas(("t", 0)) == [1, 2, 0]
             (cancel,) = (await controller.alter_reassignments({("t", 0): None})).values()
@@ -658,9 +643,9 @@ def test_a_cancelled_reassignment_goes_back_to_the_original_replicas(zk_connect)
             replicas, moving = await _znode_replicas(h, "t")
             assert (sorted(replicas[0]), moving) == ([0, 1], {})
             assert (await h.state("t", 0)).isr == (0, 1)
-            await eventually(lambda: _stopped(h.brokers[2], "t", 0))
+            await until(lambda: _stopped(h.brokers[2], "t", 0))
 
-    run(scenario())
+    run(scenario(), 90)
 
 
 def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(zk_connect):
@@ -670,29 +655,29 @@ def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(z
                 await h.broker(i)
             first = await h.controller(0)
             await h.create_topic("t", {0: [0, 1], 1: [0, 1]})
-            await eventually(lambda: h.state("t", 1))
+            await until(lambda: h.state("t", 1))
             await h.zk.create(
                 z.REASSIGN_PARTITIONS,
                 z.encode_reassign_request({("t", 0): [2, 1], ("t", 1): [0, 9]}),
             )
-            await eventually(lambda: ("t", 0) in first.ctx.reassigning)
+            await until(lambda: ("t", 0) in first.ctx.reassigning)
 
             # The refused entry is dropped from the znode; the move under way stays.
             async def only_the_move_left():
                 found = await h.zk.get(z.REASSIGN_PARTITIONS)
                 return z.decode_reassign_request(found[0]) == {("t", 0): [2, 1]}
 
-            await eventually(only_the_move_left)
+            await until(only_the_move_left)
             # The controller goes; the next one reads the move from the topic znode and
             # finishes it once the new replica is in sync.
             await first.stop()
             second = await h.controller(1)
-            await eventually(lambda: second.is_active)
+            await until(lambda: second.is_active)
             assert second.reassignments(None) == {("t", 0): ([2, 1, 0], [2], [0])}
             await h.rejoin_isr("t", 0, (0, 1, 2))
-            await eventually(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
+            await until(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
             state = await h.state("t", 0)
             assert (state.leader, sorted(state.isr)) == (2, [1, 2])
             assert (await _znode_replicas(h, "t"))[0][0] == [2, 1]
 
-    run(scenario())
+    run(scenario(), 90)

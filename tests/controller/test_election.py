@@ -59,3 +59,25 @@ def test_preferred_replica():
     assert e.preferred_replica([1, 2], S(2, 5, (1, 2), 8), {1, 2}, 9) == S(1, 6, (1, 2), 9)
     assert e.preferred_replica([1, 2], S(1, 5, (1, 2), 8), {1, 2}, 9) is None
     assert e.preferred_replica([1, 2], S(2, 5, (2,), 8), {1, 2}, 9) is None
+
+
+def test_replicas_moved_keeps_a_live_leader_that_stays_a_replica():
+    # A move starts: the replicas grow (target first), nobody leaves yet.
+    started = e.replicas_moved([2, 3, 0, 1], [], S(0, 0, (0, 1), 1, zk_version=3), {0, 1, 2, 3}, 4)
+    assert started == S(0, 1, (0, 1), 4) and started.zk_version == 3
+    # Leaving replicas drop out of the ISR; the leader stays in the target.
+    assert e.replicas_moved([1, 2], [0], S(1, 3, (0, 1, 2), 1), {0, 1, 2}, 4) == S(1, 4, (1, 2), 4)
+
+
+def test_replicas_moved_elects_in_the_target_when_the_leader_leaves_or_is_down():
+    # The move finishes: the leader leaves, the first live in-sync target replica leads.
+    done = e.replicas_moved([2, 3], [0, 1], S(0, 1, (0, 1, 2, 3), 1), {0, 1, 2, 3}, 4)
+    assert done == S(2, 2, (2, 3), 4)
+    # A leader that stays a replica but is down is replaced too.
+    assert e.replicas_moved([1, 2], [], S(1, 3, (1, 2), 1), {2}, 4) == S(2, 4, (1, 2), 4)
+
+
+def test_replicas_moved_without_an_eligible_leader_is_offline_and_keeps_an_isr():
+    # Nobody of the target is in sync: offline, and the ISR never empties (the leaving
+    # leader stays named in it, so the state still says who had everything).
+    assert e.replicas_moved([2, 3], [0], S(0, 3, (0,), 1), {0, 2, 3}, 4) == S(-1, 4, (0,), 4)

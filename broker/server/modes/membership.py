@@ -22,7 +22,9 @@ import logging
 
 from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr
 from broker.config.server import BrokerConfig
+from broker.controller.channels import BrokerChannels
 from broker.controller.controller import AutoRebalance, Controller
+from broker.controller.store import ZkControllerStore
 from broker.inter_broker import NodeClient
 from broker.inter_broker.security import inter_broker_security
 from broker.protocol.apis import CONTROLLED_SHUTDOWN_API
@@ -190,14 +192,19 @@ class ClusterMembership:
         )
         await self.config_changes.start()
         await self._register()
+        listener = self.config.inter_broker_listener
         self.controller = Controller(
             self.broker_id,
-            self.zk,
-            listener=self.config.inter_broker_listener,
-            security=self.inter_broker,
+            ZkControllerStore(self.zk),
+            BrokerChannels(
+                self.broker_id,
+                listener,
+                request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
+                security=self.inter_broker,
+            ),
+            listener=listener,
             # The broker default as it is now (a dynamic broker config may change it).
             unclean_default=lambda: self.ctx.replicas.topic_configs.default.unclean_leader_election,
-            request_timeout_s=self.config["controller.socket.timeout.ms"] / 1000,
             auto_rebalance=AutoRebalance(
                 self.config["leader.imbalance.per.broker.percentage"],
                 self.config["leader.imbalance.check.interval.seconds"],
