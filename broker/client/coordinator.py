@@ -15,13 +15,11 @@ import time
 from collections.abc import Callable, Iterable
 
 from broker.client.cluster import BrokerInfo, ClusterMetadata
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.protocol.apis import FIND_COORDINATOR
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
-    NetworkError,
-    RequestTimedOutError,
     as_error_code,
     error_for,
 )
@@ -34,7 +32,6 @@ COORDINATOR_ERRORS = frozenset(
         ErrorCode.NOT_COORDINATOR,
     }
 )
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 _BACKOFF_START_S = 0.05
 _BACKOFF_MAX_S = 1.0
 
@@ -92,7 +89,7 @@ class GroupCoordinators:
                 conn = self.cluster.connection(node)
                 request = body(conn.version_for(api_key)) if callable(body) else body
                 response = conn.request(api_key, request)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._forget(group_id, drop_connection=True)
                 failure: KafkaError = exc
             except KafkaError as exc:
@@ -132,7 +129,7 @@ class GroupCoordinators:
         """
         try:
             found = find_coordinator(self.cluster.any_connection(), group_id)
-        except _UNREACHABLE:
+        except UNREACHABLE:
             self.cluster.refresh([])
             raise
         if found.node_id not in self.cluster.brokers:

@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
+from broker.protocol.client_connection import api_name
 from broker.protocol.errors import NetworkError, RequestTimedOutError
-from broker.server.inter_broker.connection import api_name
 from broker.server.inter_broker.node import NodeClient
 
 log = logging.getLogger(__name__)

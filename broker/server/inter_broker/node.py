@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from broker.controller.zk_layout import Endpoint
+from broker.protocol.client_connection import MAX_FRAME_BYTES
 from broker.protocol.errors import NetworkError, RequestTimedOutError
-from broker.server.inter_broker.connection import MAX_FRAME_BYTES, BrokerConnection
+from broker.server.inter_broker.connection import BrokerConnection
 from broker.server.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 
 log = logging.getLogger(__name__)
