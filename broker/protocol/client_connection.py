@@ -114,7 +114,12 @@ class ClientConnection:
         if self._broken is not None:
             return  # next_response raises it, once the frames before it are out
         try:
-            self._frames.extend(self._decoder.feed(data))
+            frames = self._decoder.feed(data)
+            if frames:
+                self._frames.extend(frames)
+                # The decoder hands out the frames before a bad size and raises at its
+                # next feed: now, rather than once the peer sends more.
+                self._decoder.feed(b"")
         except FrameTooLarge as exc:
             self._broken = NetworkError(f"bad frame from {self.peer}: {exc}")
 

@@ -116,6 +116,15 @@ def test_a_frame_size_out_of_bounds_breaks_the_stream():
         conn.next_response()
 
 
+def test_a_bad_frame_size_after_good_frames_is_raised_once_they_are_out():
+    conn, cids = pipelined(2)
+    conn.receive_data(metadata_answer(cids[0], "a") + struct.pack(">i", -1))
+    assert conn.next_response().request.token == "r0"
+    with pytest.raises(NetworkError, match="bad frame"):
+        conn.next_response()
+    assert conn.drain() == ["r1"]
+
+
 def test_a_request_without_answer_uses_an_id_and_waits_for_nothing():
     conn = ClientConnection("b1:9092", "me")
     body = {"transactional_id": None, "acks": 0, "timeout_ms": 1000, "topic_data": []}

@@ -10,10 +10,10 @@ still waiting on it fails with NetworkError.
 On connect (TLS first when the inter-broker listener uses it) we send ApiVersions v3 and
 keep the peer's ranges; on a SASL listener we then authenticate (the `SaslExchange` of
 broker/security/sasl_client.py, SaslHandshake v1 and SaslAuthenticate v1;
-inter_broker/security.py says with what) before any other request. Brokers of one cluster run
-the same code and callers pass fixed versions, so nothing is negotiated; the check costs
-one round trip per connection (connections live long) and turns a peer that does not
-serve an API version (a broker of another build during an upgrade) into an
+inter_broker/security.py says with what) before any other request. Brokers of one
+cluster run the same code and callers pass fixed versions, so nothing is negotiated; the
+check costs one round trip per connection (connections live long) and turns a peer that
+does not serve an API version (a broker of another build during an upgrade) into an
 UnsupportedVersionError naming the API, instead of a peer that silently closes the
 connection -- which would look like a network failure and be retried forever.
 """
