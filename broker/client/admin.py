@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
+from broker.client.connection import UNREACHABLE
 from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
 from broker.client.security import SecurityConfig
 from broker.cluster import Node
@@ -59,7 +60,6 @@ from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
     NetworkError,
-    RequestTimedOutError,
     TopicErrors,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -594,7 +594,7 @@ class AdminClient:
                         f"broker {node} speaks ListGroups v{version}: filtering by state needs v4"
                     )
                 response = conn.request(LIST_GROUPS, {"states_filter": states}, version)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(node)
                 failure: KafkaError = exc
             else:
@@ -963,7 +963,7 @@ class AdminClient:
                 version = conn.version_for(api_key)
                 request = body(version) if callable(body) else body
                 response = conn.request(api_key, request, version)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(node)
                 if time.monotonic() + _BACKOFF_S > deadline:
                     raise NetworkError(f"controller unreachable: {exc}") from exc
@@ -989,7 +989,7 @@ class AdminClient:
                 if node not in self.cluster.brokers:
                     self.cluster.refresh([])
                 return self.cluster.connection(node).request(api_key, body)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 if node is not None:
                     self.cluster.drop_connection(node)
                 if time.monotonic() + _BACKOFF_S > deadline:

@@ -13,7 +13,7 @@ import threading
 import time
 from typing import NamedTuple
 
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.client.security import SecurityConfig
 from broker.cluster import Node
 from broker.protocol.apis import METADATA
@@ -22,7 +22,6 @@ from broker.protocol.errors import (
     KafkaError,
     LeaderNotAvailableError,
     NetworkError,
-    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     as_error_code,
 )
@@ -44,9 +43,6 @@ class TopicMetadata(NamedTuple):
 
 
 _LEADER_POLL_S = 0.05
-
-# A broker that cannot be reached or does not answer: try the next one.
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 
 
 def _metadata_body(topics: list[str] | None, allow_auto_create: bool) -> dict:
@@ -158,7 +154,7 @@ class ClusterMetadata:
         if conn is not None and not conn.closed:
             try:
                 return conn.request(METADATA, body)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 last_error = exc
                 conn.close()
         self._meta_conn = None
@@ -166,12 +162,12 @@ class ClusterMetadata:
         for address in dict.fromkeys(candidates):
             try:
                 conn = self.open_connection(*address)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 last_error = exc
                 continue
             try:
                 response = conn.request(METADATA, body)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 last_error = exc
                 conn.close()
                 continue
@@ -236,7 +232,7 @@ class ClusterMetadata:
         for node_id in list(self.brokers):
             try:
                 response = self.connection(node_id).request(METADATA, body)
-            except _UNREACHABLE:
+            except UNREACHABLE:
                 self.drop_connection(node_id)
                 continue
             seen = {
@@ -282,7 +278,7 @@ class ClusterMetadata:
             for node_id in order:
                 try:
                     return self.connection(node_id)
-                except _UNREACHABLE as exc:
+                except UNREACHABLE as exc:
                     last_error = exc
             raise NetworkError(f"no broker reachable: {last_error}")
 

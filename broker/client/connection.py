@@ -2,7 +2,10 @@
 
 A connection is used by one thread at a time. Requests may be pipelined: `send()`
 several, then `receive()` each; Kafka answers requests on a connection in order, so
-responses are read in the order they were sent and kept until asked for.
+responses are read in the order they were sent and kept until asked for. Correlation
+ids, the requests in flight and the pairing of answers are the sans-I/O
+`ClientConnection` (broker/protocol/client_connection.py), the SASL exchange
+`SaslExchange` (broker/security/sasl_client.py); this module moves their bytes.
 
 Frames are read with exact lengths into a reusable buffer (`recv_into`), because a
 Fetch response of many megabytes is the raw-fetch hot path: no per-chunk bytes
@@ -17,10 +20,8 @@ import socket
 import ssl
 import struct
 import time
-from collections import deque
 from typing import NamedTuple
 
-from broker.client.sasl import SaslExchange
 from broker.client.security import PLAINTEXT, SecurityConfig, TlsError
 from broker.protocol.apis import (
     API_BY_KEY,
@@ -42,6 +43,12 @@ from broker.protocol.apis import (
     SASL_HANDSHAKE,
     SYNC_GROUP,
 )
+from broker.protocol.client_connection import (
+    MAX_FRAME_BYTES,
+    ClientConnection,
+    InFlight,
+    Response,
+)
 from broker.protocol.errors import (
     ErrorCode,
     NetworkError,
@@ -49,8 +56,7 @@ from broker.protocol.errors import (
     UnsupportedVersionError,
     error_for,
 )
-from broker.protocol.framing import decode_response, encode_request
-from broker.protocol.types import DecodeError
+from broker.security.sasl_client import SaslExchange
 
 CLIENT_SOFTWARE_NAME = "kafka-hourly"
 CLIENT_SOFTWARE_VERSION = "0.1"
@@ -90,33 +96,29 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
 # clients pick 85-95%), so requests in flight meanwhile still finish inside the session.
 REAUTHENTICATE_AT = 0.85
 
+# A broker that cannot be reached or does not answer: the connection is gone, another
+# broker (or a new connection) may do.
+UNREACHABLE = (NetworkError, RequestTimedOutError)
+
 _SIZE = struct.Struct(">i")
-_ERROR_CODE_AFTER_CORRELATION_ID = struct.Struct(">ih")
-# Refuse absurd frame sizes rather than allocating them (a desynchronised stream).
-MAX_FRAME_BYTES = 1 << 30
 
 
-class _Pending(NamedTuple):
-    correlation_id: int
-    api_key: int
-    version: int
+class _Origin(NamedTuple):
+    """The token of a request in flight: what it is sent again with when refused."""
+
+    correlation_id: int  # the one the caller holds (differs once re-sent lower)
     body: dict
-    origin: int  # the correlation id the caller holds (differs once re-sent lower)
 
 
 _BUFFER_POOL = 3
 
 
-def _advertised_api_versions_max(frame: memoryview, asked: int) -> int:
+def _advertised_api_versions_max(body: dict, asked: int) -> int:
     """The ApiVersions max version listed in an UNSUPPORTED_VERSION answer, else `asked`.
 
-    Read as a v0 body, as Kafka writes it; an answer that is not one (or does not list
-    ApiVersions) gives no hint.
+    An answer that does not list ApiVersions (or was not a v0 body, see
+    client_connection.py) gives no hint.
     """
-    try:
-        _, body = decode_response(API_VERSIONS, 0, frame)
-    except DecodeError:
-        return asked
     for k in body["api_keys"]:
         if k["api_key"] == API_VERSIONS:
             return k["max_version"]
@@ -178,8 +180,7 @@ class BrokerConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         # api_key -> a version this broker advertised, then refused: the ceiling is below it.
         self.refused: dict[int, int] = {}
-        self._next_id = 0
-        self._pending: deque[_Pending] = deque()
+        self._core = ClientConnection(f"{host}:{port}", client_id)
         self._done: dict[int, dict] = {}
         self._head = bytearray(4)
         self._buffers: list[bytearray] = []
@@ -224,13 +225,16 @@ class BrokerConnection:
 
     def _authenticate(self) -> None:
         """SaslHandshake v1 and SaslAuthenticate until the mechanism is done
-        (broker/client/sasl.py); the broker's refusal is raised with its message."""
+        (SaslExchange); the broker's refusal is raised with its message."""
         if SASL_AUTHENTICATE not in self.versions:
             raise UnsupportedVersionError(
                 f"{self.host}:{self.port} does not offer SaslAuthenticate: it does not "
                 f"speak SASL on this listener"
             )
-        exchange = SaslExchange(self.security)
+        security = self.security
+        exchange = SaslExchange(
+            security.sasl_mechanism, security.sasl_plain_username, security.sasl_plain_password
+        )
         request = exchange.start()
         while request is not None:
             api_key, body = request
@@ -247,8 +251,8 @@ class BrokerConnection:
         answers still outstanding are read (and kept) first, as Kafka's clients do."""
         if not self._reauthenticate_at or time.monotonic() < self._reauthenticate_at:
             return
-        while self._pending:
-            last = self._pending[-1].origin
+        while self._core:
+            last = self._core.in_flight[-1].token.correlation_id
             self._done[last] = self.receive(last)
         try:
             self._authenticate()
@@ -275,18 +279,10 @@ class BrokerConnection:
         }
         lowest, version = CLIENT_VERSIONS[API_VERSIONS]
         while True:
-            cid = self._send_frame(API_VERSIONS, version, body, True)
-            frame = self._read_frame()
-            if len(frame) < _ERROR_CODE_AFTER_CORRELATION_ID.size:
-                self.close()
-                raise NetworkError(f"short ApiVersions response from {self}")
-            got_cid, error = _ERROR_CODE_AFTER_CORRELATION_ID.unpack_from(frame)
-            self._pending.popleft()
-            if got_cid != cid:
-                self.close()
-                raise NetworkError(f"ApiVersions answered with correlation id {got_cid}")
+            self._send_frame(API_VERSIONS, version, body, True)
+            response = self._receive_frame().body
+            error = response["error_code"]
             if error == ErrorCode.NONE:
-                _, response = self._decode(API_VERSIONS, version, frame)
                 return {
                     k["api_key"]: (k["min_version"], k["max_version"]) for k in response["api_keys"]
                 }
@@ -297,7 +293,7 @@ class BrokerConnection:
                     f"{self.host}:{self.port} refused ApiVersions v{lowest}-"
                     f"{CLIENT_VERSIONS[API_VERSIONS][1]}"
                 )
-            version = max(lowest, min(version - 1, _advertised_api_versions_max(frame, version)))
+            version = max(lowest, min(version - 1, _advertised_api_versions_max(response, version)))
 
     def version_for(self, api_key: int) -> int:
         """The highest version of `api_key` that both the broker and this client speak."""
@@ -322,7 +318,7 @@ class BrokerConnection:
             )
         return high
 
-    def _lower_version(self, pending: _Pending, body: dict) -> int | None:
+    def _lower_version(self, pending: InFlight, body: dict) -> int | None:
         """The version to send `pending` again at, when `body` refuses its version.
 
         A broker may refuse a version it advertised (an answer of UNSUPPORTED_VERSION).
@@ -377,29 +373,21 @@ class BrokerConnection:
             return done
         if self._sock is None:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed")
-        if not any(p.origin == correlation_id for p in self._pending):
+        if not any(r.token.correlation_id == correlation_id for r in self._core.in_flight):
             raise ValueError(f"no request with correlation id {correlation_id} is outstanding")
         if timeout_s is not None:
             self._settimeout(timeout_s)
         try:
             while True:
-                pending = self._pending[0]
-                frame = self._read_frame()
-                got_cid, body = self._decode(pending.api_key, pending.version, frame)
-                self._pending.popleft()
-                if got_cid != pending.correlation_id:
-                    self.close()
-                    raise NetworkError(
-                        f"{self.host}:{self.port} answered correlation id {got_cid}, "
-                        f"expected {pending.correlation_id}"
-                    )
+                pending, body = self._receive_frame()
+                origin = pending.token
                 lower = self._lower_version(pending, body)
                 if lower is not None:
-                    self._send_frame(pending.api_key, lower, pending.body, True, pending.origin)
+                    self._send_frame(pending.api_key, lower, origin.body, True, origin)
                     continue
-                if pending.origin == correlation_id:
+                if origin.correlation_id == correlation_id:
                     return body
-                self._done[pending.origin] = body
+                self._done[origin.correlation_id] = body
         finally:
             if timeout_s is not None and self._sock is not None:
                 self._settimeout(self.timeout_s)
@@ -427,7 +415,7 @@ class BrokerConnection:
                 sock.close()
             except OSError:
                 pass
-        self._pending.clear()
+        self._core.drain()
 
     def __enter__(self) -> BrokerConnection:
         return self
@@ -447,22 +435,18 @@ class BrokerConnection:
         version: int,
         body: dict,
         expect_response: bool,
-        origin: int | None = None,
+        origin: _Origin | None = None,
     ) -> int:
         if self._sock is None:
             raise NetworkError(f"connection to {self.host}:{self.port} is closed")
-        cid = self._next_id
-        self._next_id = (cid + 1) & 0x7FFFFFFF
-        frame = encode_request(api_key, version, cid, self.client_id, body)
+        if origin is None:  # a first sending: the caller holds the id it gets now
+            origin = _Origin(self._core.next_correlation_id, body)
+        cid, frame = self._core.send_request(api_key, version, body, origin, expect_response)
         try:
             self._sock.sendall(frame)
         except OSError as exc:
             self.close()
             raise NetworkError(f"send to {self.host}:{self.port} failed: {exc}") from exc
-        if expect_response:
-            self._pending.append(
-                _Pending(cid, api_key, version, body, cid if origin is None else origin)
-            )
         return cid
 
     def _read_frame(self) -> memoryview:
@@ -516,12 +500,12 @@ class BrokerConnection:
             self.close()
             raise
 
-    def _decode(self, api_key: int, version: int, frame) -> tuple[int, dict]:
+    def _receive_frame(self) -> Response:
+        """The next frame read and paired with its request; a frame that does not fit
+        (client_connection.py) closes the connection: the stream can no longer be trusted."""
+        frame = self._read_frame()
         try:
-            return decode_response(api_key, version, frame)
-        except DecodeError as exc:
+            return self._core.receive_frame(frame)
+        except NetworkError:
             self.close()
-            raise NetworkError(
-                f"undecodable {API_BY_KEY[api_key].name} v{version} response "
-                f"from {self.host}:{self.port}: {exc}"
-            ) from exc
+            raise

@@ -15,14 +15,12 @@ import time
 from collections.abc import Callable, Iterable
 
 from broker.client.cluster import ClusterMetadata
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.cluster import Node
 from broker.protocol.apis import FIND_COORDINATOR
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
-    NetworkError,
-    RequestTimedOutError,
     as_error_code,
     error_for,
 )
@@ -35,7 +33,6 @@ COORDINATOR_ERRORS = frozenset(
         ErrorCode.NOT_COORDINATOR,
     }
 )
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 _BACKOFF_START_S = 0.05
 _BACKOFF_MAX_S = 1.0
 
@@ -93,7 +90,7 @@ class GroupCoordinators:
                 conn = self.cluster.connection(node)
                 request = body(conn.version_for(api_key)) if callable(body) else body
                 response = conn.request(api_key, request)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self._forget(group_id, drop_connection=True)
                 failure: KafkaError = exc
             except KafkaError as exc:
@@ -133,7 +130,7 @@ class GroupCoordinators:
         """
         try:
             found = find_coordinator(self.cluster.any_connection(), group_id)
-        except _UNREACHABLE:
+        except UNREACHABLE:
             self.cluster.refresh([])
             raise
         if found.node_id not in self.cluster.brokers:

@@ -28,13 +28,13 @@ from concurrent.futures import Future
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
+from broker.client.connection import UNREACHABLE
 from broker.client.partitioner import partition_for_key
 from broker.client.security import SecurityConfig
 from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
-    NetworkError,
     RequestTimedOutError,
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
@@ -498,7 +498,7 @@ class Producer:
                         f"zstd needs Produce v7, the broker speaks up to v{version}"
                     )
                 cid = conn.send(PRODUCE, self._produce_body(group), version, self.acks != 0)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(leader)
                 self._refresh_needed = True
                 for batch in group:
@@ -517,7 +517,7 @@ class Producer:
         for leader, conn, cid, group in sent:
             try:
                 response = conn.receive(cid)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(leader)
                 self._refresh_needed = True
                 for batch in group:
@@ -601,7 +601,7 @@ class Producer:
             response = conn.request(
                 INIT_PRODUCER_ID, {"transactional_id": None, "transaction_timeout_ms": 60000}
             )
-        except (NetworkError, RequestTimedOutError):
+        except UNREACHABLE:
             conn.close()
             raise
         if response["error_code"]:

@@ -2,7 +2,7 @@
 
 `SecurityConfig` travels from Producer, SimpleConsumer, GroupConsumer, AdminClient and
 ClusterMetadata down to every BrokerConnection, which wraps the socket in TLS and runs
-the SASL exchange (broker/client/sasl.py) before any other request
+the SASL exchange (broker/security/sasl_client.py) before any other request
 (docs/contracts/security.md, "Clients").
 
 The properties the tools and the load read use the client names users know: Kafka's

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
+from broker.client.connection import UNREACHABLE
 from broker.client.security import SecurityConfig
 from broker.protocol.apis import FETCH, LIST_OFFSETS
 from broker.protocol.errors import (
@@ -25,7 +26,6 @@ from broker.protocol.errors import (
     KafkaError,
     NetworkError,
     OffsetOutOfRangeError,
-    RequestTimedOutError,
     UnknownTopicOrPartitionError,
     as_error_code,
     error_for,
@@ -277,14 +277,14 @@ class SimpleConsumer:
                 version = conn.version_for(FETCH)
                 cid = conn.send(FETCH, self._fetch_body(reqs, max_wait_ms, min_bytes), version)
                 sent.append((leader, conn, cid, reqs))
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(leader)
                 retry += [(r.topic, r.partition) for r in reqs]
                 refresh, last_error = True, exc
         for leader, conn, cid, reqs in sent:
             try:
                 response = conn.receive(cid, self.timeout_s + max_wait_ms / 1000)
-            except (NetworkError, RequestTimedOutError) as exc:
+            except UNREACHABLE as exc:
                 self.cluster.drop_connection(leader)
                 retry += [(r.topic, r.partition) for r in reqs]
                 refresh, last_error = True, exc
@@ -422,7 +422,7 @@ class SimpleConsumer:
         }
         try:
             response = conn.request(LIST_OFFSETS, body)
-        except (NetworkError, RequestTimedOutError):
+        except UNREACHABLE:
             self.cluster.drop_connection(leader)
             raise
         for t in response["topics"]:

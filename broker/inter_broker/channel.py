@@ -18,8 +18,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import NamedTuple
 
-from broker.inter_broker.connection import api_name
 from broker.inter_broker.node import NodeClient
+from broker.protocol.client_connection import api_name
 from broker.protocol.errors import NetworkError, RequestTimedOutError
 
 log = logging.getLogger(__name__)

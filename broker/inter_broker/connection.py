@@ -1,17 +1,19 @@
 """One asyncio connection from this broker to another: pipelined requests, in order.
 
-Kafka answers the requests of a connection in the order they were sent, so the requests
-in flight are a queue: each response frame belongs to the oldest request still waiting,
-and its correlation id must say so. A mismatch, an undecodable frame, a peer that closes
-or a request that times out leaves the stream untrustworthy: the connection closes and
-every request still waiting on it fails with NetworkError.
+Kafka answers the requests of a connection in the order they were sent; the requests in
+flight and the pairing of answers are the sans-I/O `ClientConnection`
+(broker/protocol/client_connection.py), which this module feeds with the bytes it reads.
+A correlation id out of order, an undecodable frame, a peer that closes or a request
+that times out leaves the stream untrustworthy: the connection closes and every request
+still waiting on it fails with NetworkError.
 
 On connect (TLS first when the inter-broker listener uses it) we send ApiVersions v3 and
-keep the peer's ranges; on a SASL listener we then authenticate (SaslHandshake v1 and
-SaslAuthenticate, inter_broker/security.py says with what) before any other request. Brokers of one cluster run
-the same code and callers pass fixed versions, so nothing is negotiated; the check costs
-one round trip per connection (connections live long) and turns a peer that does not
-serve an API version (a broker of another build during an upgrade) into an
+keep the peer's ranges; on a SASL listener we then authenticate (the `SaslExchange` of
+broker/security/sasl_client.py, SaslHandshake v1 and SaslAuthenticate v1;
+inter_broker/security.py says with what) before any other request. Brokers of one
+cluster run the same code and callers pass fixed versions, so nothing is negotiated; the
+check costs one round trip per connection (connections live long) and turns a peer that
+does not serve an API version (a broker of another build during an upgrade) into an
 UnsupportedVersionError naming the API, instead of a peer that silently closes the
 connection -- which would look like a network failure and be retried forever.
 """
@@ -20,102 +22,28 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import time
-from collections import deque
-from typing import Any
 
 from broker.cluster import Endpoint
 from broker.config.listeners import SASL_PROTOCOLS, TLS_PROTOCOLS
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
-from broker.protocol.apis import API_BY_KEY, API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+from broker.protocol.apis import API_VERSIONS
+from broker.protocol.client_connection import MAX_FRAME_BYTES, ClientConnection, api_name
 from broker.protocol.errors import (
     ErrorCode,
+    KafkaError,
     NetworkError,
     RequestTimedOutError,
     UnsupportedVersionError,
     as_error_code,
 )
-from broker.protocol.framing import FrameDecoder, decode_response, encode_request
-from broker.protocol.types import DecodeError
-from broker.security.sasl_client import SaslClient
-from broker.security.scram import ScramError
+from broker.security.sasl_client import SaslExchange
 
 log = logging.getLogger(__name__)
 
 SOFTWARE_NAME = "kafka-hourly-broker"
 SOFTWARE_VERSION = "0.1.0"
-# What asks for a larger response is out of sync (a replica Fetch answers with at most
-# replica.fetch.response.max.bytes plus framing); refused before any body is buffered.
-MAX_FRAME_BYTES = 1 << 30
 READ_CHUNK = 256 * 1024
-
-_ERROR_CODE = struct.Struct(">h")
-
-
-def api_name(api_key: int) -> str:
-    api = API_BY_KEY.get(api_key)
-    return api.name if api is not None else f"api_key {api_key}"
-
-
-class RequestPipeline:
-    """The correlation ids and in-flight requests of one connection, without I/O.
-
-    `encode` gives the frame to write and queues the request with a token of the
-    caller's (the future its answer goes to); `receive` pairs a response frame with the
-    oldest queued request and decodes it. Raises NetworkError when the frame does not
-    fit (nothing in flight, a correlation id out of order, undecodable bytes): the
-    connection must close.
-    """
-
-    def __init__(self, peer: str, client_id: str | None) -> None:
-        self.peer = peer
-        self.client_id = client_id
-        self._next_id = 0
-        self._in_flight: deque[tuple[int, int, int, Any]] = deque()
-
-    def __len__(self) -> int:
-        return len(self._in_flight)
-
-    def encode(self, api_key: int, version: int, body: dict, token: Any) -> bytes:
-        """The request frame (size prefix included); EncodeError leaves nothing queued."""
-        cid = self._next_id
-        frame = encode_request(api_key, version, cid, self.client_id, body)
-        self._next_id = (cid + 1) & 0x7FFFFFFF
-        self._in_flight.append((cid, api_key, version, token))
-        return frame
-
-    def receive(self, frame: bytes) -> tuple[Any, dict]:
-        """(token, response body) of the oldest request in flight."""
-        if not self._in_flight:
-            raise NetworkError(f"{self.peer} sent a response to no request")
-        # Popped only once the frame fits: on an error every request stays for drain().
-        cid, api_key, version, token = self._in_flight[0]
-        got = int.from_bytes(frame[:4], "big", signed=True) if len(frame) >= 4 else None
-        if got != cid:
-            raise NetworkError(
-                f"{self.peer} answered correlation id {got}, expected {cid} "
-                f"({api_name(api_key)} v{version}): responses out of order"
-            )
-        decode_as = version
-        if api_key == API_VERSIONS and frame[4:6] == _ERROR_CODE.pack(
-            ErrorCode.UNSUPPORTED_VERSION
-        ):
-            decode_as = 0  # a refused ApiVersions version is answered with a v0 body
-        try:
-            _, body = decode_response(api_key, decode_as, frame)
-        except DecodeError as exc:
-            raise NetworkError(
-                f"undecodable {api_name(api_key)} v{version} response from {self.peer}: {exc}"
-            ) from exc
-        self._in_flight.popleft()
-        return token, body
-
-    def drain(self) -> list[Any]:
-        """The tokens of every request still in flight, which are forgotten."""
-        tokens = [entry[3] for entry in self._in_flight]
-        self._in_flight.clear()
-        return tokens
 
 
 def check_security(endpoint: Endpoint, security: InterBrokerSecurity) -> None:
@@ -161,7 +89,7 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.closed_at: float | None = None  # time.monotonic() of close, for the backoff
         self.close_reason: str | None = None
-        self._pipeline = RequestPipeline(self.peer, client_id)
+        self._core = ClientConnection(self.peer, client_id, max_frame_bytes)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
 
@@ -175,7 +103,7 @@ class BrokerConnection:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pipeline)
+        return len(self._core)
 
     async def connect(self, timeout_s: float) -> None:
         """Open the socket (TLS when an SSL context was given) and check ApiVersions.
@@ -227,29 +155,16 @@ class BrokerConnection:
             await self._authenticate(max(0.0, deadline - loop.time()))
 
     async def _authenticate(self, timeout_s: float) -> None:
-        """SaslHandshake v1, then SaslAuthenticate until the exchange is over; NetworkError
-        (the connection closed) when the peer refuses."""
-        mechanism = self.security.mechanism
+        """SaslHandshake v1, then SaslAuthenticate v1 until the exchange is over;
+        NetworkError (the connection closed) when the peer refuses, naming its error."""
+        security = self.security
+        exchange = SaslExchange(security.mechanism, security.username, security.password)
         try:
-            answer = await self.request(SASL_HANDSHAKE, 1, {"mechanism": mechanism}, timeout_s)
-            if answer["error_code"] != ErrorCode.NONE:
-                raise NetworkError(
-                    f"{self.peer} refused SASL mechanism {mechanism} "
-                    f"({as_error_code(answer['error_code']).name}; it offers "
-                    f"{', '.join(answer['mechanisms'])})"
-                )
-            client = SaslClient(mechanism, self.security.username, self.security.password)
-            token = client.first()
-            while token is not None:
-                body = {"auth_bytes": token}
-                answer = await self.request(SASL_AUTHENTICATE, 1, body, timeout_s)
-                if answer["error_code"] != ErrorCode.NONE:
-                    raise NetworkError(
-                        f"{self.peer} refused this broker's SASL {mechanism} authentication: "
-                        f"{answer['error_message']}"
-                    )
-                token = client.respond(answer["auth_bytes"])
-        except (NetworkError, ScramError, RequestTimedOutError, UnsupportedVersionError) as exc:
+            request = exchange.start()
+            while request is not None:
+                api_key, body = request
+                request = exchange.receive(await self.request(api_key, 1, body, timeout_s))
+        except KafkaError as exc:  # the peer's refusal, a timeout, a broken connection
             self._fail(f"SASL authentication failed: {exc}")
             raise NetworkError(f"SASL authentication with {self.peer} failed: {exc}") from exc
         except BaseException:
@@ -281,7 +196,7 @@ class BrokerConnection:
             raise NetworkError(f"connection to {self.peer} is closed ({self.close_reason})")
         assert self._writer is not None
         answer: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
-        frame = self._pipeline.encode(api_key, version, body, answer)
+        _, frame = self._core.send_request(api_key, version, body, answer)
         # write() only buffers, so frames of concurrent callers never interleave and
         # their order on the wire is the order of the in-flight queue.
         self._writer.write(frame)
@@ -303,21 +218,20 @@ class BrokerConnection:
                 answer.exception()  # seen: a failure raised otherwise is not reported twice
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
-        decoder = FrameDecoder(self.max_frame_bytes)
+        core = self._core
         try:
             while True:
                 data = await reader.read(READ_CHUNK)
                 if not data:
                     self._fail("the peer closed the connection")
                     return
-                for frame in decoder.feed(data):
-                    answer, body = self._pipeline.receive(frame)
+                core.receive_data(data)
+                while (response := core.next_response()) is not None:
+                    answer = response.request.token
                     if not answer.done():  # a caller that gave up (cancelled) is gone
-                        answer.set_result(body)
-        except NetworkError as exc:
+                        answer.set_result(response.body)
+        except NetworkError as exc:  # the stream is out of sync (client_connection.py)
             self._fail(exc.detail)
-        except DecodeError as exc:  # FrameTooLarge: the stream is out of sync
-            self._fail(f"bad frame from {self.peer}: {exc}")
         except OSError as exc:
             self._fail(f"receive failed: {exc}")
 
@@ -326,7 +240,7 @@ class BrokerConnection:
             return
         self.closed_at = time.monotonic()
         self.close_reason = reason
-        for answer in self._pipeline.drain():
+        for answer in self._core.drain():
             if not answer.done():
                 answer.set_exception(NetworkError(f"connection to {self.peer} closed: {reason}"))
         if self._writer is not None:

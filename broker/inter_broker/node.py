@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.cluster import Endpoint
-from broker.inter_broker.connection import MAX_FRAME_BYTES, BrokerConnection
+from broker.inter_broker.connection import BrokerConnection
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
+from broker.protocol.client_connection import MAX_FRAME_BYTES
 from broker.protocol.errors import NetworkError, RequestTimedOutError
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
-"""The client's SASL exchange, sans-I/O (answers pushed through the machine, the server
-half being broker/security/scram.py's ScramServer), its security settings under Kafka's
-and librdkafka's names, and BrokerConnection running it against a scripted peer, in the
-clear and over TLS (certificates of a test CA)."""
+"""The client library's security settings under Kafka's and librdkafka's names, and
+BrokerConnection running the SASL exchange (tests/security/test_sasl_client.py tests the
+machine itself) against a scripted peer, in the clear and over TLS (certificates of a
+test CA)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import time
 import pytest
 
 from broker.client.connection import BrokerConnection
-from broker.client.sasl import SaslExchange
 from broker.client.security import (
     SECURITY_CONFIG,
     SecurityConfig,
@@ -21,17 +20,12 @@ from broker.client.security import (
 )
 from broker.config.definition import ConfigError
 from broker.protocol.apis import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from broker.protocol.errors import (
-    ErrorCode,
-    SaslAuthenticationFailedError,
-    UnsupportedSaslMechanismError,
-)
+from broker.protocol.errors import ErrorCode, SaslAuthenticationFailedError
 from broker.protocol.framing import encode_response
 from broker.security.scram import MECHANISMS, ScramError, ScramServer, make_credential
 from tests.client.test_client_connection import OUR_RANGES, ScriptedBroker, api_versions_answer
 from tests.helpers.certs import TestCA
-
-ENABLED = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+from tests.security.test_sasl_client import auth_failed, auth_ok, handshake_ok
 
 
 def sasl(mechanism: str, user: str = "alice", password: str = "alice-secret") -> SecurityConfig:
@@ -41,88 +35,6 @@ def sasl(mechanism: str, user: str = "alice", password: str = "alice-secret") ->
         sasl_plain_username=user,
         sasl_plain_password=password,
     )
-
-
-def handshake_ok(enabled=ENABLED) -> dict:
-    return {"error_code": 0, "mechanisms": enabled}
-
-
-def auth_ok(token: bytes, lifetime_ms: int = 0) -> dict:
-    return {
-        "error_code": 0,
-        "error_message": None,
-        "auth_bytes": token,
-        "session_lifetime_ms": lifetime_ms,
-    }
-
-
-def auth_failed(message: str) -> dict:
-    return {"error_code": 58, "error_message": message, "auth_bytes": b""}
-
-
-def test_plain_sends_user_and_password_and_takes_an_empty_reply():
-    exchange = SaslExchange(sasl("PLAIN"))
-    assert exchange.start() == (SASL_HANDSHAKE, {"mechanism": "PLAIN"})
-    api_key, body = exchange.receive(handshake_ok())
-    assert (api_key, body) == (SASL_AUTHENTICATE, {"auth_bytes": b"\0alice\0alice-secret"})
-    assert exchange.receive(auth_ok(b"", lifetime_ms=60000)) is None
-    assert exchange.complete and exchange.session_lifetime_ms == 60000
-
-
-@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_scram_against_the_broker_side_of_the_exchange(mechanism):
-    mech = MECHANISMS[mechanism]
-    credential = make_credential(mech, "alice-secret", iterations=4096)
-    server = ScramServer(mech, {"alice": credential}.get)
-    exchange = SaslExchange(sasl(mechanism))
-    exchange.start()
-    _, first = exchange.receive(handshake_ok())
-    assert first["auth_bytes"].startswith(b"n,,n=alice,r=")
-    _, final = exchange.receive(auth_ok(server.receive(first["auth_bytes"])))
-    assert final["auth_bytes"].startswith(b"c=biws,r=")
-    assert exchange.receive(auth_ok(server.receive(final["auth_bytes"]))) is None
-    assert server.complete and server.username == "alice" and exchange.complete
-
-
-def test_a_wrong_password_surfaces_the_brokers_message():
-    mech = MECHANISMS["SCRAM-SHA-256"]
-    server = ScramServer(mech, {"alice": make_credential(mech, "right")}.get)
-    exchange = SaslExchange(sasl("SCRAM-SHA-256", password="wrong"))
-    exchange.start()
-    _, first = exchange.receive(handshake_ok())
-    _, final = exchange.receive(auth_ok(server.receive(first["auth_bytes"])))
-    with pytest.raises(ScramError) as refused:
-        server.receive(final["auth_bytes"])
-    with pytest.raises(SaslAuthenticationFailedError, match="invalid credentials") as exc:
-        exchange.receive(auth_failed(str(refused.value)))
-    assert not exc.value.retriable
-    with pytest.raises(Exception, match="no answer is expected"):
-        exchange.receive(auth_ok(b""))
-
-
-def test_a_server_that_does_not_know_the_password_is_refused():
-    """The server-final signature proves the broker holds the credential."""
-    mech = MECHANISMS["SCRAM-SHA-512"]
-    impostor = ScramServer(mech, lambda user: make_credential(mech, "another password"))
-    exchange = SaslExchange(sasl("SCRAM-SHA-512", password="another password"))
-    exchange.start()
-    _, first = exchange.receive(handshake_ok())
-    _, final = exchange.receive(auth_ok(impostor.receive(first["auth_bytes"])))
-    impostor.receive(final["auth_bytes"])
-    with pytest.raises(SaslAuthenticationFailedError, match="signature is wrong"):
-        exchange.receive(auth_ok(b"v=" + b"A" * 88))
-
-
-def test_an_unsupported_mechanism_names_the_enabled_ones():
-    exchange = SaslExchange(sasl("SCRAM-SHA-512"))
-    exchange.start()
-    with pytest.raises(UnsupportedSaslMechanismError, match="enabled: PLAIN"):
-        exchange.receive({"error_code": 33, "mechanisms": ["PLAIN"]})
-    # A successful handshake that does not list ours fails the same way.
-    exchange = SaslExchange(sasl("SCRAM-SHA-512"))
-    exchange.start()
-    with pytest.raises(UnsupportedSaslMechanismError):
-        exchange.receive(handshake_ok(["PLAIN", "SCRAM-SHA-256"]))
 
 
 # -- settings --

@@ -14,7 +14,6 @@ import re
 import shutil
 import ssl
 import subprocess
-import time
 
 import pytest
 
@@ -40,18 +39,9 @@ from broker.protocol.apis import (
 from broker.protocol.errors import NetworkError, RequestTimedOutError, UnsupportedVersionError
 from broker.protocol.framing import encode_api_versions_error
 from broker.records.batch import iter_records
-from tests.helpers.aio import run
+from tests.helpers.aio import run, until
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
 from tests.helpers.server_requests import fetch_body, produce_body, values
-
-
-async def until(condition, what: str, timeout_s: float = 20.0) -> None:
-    """Wait, letting the loop run, until `condition()` holds; fail after the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s}s: {what}")
-        await asyncio.sleep(0.01)
 
 
 def plaintext(port: int) -> Endpoint:

@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.client.coordinator import find_coordinator
 from broker.client.group.membership import (
     REDISCOVER,
@@ -33,14 +33,11 @@ from broker.protocol.apis import HEARTBEAT
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
-    NetworkError,
-    RequestTimedOutError,
     as_error_code,
     error_for,
 )
 
 log = logging.getLogger(__name__)
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 
 
 class HeartbeatThread(threading.Thread):
@@ -98,7 +95,7 @@ class HeartbeatThread(threading.Thread):
                 ) as conn:
                     coordinator = find_coordinator(conn, m.group_id)
             except KafkaError as exc:
-                if not (exc.retriable or isinstance(exc, _UNREACHABLE)):
+                if not (exc.retriable or isinstance(exc, UNREACHABLE)):
                     log.info("group %s: FindCoordinator: %s", m.group_id, exc)
                 continue
             with m.lock:

@@ -35,7 +35,7 @@ import time
 from typing import NamedTuple, Protocol
 
 from broker.client.cluster import ClusterMetadata
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.client.coordinator import find_coordinator
 from broker.cluster import Node
 from broker.protocol.apis import (
@@ -58,7 +58,6 @@ log = logging.getLogger(__name__)
 
 # Kafka's client gives a JoinGroup this much beyond the rebalance timeout to come back.
 _JOIN_GROUP_LAPSE_S = 5.0
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 REDISCOVER = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE})
 
 
@@ -213,7 +212,7 @@ class GroupMembership:
         try:
             conn = self.cluster.any_connection()
             coordinator = find_coordinator(conn, self.group_id)
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             log.debug("group %s: FindCoordinator failed: %s", self.group_id, exc)
             self._refresh_metadata()
             return None
@@ -241,7 +240,7 @@ class GroupMembership:
             self._conn = self.cluster.open_connection(
                 coordinator.host, coordinator.port, self.request_timeout_s
             )
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             self.coordinator_dead(coordinator, str(exc))
             return None
         self._conn_for = coordinator
@@ -323,7 +322,7 @@ class GroupMembership:
     def _send(self, conn, coordinator, api_key, body, wait_s, version=None) -> None:
         try:
             cid = conn.send(api_key, body, version)
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             self.close_connection()
             self.coordinator_dead(coordinator, str(exc))
             raise _Retry(str(exc), backoff=True) from exc
@@ -345,7 +344,7 @@ class GroupMembership:
                     f"no answer to {API_BY_KEY[flight.api_key].name} in time"
                 )
             return flight.conn.receive(flight.correlation_id)
-        except _UNREACHABLE as exc:
+        except UNREACHABLE as exc:
             self._in_flight = None
             self.close_connection()
             self.coordinator_dead(flight.coordinator, str(exc))
@@ -377,7 +376,7 @@ class GroupMembership:
                 assignments = self.hooks.perform_assignment(
                     response["protocol_name"], response["members"]
                 )
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 raise _Retry(f"leader could not assign: {exc}", backoff=True) from exc
         body = {
             "group_id": self.group_id,

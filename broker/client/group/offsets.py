@@ -25,7 +25,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import NamedTuple
 
-from broker.client.connection import BrokerConnection
+from broker.client.connection import UNREACHABLE, BrokerConnection
 from broker.client.group.errors import CommitFailedError
 from broker.client.group.membership import (
     NO_GENERATION,
@@ -38,14 +38,12 @@ from broker.protocol.apis import OFFSET_COMMIT, OFFSET_FETCH
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
-    NetworkError,
     RequestTimedOutError,
     as_error_code,
     error_for,
 )
 
 log = logging.getLogger(__name__)
-_UNREACHABLE = (NetworkError, RequestTimedOutError)
 _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 _OUT_OF_GROUP = frozenset(
     {ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.ILLEGAL_GENERATION, ErrorCode.REBALANCE_IN_PROGRESS}
@@ -112,7 +110,7 @@ class GroupOffsets:
                 response = conn.request(OFFSET_COMMIT, body)
                 self._check_commit(response, coordinator, generation)
                 return
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self.m.close_connection()
                 self.m.coordinator_dead(coordinator, f"OffsetCommit: {exc}")
                 last = exc
@@ -151,7 +149,7 @@ class GroupOffsets:
             error: Exception | None = None
             try:
                 self._check_commit(c.conn.receive(c.correlation_id), c.coordinator, c.generation)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self.m.coordinator_dead(c.coordinator, f"OffsetCommit: {exc}")
                 error = exc
             except _Again as exc:
@@ -226,7 +224,7 @@ class GroupOffsets:
             conn, coordinator = found
             try:
                 return self._fetch_once(conn, coordinator, partitions)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 self.m.close_connection()
                 self.m.coordinator_dead(coordinator, f"OffsetFetch: {exc}")
                 last: Exception = exc
