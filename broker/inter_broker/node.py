@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from broker.cluster import Endpoint
 from broker.inter_broker.connection import BrokerConnection
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.client_connection import MAX_FRAME_BYTES
