@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import Refused
 
 
 class TopicPartition(NamedTuple):
@@ -106,13 +106,8 @@ class NotController(Exception):
     """This broker is not (or no longer) the controller."""
 
 
-class TopicError(Exception):
+class TopicError(Refused):
     """Why a topic operation was refused: a Kafka error code and a message for the client."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)

@@ -183,6 +183,17 @@ def as_error_code(code: int) -> ErrorCode:
         return ErrorCode.UNKNOWN_SERVER_ERROR
 
 
+class Refused(Exception):
+    """The broker refuses one part of a request (a topic, a config resource): the code to
+    answer that part with and a message for the client. Raised and caught inside the
+    broker; a client raises KafkaError instead."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
 class KafkaError(Exception):
     """An error a broker answered with, or one our client raises on a broker's behalf.
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from broker.config.definition import ConfigDef, ConfigError, Key
 from broker.config.server import SERVER_CONFIG, BrokerConfig
 from broker.log.manager import LogManager
-from broker.protocol.errors import ErrorCode
+from broker.protocol.errors import ErrorCode, Refused
 from broker.protocol.topic import topic_name_problem
 from broker.server.topic_config import TOPIC_CONFIG, TopicConfigs, apply_overrides, effective_value
 
@@ -61,14 +61,9 @@ CONFIG_TYPES = {"boolean": 1, "string": 2, "int": 3, "long": 5, "double": 6, "li
 PASSWORD_TYPE = 9
 
 
-class ConfigRefused(Exception):
+class ConfigRefused(Refused):
     """Why a config request for one resource was refused: a Kafka error code and a message
     naming the key and value."""
-
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 @dataclass(frozen=True)
