@@ -24,18 +24,28 @@ def running_broker(**overrides: str):
 
 @contextmanager
 def running_cluster(
-    brokers: int = 3, work: Path | None = None, zookeeper_tick_ms: int = 2000, **overrides: str
+    brokers: int = 3,
+    work: Path | None = None,
+    zookeeper_tick_ms: int = 2000,
+    broker_overrides: dict[int, dict[str, str]] | None = None,
+    **overrides: str,
 ):
     """ZooKeeper (ticking every `zookeeper_tick_ms`: sessions expire on tick boundaries) and
     `brokers` brokers as users run them (`broker.processes.Cluster`), in `work` (kept, with
     the servers' logs under logs/) or a temporary directory, `overrides` given to every
-    broker. Yields the started Cluster."""
+    broker and `broker_overrides[id]` to one. Yields the started Cluster."""
     with tempfile.TemporaryDirectory(prefix="bench-cluster-") as temporary:
         work = work or Path(temporary)
         zookeeper = ZooKeeperProcess(
             work / "zookeeper", tick_ms=zookeeper_tick_ms, log_path=work / "logs" / "zookeeper.log"
         )
-        with Cluster(work, brokers, zookeeper=zookeeper, overrides=overrides) as cluster:
+        with Cluster(
+            work,
+            brokers,
+            zookeeper=zookeeper,
+            overrides=overrides,
+            broker_overrides=broker_overrides,
+        ) as cluster:
             yield cluster
 
 
