@@ -57,9 +57,9 @@ from bench.probes import (
     wait_until,
 )
 from broker.client.zk_consumer.zk_group import read_registrations
-from broker.controller.zk_layout import CONTROLLER, decode_controller
 from broker.processes import Cluster, kazoo_session, port_answers
 from broker.util.clock import SECOND_MS
+from broker.zk.layout import CONTROLLER, decode_controller
 
 STEPS = ("create", "acks", "idle", "failover", "restart", "controller", "startup")
 SPREAD_TOPICS = 100
