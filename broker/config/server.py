@@ -694,6 +694,24 @@ SERVER_CONFIG = (
         group="cluster",
     )
     .define(
+        "max.incremental.fetch.session.cache.slots",
+        "int",
+        1000,
+        "Fetch sessions (KIP-227) this broker keeps: what each follower or consumer fetcher "
+        "already has, so its fetches name and answer only what changed.",
+        validator=at_least(0),
+        group="cluster",
+    )
+    .define(
+        "min.incremental.fetch.session.eviction.ms",
+        "int",
+        120000,
+        "A fetch session unused this long may be evicted for a new one; a younger one only "
+        "by a follower's session displacing a consumer's.",
+        validator=at_least(0),
+        group="cluster",
+    )
+    .define(
         "num.replica.fetchers",
         "int",
         1,

@@ -2,8 +2,8 @@
 
 What the broker already knows as state (partitions, ISR, purgatories, groups, the
 controller) is read at scrape time by `state.BrokerStateCollector`; only events are
-counted here: requests and their latency phases, bytes and messages in, bytes out, log
-flushes, ISR changes, elections, rebalances, commits, connections, failed
+counted here: requests and their latency phases, bytes and messages in, bytes out, the
+partitions fetches name, answer and read, log flushes, ISR changes, elections, rebalances, commits, connections, failed
 authentications.
 
 Cheap by construction: the request and produce/fetch paths add to plain tallies per
@@ -142,6 +142,53 @@ class _HotPathCollector(Collector):
         yield latency
 
 
+class FetchTally:
+    """Fetch responses of one kind of fetcher (follower or consumer), and the partitions
+    their requests named, their answers carried and the broker read for them: with fetch
+    sessions (KIP-227) these follow what changed, not what is followed."""
+
+    __slots__ = ("responses", "requested", "answered", "reads")
+
+    def __init__(self) -> None:
+        self.responses = self.requested = self.answered = self.reads = 0
+
+
+FETCHERS = ("follower", "consumer")
+
+
+class _FetchCollector(Collector):
+    """kafka_fetch_{responses,partitions_requested,partitions_answered,partition_reads}
+    _total{fetcher}, from the tallies."""
+
+    def __init__(self, tallies: dict[str, FetchTally]) -> None:
+        self.tallies = tallies
+
+    def collect(self):
+        families = (
+            ("kafka_fetch_responses", "Fetch responses sent.", "responses"),
+            (
+                "kafka_fetch_partitions_requested",
+                "Partitions named by Fetch requests (incremental fetches name changed ones).",
+                "requested",
+            ),
+            (
+                "kafka_fetch_partitions_answered",
+                "Partitions carried by Fetch responses (incremental ones: those with news).",
+                "answered",
+            ),
+            (
+                "kafka_fetch_partition_reads",
+                "Partition reads (log lookups) done to answer Fetch requests.",
+                "reads",
+            ),
+        )
+        for name, documentation, attribute in families:
+            family = CounterMetricFamily(name, documentation, labels=["fetcher"])
+            for fetcher, tally in self.tallies.items():
+                family.add_metric([fetcher], getattr(tally, attribute))
+            yield family
+
+
 def _bound_text(bound: float) -> str:
     return "+Inf" if bound == float("inf") else repr(bound)
 
@@ -159,6 +206,8 @@ class BrokerMetrics:
         self._requests: dict[int, _Request] = {}
         self._topics: dict[str, _Topic] = {}
         r.register(_HotPathCollector(self._requests, self._topics))
+        self.fetches = {fetcher: FetchTally() for fetcher in FETCHERS}
+        r.register(_FetchCollector(self.fetches))
         self.flush_seconds = Histogram(
             "kafka_log_flush_duration_seconds",
             "Time to fsync a log's unflushed segments.",
@@ -261,6 +310,15 @@ class BrokerMetrics:
         send file regions unread (zero-copy), and Kafka has no such meter either."""
         self._topic(topic).bytes_out += size
 
+    def fetch_served(self, follower: bool, requested: int, answered: int, reads: int) -> None:
+        """One Fetch answered: partitions its request named, its answer carried, and the
+        partition reads it cost (broker/server/handlers/fetch.py)."""
+        tally = self.fetches[FETCHERS[0] if follower else FETCHERS[1]]
+        tally.responses += 1
+        tally.requested += requested
+        tally.answered += answered
+        tally.reads += reads
+
     # -- events elsewhere -----------------------------------------------------------------
     def log_flushed(self, seconds: float) -> None:
         self.flush_seconds.observe(seconds)
@@ -313,6 +371,9 @@ class NullMetrics(BrokerMetrics):
         pass
 
     def fetched(self, topic, size) -> None:
+        pass
+
+    def fetch_served(self, follower, requested, answered, reads) -> None:
         pass
 
     def log_flushed(self, seconds) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from prometheus_client.core import GaugeMetricFamily, SummaryMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, SummaryMetricFamily
 from prometheus_client.registry import Collector
 
 from broker.controller.events import ControllerState
@@ -46,6 +46,7 @@ class BrokerStateCollector(Collector):
         for each in ctx.purgatories():
             purgatory.add_metric([each.name], len(each))
         yield purgatory
+        yield from self._fetch_sessions(ctx)
         connections = GaugeMetricFamily(
             "kafka_network_connections",
             "Open client connections, by listener.",
@@ -56,6 +57,24 @@ class BrokerStateCollector(Collector):
         yield connections
         if ctx.groups is not None:
             yield from self._groups(ctx)
+
+    def _fetch_sessions(self, ctx: BrokerContext) -> Iterable:
+        """Kafka's FetchSessionCache metrics: NumIncrementalFetchSessions,
+        NumIncrementalFetchPartitionsCached, IncrementalFetchSessionEvictions."""
+        cache = ctx.fetch_sessions
+        yield GaugeMetricFamily(
+            "kafka_fetch_sessions", "Incremental fetch sessions cached.", len(cache.sessions)
+        )
+        yield GaugeMetricFamily(
+            "kafka_fetch_session_partitions",
+            "Partitions held by the cached fetch sessions.",
+            cache.partitions_cached,
+        )
+        yield CounterMetricFamily(
+            "kafka_fetch_session_evictions",
+            "Fetch sessions evicted to make room for new ones.",
+            cache.evictions,
+        )
 
     def _partitions(self, ctx: BrokerContext) -> Iterable:
         hosted = list(ctx.replicas.partitions.values())

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config.server import BrokerConfig
 from broker.metrics.definitions import BrokerMetrics, NullMetrics
+from broker.server.fetch_session import FetchSessionCache
 from broker.server.metadata import MetadataCache
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.replica_manager import ReplicaManager
@@ -55,6 +56,8 @@ class BrokerContext:
     # both keyed by (topic, partition).
     fetch_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Fetch"))
     produce_purgatory: Purgatory = field(default_factory=lambda: Purgatory("Produce"))
+    # Fetch sessions (KIP-227): what each fetcher already has (broker/server/fetch_session.py).
+    fetch_sessions: FetchSessionCache | None = None
     # The group coordinator (broker/coordinator/), for the offsets partitions led here.
     groups: GroupCoordinator | None = None
     # Topic overrides and dynamic broker configs in force (DescribeConfigs, AlterConfigs).
@@ -71,8 +74,13 @@ class BrokerContext:
     metrics: BrokerMetrics = field(default_factory=NullMetrics)
 
     def __post_init__(self) -> None:
-        self.replicas.high_watermark_listeners.append(self._partition_changed)
-        self.replicas.leadership_listeners.append(self._partition_changed)
+        if self.fetch_sessions is None:
+            self.fetch_sessions = FetchSessionCache(
+                self.config["max.incremental.fetch.session.cache.slots"],
+                self.config["min.incremental.fetch.session.eviction.ms"],
+            )
+        self.replicas.high_watermark_listeners.append(self.partition_changed)
+        self.replicas.leadership_listeners.append(self.partition_changed)
         self.replicas.leadership_listeners.append(self._leadership_metrics)
         # Read self.metrics at call time: open_broker_state may set it after construction.
         self.replicas.on_isr_proposed = lambda old, new: self.metrics.isr_proposed(old, new)
@@ -83,10 +91,16 @@ class BrokerContext:
         if hosted is not None:
             self.metrics.leadership_changed(topic, partition, hosted.leader_epoch, hosted.is_leader)
 
-    def _partition_changed(self, topic: str, partition: int) -> None:
+    def partition_changed(self, topic: str, partition: int) -> None:
+        """The one place the broker hears that a partition grew (an append as leader), or
+        its high watermark or leadership moved: fetch sessions holding it have news, and
+        the fetches and acks=all produces waiting on it look at it."""
         now = self.now_ms()
-        self.fetch_purgatory.check_and_complete((topic, partition), now)
-        self.produce_purgatory.check_and_complete((topic, partition), now)
+        tp = (topic, partition)
+        for session in self.fetch_sessions.partition_changed(tp):
+            self.fetch_purgatory.check_and_complete(session.key, now)
+        self.fetch_purgatory.check_and_complete(tp, now)
+        self.produce_purgatory.check_and_complete(tp, now)
 
     def purgatories(self) -> list[Purgatory]:
         """Every purgatory, for the timer that expires their operations."""

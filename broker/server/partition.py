@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from broker.cluster import NO_LEADER
 from broker.log.log import Log
@@ -57,6 +57,10 @@ class Follower:
     # The leader's log end when the follower's previous fetch was answered: a follower
     # that reached it by its next fetch was caught up at that earlier time.
     leader_end_at_last_fetch: int = -1
+    # The fetch session (broker/server/fetch_session.py) its fetches come through: an
+    # incremental fetch leaves out a partition whose fetch offset did not change, so a
+    # follower at the log end was caught up at its session's last fetch.
+    session: Any = None
 
 
 # How far back in the log producer state is rebuilt at start-up: clients retry only their
@@ -255,11 +259,14 @@ class Partition:
         self.producers.rebuild(_recent_headers(self.log))
 
     # -- the ISR and the high watermark (leader) ----------------------------------------
-    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+    def record_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, session: Any = None
+    ) -> None:
         """A follower fetched from `fetch_offset`: everything below it is on its log."""
         follower = self.followers.get(replica_id)
         if follower is None or not self.is_leader:
             return
+        follower.session = session
         end = self.log.log_end_offset
         if fetch_offset >= end:
             follower.last_caught_up_ms = now_ms
@@ -292,9 +299,14 @@ class Partition:
             r
             for r in self.isr
             if r != self.broker_id
-            and now_ms - self.followers.get(r, Follower()).last_caught_up_ms > max_lag_ms
+            and now_ms - self._caught_up_ms(self.followers.get(r, Follower())) > max_lag_ms
         }
         return tuple(r for r in self.isr if r not in lagging) if lagging else None
+
+    def _caught_up_ms(self, follower: Follower) -> int:
+        if follower.session is not None and follower.log_end_offset >= self.log.log_end_offset:
+            return max(follower.last_caught_up_ms, follower.session.last_used_ms)
+        return follower.last_caught_up_ms
 
     def propose_isr(self, isr: tuple[int, ...]) -> None:
         """An ISR change is being written: until it is confirmed, the high watermark waits

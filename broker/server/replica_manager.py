@@ -178,9 +178,12 @@ class ReplicaManager:
             self._leadership_changed(*tp)
 
     # -- the ISR (leaders) --------------------------------------------------------------
-    def follower_fetched(self, partition: Partition, replica_id: int, fetch_offset: int) -> None:
-        """A follower's fetch: its log end moves, the high watermark may, the ISR may grow."""
-        partition.record_follower_fetch(replica_id, fetch_offset, self.now_ms())
+    def follower_fetched(
+        self, partition: Partition, replica_id: int, fetch_offset: int, session=None
+    ) -> None:
+        """A follower's fetch (through fetch `session`, if any): its log end moves, the
+        high watermark may, the ISR may grow."""
+        partition.record_follower_fetch(replica_id, fetch_offset, self.now_ms(), session)
         grown = partition.isr_expansion()
         if grown is not None:
             self._change_isr(partition, grown)

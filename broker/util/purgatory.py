@@ -4,13 +4,20 @@ A handler that cannot answer yet (a long-poll fetch short of `min_bytes`, an ack
 produce waiting for the in-sync replicas, a group join waiting for the other members)
 builds a `DelayedOperation` and gives it to a `Purgatory` with the keys whose events
 may let it finish (a partition, a group). Whoever causes such an event calls
-`check_and_complete(key)`; the broker's timer calls `expire_due(now)` for operations whose
+`check_and_complete(key)` (the operation hears which key through `on_key`, so it can
+look at that key alone); the broker's timer calls `expire_due(now)` for operations whose
 deadline passed. Each operation completes exactly once, with the response body, and
 then tells the callbacks registered on it (the connection waiting to send the answer).
 
 Nothing here sleeps or touches sockets: the asyncio side only decides when to call
 `expire_due` (`next_deadline()` says when) and waits for the completion callback, so
 every path is testable with a hand-driven clock.
+
+An operation completed through one key (or by its owner, or at its deadline) stays in the
+watcher lists of its other keys until an event on such a key drops it, or until enough
+operations completed since the last purge (`purge_interval`, as Kafka's
+`*.purgatory.purge.interval.requests`) that one pass over every list pays for itself:
+completing is O(1), never a rebuild of each of its keys' lists.
 """
 
 from __future__ import annotations
@@ -47,6 +54,12 @@ class DelayedOperation:
         self.completed = False
         self.result: Any = None
         self._callbacks: list[Callable[[Any], None]] = []
+        # The purgatory watching this operation, told of its completion (counts).
+        self._watched_by: Purgatory | None = None
+
+    def on_key(self, key: Hashable) -> None:
+        """An event on `key` is about to be checked: an operation watching many keys can
+        note which one changed and look only at it in `try_complete`."""
 
     def try_complete(self, now_ms: int) -> bool:
         raise NotImplementedError
@@ -59,6 +72,9 @@ class DelayedOperation:
         if self.completed:
             return False
         self.completed, self.result = True, result
+        if self._watched_by is not None:
+            self._watched_by._completed()
+            self._watched_by = None
         callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback(result)
@@ -93,8 +109,11 @@ class DelayedOperation:
 class Purgatory:
     """Operations waiting on keys, completed by events or expired by deadline."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, purge_interval: int = 1000) -> None:
         self.name = name
+        self.purge_interval = purge_interval
+        self._waiting = 0  # watched, not completed
+        self._completed_since_purge = 0
         self._watchers: dict[Hashable, list[DelayedOperation]] = defaultdict(list)
         self._deadlines: list[tuple[int, int, DelayedOperation]] = []
         self._seq = itertools.count()  # ties in the heap never compare operations
@@ -112,6 +131,8 @@ class Purgatory:
             return True
         for key in operation.keys:
             self._watchers[key].append(operation)
+        operation._watched_by = self
+        self._waiting += 1
         earliest = self.next_deadline()
         heapq.heappush(self._deadlines, (operation.deadline_ms, next(self._seq), operation))
         if earliest is None or operation.deadline_ms < earliest:
@@ -128,6 +149,7 @@ class Purgatory:
         for operation in watching:
             if operation.completed:
                 continue
+            operation.on_key(key)
             if operation.check(now_ms):
                 done += 1
             else:
@@ -143,27 +165,38 @@ class Purgatory:
             _, _, operation = heapq.heappop(self._deadlines)
             if operation.expire(now_ms):
                 expired += 1
-            self._unwatch(operation)
         return expired
 
     def next_deadline(self) -> int | None:
         """The earliest deadline of a waiting operation (completed ones are dropped)."""
         while self._deadlines and self._deadlines[0][2].completed:
-            self._unwatch(heapq.heappop(self._deadlines)[2])
+            heapq.heappop(self._deadlines)
         return self._deadlines[0][0] if self._deadlines else None
 
-    def _unwatch(self, operation: DelayedOperation) -> None:
-        for key in operation.keys:
-            watching = self._watchers.get(key)
-            if watching is None:
-                continue
-            watching[:] = [op for op in watching if op is not operation and not op.completed]
-            if not watching:
+    def _completed(self) -> None:
+        self._waiting -= 1
+        self._completed_since_purge += 1
+        if self._completed_since_purge >= self.purge_interval:
+            self.purge()
+
+    def purge(self) -> None:
+        """Drop completed operations from every watcher list and the deadline heap."""
+        self._completed_since_purge = 0
+        for key in list(self._watchers):
+            live = [op for op in self._watchers[key] if not op.completed]
+            if live:
+                self._watchers[key] = live
+            else:
                 del self._watchers[key]
+        self._deadlines = [entry for entry in self._deadlines if not entry[2].completed]
+        heapq.heapify(self._deadlines)
 
     def __len__(self) -> int:
-        """Operations still waiting (what a purgatory-size metric reports)."""
-        return sum(1 for _, _, op in self._deadlines if not op.completed)
+        """Operations still waiting (what a purgatory-size metric reports): a count kept
+        as operations are watched and complete."""
+        return self._waiting
 
     def watched_keys(self) -> int:
+        """Keys some waiting operation watches (purges first: a diagnostic, O(watchers))."""
+        self.purge()
         return len(self._watchers)

@@ -1,9 +1,12 @@
 """Fetch: file regions of whole batches below the high watermark, long-polled.
 
-A fetch with `max_wait_ms` and `min_bytes` that finds fewer bytes than `min_bytes` waits in
-the fetch purgatory (a `DelayedFetch`) keyed by its partitions; the replica manager
-completes it when one of them grows, the purgatory's timer when `max_wait_ms` passes
-(then it answers with whatever there is). Partition errors answer at once.
+A fetch (v7+) may belong to a fetch session (KIP-227, broker/server/fetch_session.py):
+then it names only the partitions whose fetch state changed, and its answer carries only
+partitions with something new. A fetch with `max_wait_ms` and `min_bytes` that finds fewer
+bytes than `min_bytes` waits in the fetch purgatory (a `DelayedFetch`), keyed by its
+session or else by its partitions; BrokerContext.partition_changed completes it when one
+of them grows, the purgatory's timer when `max_wait_ms` passes (then it answers with
+whatever there is). Partition errors answer at once.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
+from broker.server.fetch_session import SessionFetch, SessionKey, TopicPartition, requested
 from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import (
     Answer,
@@ -47,6 +51,8 @@ def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> di
 
 # Fetch v10 is the first a consumer that understands zstd sends (KIP-110).
 ZSTD_MIN_VERSION = 10
+# Fetch v7 brought fetch sessions (KIP-227).
+SESSIONS_MIN_VERSION = 7
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -83,79 +89,175 @@ def _refused_topics(ctx: BrokerContext, request: RequestContext, body: dict) -> 
 
 
 def _fetch(ctx: BrokerContext, request: RequestContext, body: dict):
-    if body.get("replica_id", -1) >= 0:
-        _record_follower(ctx, body)
-    if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
-        return read(ctx, body, final=True, version=request.api_version)
+    follower = body.get("replica_id", -1) >= 0
     now = ctx.now_ms()
-    operation = DelayedFetch(ctx, body, now + body["max_wait_ms"], request.api_version)
+    if request.api_version >= SESSIONS_MIN_VERSION:
+        plan = ctx.fetch_sessions.new_fetch(body, follower, now)
+    else:
+        plan = SessionFetch(requested(body), full=True)
+    if plan.error != ErrorCode.NONE:
+        return {"throttle_time_ms": 0, "error_code": plan.error, "session_id": 0, "responses": []}
+    if follower:
+        _record_follower(ctx, body, plan.session)
+    operation = DelayedFetch(ctx, body, plan, now + body["max_wait_ms"], request.api_version)
+    if body["max_wait_ms"] <= 0 or body["min_bytes"] <= 0:
+        return operation.on_expiration(now)
     if ctx.fetch_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
 
 
 class DelayedFetch(DelayedOperation):
-    """A fetch waiting for `min_bytes` on its partitions or for its deadline."""
+    """A fetch waiting for `min_bytes` on its partitions or for its deadline.
 
-    def __init__(self, ctx: BrokerContext, body: dict, deadline_ms: int, version: int) -> None:
-        super().__init__(deadline_ms, partitions_of(body))
+    Kafka's way: the first check reads every partition the fetch covers (and answers if
+    there is enough); after that, an event on one partition looks at that partition alone
+    and adds its bytes to a running total; the answer is read once, when the total
+    reaches `min_bytes` (or a partition has an error) or the deadline passes. A session's
+    fetch waits on the session's key (one watcher, whatever its size) and learns which
+    partitions changed from the session (`fresh`); a sessionless one on its partitions.
+    """
+
+    def __init__(
+        self, ctx: BrokerContext, body: dict, plan: SessionFetch, deadline_ms: int, version: int
+    ) -> None:
+        session = plan.session
+        keys = [session.key] if session is not None else [tp for tp, _ in plan.partitions]
+        super().__init__(deadline_ms, keys)
         self.ctx = ctx
         self.body = body
+        self.plan = plan
         self.version = version
+        self.follower = body.get("replica_id", -1) >= 0
+        self.reads = 0  # partition reads for this fetch: what the tallies count
+        self._bytes: dict[TopicPartition, int] = {}
+        self._available = 0
+        self._looked = False
+        self._changed: set[TopicPartition] = set()
+        self._named = dict(plan.partitions) if session is None else {}
+
+    def on_key(self, key) -> None:
+        if isinstance(key, SessionKey):
+            session = self.plan.session
+            self._changed |= session.fresh
+            session.fresh.clear()
+        else:
+            self._changed.add(key)
 
     def try_complete(self, now_ms: int) -> bool:
-        response = read(self.ctx, self.body, final=False, version=self.version)
-        return response is not None and self.complete(response)
+        if not self._looked:  # the first check: everything the fetch covers, once
+            self._looked = True
+            response = self._answer(final=False)
+            return response is not None and self.complete(response)
+        changed, self._changed = self._changed, set()
+        for tp in changed:
+            preq = self._request_of(tp)
+            if preq is None:
+                continue
+            entry = self._read(tp, preq, 0x7FFFFFFF, first=True)
+            if entry["error_code"] != ErrorCode.NONE:
+                return self.complete(self._answer(final=True))
+            size = sum(len(r) for r in entry["records"])
+            self._available += size - self._bytes.get(tp, 0)
+            self._bytes[tp] = size
+        if self._available >= self.body["min_bytes"]:
+            return self.complete(self._answer(final=True))
+        return False
 
     def on_expiration(self, now_ms: int) -> dict:
-        return read(self.ctx, self.body, final=True, version=self.version)
+        return self._answer(final=True)
 
+    def _request_of(self, tp: TopicPartition) -> dict | None:
+        if self.plan.session is not None:
+            return self.plan.session.partitions.get(tp)
+        return self._named.get(tp)
 
-def read(
-    ctx: BrokerContext, body: dict, final: bool, version: int = FETCH_API.max_version
-) -> dict | None:
-    """The response, or None when fewer than min_bytes are there and not `final`."""
-    remaining = body.get("max_bytes", 0x7FFFFFFF)
-    min_bytes = body["min_bytes"]
-    replica_id = body.get("replica_id", -1)
-    total = 0
-    any_error = False
-    responses = []
-    sent: list[tuple[str, int]] = []  # bytes per topic, counted once the answer is final
-    for topic in body["topics"]:
-        name = topic["topic"]
-        partitions = []
-        before = total
-        for preq in topic["partitions"]:
-            entry = _fetch_partition(
-                ctx, name, preq, remaining, first=(total == 0), replica_id=replica_id
+    def _covered(self) -> list[tuple[TopicPartition, dict]]:
+        """What the answer reads: all the fetch named (a full fetch), or the session's
+        partitions with news as they are now (an incremental one)."""
+        session = self.plan.session
+        if self.plan.full or session is None:
+            return self.plan.partitions
+        return [(tp, session.partitions[tp]) for tp in session.news]
+
+    def _read(self, tp: TopicPartition, preq: dict, remaining: int, first: bool) -> dict:
+        self.reads += 1
+        entry = _fetch_partition(
+            self.ctx, tp[0], preq, remaining, first=first, replica_id=self.body.get("replica_id", -1)
+        )
+        if self.version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
+            # An older consumer cannot read zstd batches: Kafka answers this error.
+            entry = _empty(
+                entry["partition_index"],
+                ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+                entry["high_watermark"],
+                entry["log_start_offset"],
             )
-            if version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
-                # An older consumer cannot read zstd batches: Kafka answers this error.
-                entry = _empty(
-                    entry["partition_index"],
-                    ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
-                    entry["high_watermark"],
-                    entry["log_start_offset"],
-                )
+        return entry
+
+    def _answer(self, final: bool) -> dict | None:
+        """The response, or None when fewer than min_bytes are there and not `final`."""
+        remaining = self.body.get("max_bytes", 0x7FFFFFFF)
+        total = 0
+        any_error = False
+        read: list[tuple[TopicPartition, dict, dict]] = []
+        for tp, preq in self._covered():
+            entry = self._read(tp, preq, remaining, first=(total == 0))
             size = sum(len(r) for r in entry["records"])
             total += size
             remaining = max(0, remaining - size)
             any_error |= entry["error_code"] != ErrorCode.NONE
-            partitions.append(entry)
-        responses.append({"topic": name, "partitions": partitions})
-        if total > before:
-            sent.append((name, total - before))
-    if not final and total < min_bytes and not any_error:
-        return None
-    for name, size in sent:
-        ctx.metrics.fetched(name, size)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
-        "session_id": 0,
-        "responses": responses,
-    }
+            read.append((tp, preq, entry))
+            self._bytes[tp] = size
+        self._available = total
+        if not final and total < self.body["min_bytes"] and not any_error:
+            return None
+        return self._settle(read)
+
+    def _settle(self, read: list[tuple[TopicPartition, dict, dict]]) -> dict:
+        """The final answer: an incremental one carries only partitions with something new;
+        the session learns what each partition was told."""
+        session, full = self.plan.session, self.plan.full
+        by_topic: dict[str, list[dict]] = {}
+        sent: dict[str, int] = {}
+        for tp, preq, entry in read:
+            told = (entry["high_watermark"], entry["last_stable_offset"], entry["log_start_offset"])
+            size = sum(len(r) for r in entry["records"])
+            if session is not None:
+                new = size or entry["error_code"] or session.told.get(tp) != told
+                session.settle(tp, told, self._more(tp, preq, entry))
+                if not (full or new):
+                    continue
+            by_topic.setdefault(tp[0], []).append(entry)
+            if size:
+                sent[tp[0]] = sent.get(tp[0], 0) + size
+        for name, size in sent.items():
+            self.ctx.metrics.fetched(name, size)
+        answered = sum(len(p) for p in by_topic.values())
+        self.ctx.metrics.fetch_served(
+            self.follower, _named(self.body), answered, self.reads
+        )
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.NONE,
+            "session_id": self.plan.session_id,
+            "responses": [{"topic": t, "partitions": p} for t, p in by_topic.items()],
+        }
+
+    def _more(self, tp: TopicPartition, preq: dict, entry: dict) -> bool:
+        """Whether the fetcher may still get data beyond the fetch offset the session
+        holds for `tp` (then it stays among the session's news)."""
+        if entry["error_code"] != ErrorCode.NONE:
+            return False
+        partition = self.ctx.replicas.get(*tp)
+        if partition is None:
+            return False
+        readable = partition.log.log_end_offset if self.follower else partition.high_watermark
+        return readable > preq["fetch_offset"]
+
+
+def _named(body: dict) -> int:
+    return sum(len(t["partitions"]) for t in body["topics"])
 
 
 def _fetch_partition(
@@ -205,9 +307,10 @@ def _leader_throttles(ctx: BrokerContext, partition, replica_id: int) -> bool:
     return is_throttled(listed, partition.index, ctx.replicas.broker_id)
 
 
-def _record_follower(ctx: BrokerContext, body: dict) -> None:
+def _record_follower(ctx: BrokerContext, body: dict, session) -> None:
     """A follower fetches from its log end: the leader learns how far each follower is
-    (moving the high watermark, letting it back into the ISR)."""
+    (moving the high watermark, letting it back into the ISR). Only the partitions the
+    request names: an incremental fetch leaves out those whose offset did not change."""
     replica_id = body["replica_id"]
     for topic in body["topics"]:
         for preq in topic["partitions"]:
@@ -218,7 +321,9 @@ def _record_follower(ctx: BrokerContext, body: dict) -> None:
             # decision, e.g. by a broker stopping) is refused below: it must not count.
             epoch = preq.get("current_leader_epoch", -1)
             if epoch in (-1, partition.leader_epoch):
-                ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"])
+                ctx.replicas.follower_fetched(
+                    partition, replica_id, preq["fetch_offset"], session
+                )
 
 
 def _has_zstd(regions) -> bool:
@@ -231,11 +336,6 @@ def _has_zstd(regions) -> bool:
                 return True
             position += header.size
     return False
-
-
-def partitions_of(body: dict) -> list[tuple[str, int]]:
-    """The partitions whose appends should wake a waiting fetch."""
-    return [(t["topic"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

@@ -71,7 +71,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
             partitions.append(answer)
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
-                ctx.fetch_purgatory.check_and_complete((name, answer["index"]), now)
+                ctx.partition_changed(name, answer["index"])
                 if acks == -1:
                     waiting[(name, answer["index"])] = (answer, next_offset)
         responses.append({"name": name, "partition_responses": partitions})
