@@ -199,7 +199,9 @@ class FetchSessionCache:
 
     def _evict_for(self, worth: tuple[bool, int], now_ms: int) -> bool:
         # Sessions here are few (the slots): a scan at creation time, never per fetch.
-        stale = [s for s in self.sessions.values() if now_ms - s.last_used_ms > self.min_eviction_ms]
+        stale = [
+            s for s in self.sessions.values() if now_ms - s.last_used_ms > self.min_eviction_ms
+        ]
         if stale:
             victim = min(stale, key=lambda s: s.last_used_ms)
         else:
@@ -207,8 +209,7 @@ class FetchSessionCache:
             eligible = [
                 s
                 for s in self.sessions.values()
-                if now_ms - s.created_ms > self.min_eviction_ms
-                or (privileged and not s.privileged)
+                if now_ms - s.created_ms > self.min_eviction_ms or (privileged and not s.privileged)
             ]
             if not eligible:
                 return False

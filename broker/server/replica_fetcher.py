@@ -7,6 +7,14 @@ KIP-279), never blindly to its high watermark. Then it fetches from its log end 
 Fetch(replica_id = this broker), appends whole batches, and takes the leader's high
 watermark, capped by its own log end. Partitions of one leader share a fetcher (spread
 over `num.replica.fetchers` by hash), so one request carries them all.
+
+Each fetcher keeps a fetch session (KIP-227, broker/server/fetch_session.py) at its
+leader: a full fetch opens it, then each fetch names only the partitions added or whose
+fetch offset or epoch changed (appended to, truncated, resumed after an error) and
+forgets those removed, truncating or paused; an idle fetcher's fetch names none. A session
+error (the leader restarted, or evicted it) falls back to a full fetch. The loop keeps
+these sets up to date as partitions change, so a fetch costs what changed, never a scan of
+every partition followed.
 """
 
 from __future__ import annotations
@@ -22,6 +30,7 @@ from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
 from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
+from broker.server.fetch_session import INITIAL_EPOCH, NO_SESSION, next_epoch
 from broker.server.replication_quota import FOLLOWER_REPLICAS, ReplicationQuota, is_throttled
 
 log = logging.getLogger(__name__)
@@ -41,9 +50,6 @@ _WAIT_FOR_LEADERSHIP = {
 @dataclass
 class FetchState:
     leader_epoch: int
-    truncating: bool = True
-    # Paused after an error until this time (ms, the manager's clock).
-    retry_at_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -143,6 +149,18 @@ class ReplicaFetcher:
         )
         self.partitions: dict[TopicPartition, FetchState] = {}
         self.last_leader_hw: dict[TopicPartition, int] = {}
+        # Kept up to date as partitions change, so no loop scans every partition:
+        self.truncating: set[TopicPartition] = set()  # to find their divergence point
+        self.paused: dict[TopicPartition, int] = {}  # after an error, until (ms)
+        self.held_back: set[TopicPartition] = set()  # throttled while over the quota
+        # The fetch session at the leader: its id (NO_SESSION: the next fetch is full and
+        # opens one), the epoch of the next fetch, the partitions it holds and those whose
+        # fetch state it does not know yet (named by the next fetch).
+        self.session_id = NO_SESSION
+        self.session_epoch = INITIAL_EPOCH
+        self.in_session: set[TopicPartition] = set()
+        self.unsent: set[TopicPartition] = set()
+        self.forget: set[TopicPartition] = set()  # to drop from the session
         self._changed = asyncio.Event()
         self.task: asyncio.Task | None = None
 
@@ -160,11 +178,34 @@ class ReplicaFetcher:
     def add(self, tp: TopicPartition, leader_epoch: int) -> None:
         # A new leadership (or epoch) always starts by finding the divergence point.
         self.partitions[tp] = FetchState(leader_epoch)
+        self.truncating.add(tp)
+        self.paused.pop(tp, None)
         self._changed.set()
 
     def remove(self, tp: TopicPartition) -> None:
         self.partitions.pop(tp, None)
         self.last_leader_hw.pop(tp, None)
+        self.truncating.discard(tp)
+        self.paused.pop(tp, None)
+        self.held_back.discard(tp)
+        self.unsent.discard(tp)
+        self._leave(tp)
+
+    def _leave(self, tp: TopicPartition) -> None:
+        """`tp` is not fetched for now: the next fetch drops it from the session."""
+        if tp in self.in_session:
+            self.forget.add(tp)
+
+    def _back(self, tp: TopicPartition) -> None:
+        """`tp` is fetched again: the next fetch names it."""
+        if tp in self.paused or tp in self.held_back:
+            return  # still left out (records of a fetch sent before it was)
+        self.forget.discard(tp)
+        self.unsent.add(tp)
+
+    def fetchable(self) -> int:
+        """Partitions the next fetch covers (neither truncating nor paused nor held back)."""
+        return len(self.partitions) - len(self.truncating) - len(self.paused) - len(self.held_back)
 
     # -- the loop -------------------------------------------------------------------------
     async def _run(self) -> None:
@@ -172,15 +213,14 @@ class ReplicaFetcher:
         while self.partitions:
             now = self.manager.now_ms()
             try:
-                truncating = [tp for tp, s in self.partitions.items() if s.truncating]
-                if truncating:
-                    await self._truncate(truncating)
+                if self.truncating:
+                    await self._truncate(list(self.truncating))
                     continue
-                ready = [tp for tp, s in self.partitions.items() if s.retry_at_ms <= now]
-                if not ready:
+                self._resume(now)
+                if self.fetchable() <= 0 and not self.in_session:
                     await self._wait(settings.backoff_ms / 1000)
                     continue
-                await self._fetch(ready)
+                await self._fetch()
             except asyncio.CancelledError:
                 raise
             except (NetworkError, RequestTimedOutError, KafkaError) as exc:
@@ -198,9 +238,15 @@ class ReplicaFetcher:
             pass
 
     def _pause(self, tp: TopicPartition) -> None:
-        state = self.partitions.get(tp)
-        if state is not None:
-            state.retry_at_ms = self.manager.now_ms() + self.manager.settings.backoff_ms
+        if tp in self.partitions:
+            self.paused[tp] = self.manager.now_ms() + self.manager.settings.backoff_ms
+            self._leave(tp)
+
+    def _resume(self, now: int) -> None:
+        for tp, retry_at in list(self.paused.items()):  # the paused ones only: few
+            if retry_at <= now:
+                del self.paused[tp]
+                self._back(tp)
 
     # -- truncation ---------------------------------------------------------------------
     async def _truncate(self, tps: list[TopicPartition]) -> None:
@@ -214,7 +260,7 @@ class ReplicaFetcher:
                 continue
             epoch = partition.log.leader_epochs.latest_epoch()
             if epoch == UNDEFINED_EPOCH:  # an empty log has nothing to cut
-                self.partitions[tp].truncating = False
+                self._truncated(tp)
                 continue
             asked[tp] = epoch
             topics.setdefault(tp[0], []).append(
@@ -259,22 +305,30 @@ class ReplicaFetcher:
                         answer["end_offset"],
                     )
                     partition.truncate_to(offset)
-                state.truncating = False
+                self._truncated(tp)
+
+    def _truncated(self, tp: TopicPartition) -> None:
+        self.truncating.discard(tp)
+        self._back(tp)  # its fetch offset (and maybe epoch) is new to the session
 
     # -- fetching -------------------------------------------------------------------------
-    async def _fetch(self, tps: list[TopicPartition]) -> None:
+    async def _fetch(self) -> None:
         settings = self.manager.settings
         replicas = self.manager.replicas
+        self._apply_quota()
+        full = self.session_id == NO_SESSION
+        if full:  # open a session: name everything fetchable
+            covered = self.partitions.keys() - self.truncating - self.paused.keys()
+            named = covered - self.held_back
+            forgotten: set[TopicPartition] = set()
+        else:
+            named = self.unsent - self.truncating - self.paused.keys() - self.held_back
+            forgotten = set(self.forget)
         topics: dict[str, list[dict]] = {}
-        over_quota = self.manager.quota is not None and self.manager.quota.exceeded()
-        held_back = 0
-        for tp in tps:
+        for tp in named:
             partition = replicas.get(*tp)
             if partition is None:
                 self.remove(tp)
-                continue
-            if over_quota and self._throttled(tp, partition):
-                held_back += 1
                 continue
             topics.setdefault(tp[0], []).append(
                 {
@@ -285,28 +339,44 @@ class ReplicaFetcher:
                     "partition_max_bytes": settings.partition_max_bytes,
                 }
             )
-        if not topics:
-            if held_back:  # every partition is throttled: wait for the rate to fall
+        if full and not topics:
+            if self.held_back:  # every partition is throttled: wait for the rate to fall
                 await self._wait(settings.backoff_ms / 1000)
             return
+        gone: dict[str, list[int]] = {}
+        for tp in forgotten:
+            gone.setdefault(tp[0], []).append(tp[1])
         body = {
             "replica_id": settings.broker_id,
             "max_wait_ms": settings.max_wait_ms,
             "min_bytes": settings.min_bytes,
             "max_bytes": settings.max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
+            "session_id": self.session_id,
+            "session_epoch": INITIAL_EPOCH if full else self.session_epoch,
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-            "forgotten_topics_data": [],
+            "forgotten_topics_data": [{"topic": t, "partitions": p} for t, p in gone.items()],
             "rack_id": "",
         }
-        response = await self.node.request(
-            FETCH_API.key,
-            FETCH_API.max_version,
-            body,
-            settings.request_timeout_s + settings.max_wait_ms / 1000,
-        )
+        sent = {(t, p["partition"]) for t, ps in topics.items() for p in ps}
+        self.unsent -= sent
+        self.forget -= forgotten
+        try:
+            response = await self.node.request(
+                FETCH_API.key,
+                FETCH_API.max_version,
+                body,
+                settings.request_timeout_s + settings.max_wait_ms / 1000,
+            )
+        except BaseException:
+            # Whether the leader saw this fetch (and moved the session's epoch) is unknown.
+            self._close_session()
+            raise
+        if response["error_code"] != ErrorCode.NONE:
+            log.info("%r: fetch session error %s: a full fetch next", self, response["error_code"])
+            self._close_session()
+            return
+        self._session_answered(full, response["session_id"], sent, forgotten)
         now = self.manager.now_ms()
         for topic in response["responses"]:
             for answer in topic["partitions"]:
@@ -316,6 +386,41 @@ class ReplicaFetcher:
                     if self._throttled(tp, partition):
                         self.manager.quota.record(len(answer["records"] or b""))
                 self._take(tp, answer, now)
+
+    def _session_answered(
+        self, full: bool, session_id: int, sent: set[TopicPartition], forgotten: set
+    ) -> None:
+        if full:
+            self.session_id = session_id
+            self.session_epoch = next_epoch(INITIAL_EPOCH) if session_id else INITIAL_EPOCH
+            self.in_session = set(sent) if session_id else set()
+        else:
+            self.session_epoch = next_epoch(self.session_epoch)
+            self.in_session -= forgotten
+            self.in_session |= sent
+
+    def _close_session(self) -> None:
+        """Forget the session: the next fetch is a full one, naming every partition."""
+        self.session_id, self.session_epoch = NO_SESSION, INITIAL_EPOCH
+        self.in_session.clear()
+        self.unsent.clear()
+        self.forget.clear()
+
+    def _apply_quota(self) -> None:
+        """Over the follower quota, throttled partitions are held back (left out of the
+        session); under it, they come back. Scans the partitions only while over it."""
+        quota = self.manager.quota
+        if quota is not None and quota.exceeded():
+            replicas = self.manager.replicas
+            for tp in self.partitions.keys() - self.held_back:
+                partition = replicas.get(*tp)
+                if partition is not None and self._throttled(tp, partition):
+                    self.held_back.add(tp)
+                    self._leave(tp)
+        elif self.held_back:
+            for tp in self.held_back:
+                self._back(tp)
+            self.held_back.clear()
 
     def _throttled(self, tp: TopicPartition, partition) -> bool:
         """A replica catching up (out of the ISR) that its topic throttles here."""
@@ -336,6 +441,7 @@ class ReplicaFetcher:
             try:
                 if records:
                     partition.append_as_follower(records, now)
+                    self._back(tp)  # a new fetch offset
             except CorruptRecordError as exc:
                 log.error("%s-%d: %s", *tp, exc)
                 self._pause(tp)
@@ -357,9 +463,10 @@ class ReplicaFetcher:
             log.info("%s-%d: behind the leader's log start %d: restarting there", *tp, leader_start)
             partition.log.truncate_fully_and_start_at(leader_start)
             partition.high_watermark = leader_start
+            self._back(tp)
         else:
             # Ahead of the leader: find the divergence point again.
-            self.partitions[tp].truncating = True
+            self.truncating.add(tp)
 
 
 def _divergence(partition, asked_epoch: int, answer: dict) -> int:

@@ -183,7 +183,12 @@ class DelayedFetch(DelayedOperation):
     def _read(self, tp: TopicPartition, preq: dict, remaining: int, first: bool) -> dict:
         self.reads += 1
         entry = _fetch_partition(
-            self.ctx, tp[0], preq, remaining, first=first, replica_id=self.body.get("replica_id", -1)
+            self.ctx,
+            tp[0],
+            preq,
+            remaining,
+            first=first,
+            replica_id=self.body.get("replica_id", -1),
         )
         if self.version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
             # An older consumer cannot read zstd batches: Kafka answers this error.
@@ -234,9 +239,7 @@ class DelayedFetch(DelayedOperation):
         for name, size in sent.items():
             self.ctx.metrics.fetched(name, size)
         answered = sum(len(p) for p in by_topic.values())
-        self.ctx.metrics.fetch_served(
-            self.follower, _named(self.body), answered, self.reads
-        )
+        self.ctx.metrics.fetch_served(self.follower, _named(self.body), answered, self.reads)
         return {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
@@ -321,9 +324,7 @@ def _record_follower(ctx: BrokerContext, body: dict, session) -> None:
             # decision, e.g. by a broker stopping) is refused below: it must not count.
             epoch = preq.get("current_leader_epoch", -1)
             if epoch in (-1, partition.leader_epoch):
-                ctx.replicas.follower_fetched(
-                    partition, replica_id, preq["fetch_offset"], session
-                )
+                ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"], session)
 
 
 def _has_zstd(regions) -> bool:
