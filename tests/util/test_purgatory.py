@@ -83,3 +83,40 @@ def test_callbacks_added_after_completion_run_at_once():
     got = []
     op.add_done_callback(got.append)
     assert got == ["done@0"] and not op.complete("again")
+
+
+class Keyed(Waiting):
+    """Remembers which keys' events it heard of (as DelayedFetch looks at one partition)."""
+
+    def __init__(self, deadline_ms, keys):
+        super().__init__(deadline_ms, keys)
+        self.heard = []
+
+    def on_key(self, key):
+        self.heard.append(key)
+
+
+def test_an_event_tells_the_operation_its_key():
+    p = Purgatory("t")
+    op = Keyed(100, ["a", "b"])
+    p.try_complete_else_watch(op, 0)
+    p.check_and_complete("b", 1)
+    p.check_and_complete("a", 2)
+    assert op.heard == ["b", "a"] and op.checks == 3  # the first check heard of no key
+
+
+def test_completion_leaves_other_keys_lists_until_a_purge():
+    p = Purgatory("t", purge_interval=3)
+    ops = [Waiting(100, [f"k{i}" for i in range(50)]) for _ in range(3)]
+    for op in ops:
+        p.try_complete_else_watch(op, 0)
+    assert len(p) == 3
+    ops[0].ready = True
+    assert p.check_and_complete("k0", 1) == 1
+    # Completing did not walk the other 49 keys' lists: they still hold it, uncounted.
+    assert len(p) == 2 and sum(ops[0] in w for w in p._watchers.values()) == 49
+    ops[1].complete("by its owner")  # completed outside the purgatory: counted too
+    assert len(p) == 1
+    ops[2].ready = True
+    assert p.check_and_complete("k7", 2) == 1  # the third completion purges every list
+    assert len(p) == 0 and p._watchers == {} and p._deadlines == []
