@@ -29,9 +29,7 @@ def body(session_id=NO_SESSION, epoch=INITIAL_EPOCH, named=(), forgotten=(), top
     return {
         "session_id": session_id,
         "session_epoch": epoch,
-        "topics": [{"topic": topic, "partitions": [preq(p, o) for p, o in named]}]
-        if named
-        else [],
+        "topics": [{"topic": topic, "partitions": [preq(p, o) for p, o in named]}] if named else [],
         "forgotten_topics_data": [{"topic": topic, "partitions": list(forgotten)}]
         if forgotten
         else [],
