@@ -408,19 +408,21 @@ class ReplicaFetcher:
 
     def _apply_quota(self) -> None:
         """Over the follower quota, throttled partitions are held back (left out of the
-        session); under it, they come back. Scans the partitions only while over it."""
+        session); under it, or once no longer throttled, they come back. Scans the
+        partitions only while over the quota."""
         quota = self.manager.quota
+        throttled: set[TopicPartition] = set()
         if quota is not None and quota.exceeded():
             replicas = self.manager.replicas
-            for tp in self.partitions.keys() - self.held_back:
+            for tp in self.partitions:
                 partition = replicas.get(*tp)
                 if partition is not None and self._throttled(tp, partition):
-                    self.held_back.add(tp)
-                    self._leave(tp)
-        elif self.held_back:
-            for tp in self.held_back:
-                self._back(tp)
-            self.held_back.clear()
+                    throttled.add(tp)
+        released, self.held_back = self.held_back - throttled, throttled
+        for tp in throttled:
+            self._leave(tp)
+        for tp in released:
+            self._back(tp)
 
     def _throttled(self, tp: TopicPartition, partition) -> bool:
         """A replica catching up (out of the ISR) that its topic throttles here."""
