@@ -217,7 +217,9 @@ class ReplicaFetcher:
                     await self._truncate(list(self.truncating))
                     continue
                 self._resume(now)
+                self._apply_quota()
                 if self.fetchable() <= 0 and not self.in_session:
+                    # Everything paused or throttled: wait for a retry or the rate to fall.
                     await self._wait(settings.backoff_ms / 1000)
                     continue
                 await self._fetch()
@@ -315,7 +317,6 @@ class ReplicaFetcher:
     async def _fetch(self) -> None:
         settings = self.manager.settings
         replicas = self.manager.replicas
-        self._apply_quota()
         full = self.session_id == NO_SESSION
         if full:  # open a session: name everything fetchable
             covered = self.partitions.keys() - self.truncating - self.paused.keys()
@@ -340,8 +341,6 @@ class ReplicaFetcher:
                 }
             )
         if full and not topics:
-            if self.held_back:  # every partition is throttled: wait for the rate to fall
-                await self._wait(settings.backoff_ms / 1000)
             return
         gone: dict[str, list[int]] = {}
         for tp in forgotten:

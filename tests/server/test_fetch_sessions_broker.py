@@ -6,11 +6,14 @@ from __future__ import annotations
 import os
 
 import pytest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from broker.metrics.definitions import BrokerMetrics
+from broker.metrics.state import BrokerStateCollector
 from broker.protocol.apis import FETCH
 from broker.protocol.errors import ErrorCode
 from tests.helpers.inprocess_broker import Respond, Wait
+from tests.helpers.metrics import Scrape
 from tests.helpers.server_requests import create, produce, values
 
 
@@ -115,3 +118,22 @@ def test_session_errors_and_sessionless_fetches(broker):
     # Before v7 there are no sessions: every fetch is full.
     old = broker.send(FETCH, 6, session_body(0, -1, size=2))
     assert isinstance(old, Respond) and len(answered(broker.decode(FETCH, 6, old))) == 2
+
+
+def test_the_counts_are_exported(broker):
+    broker.state.metrics = BrokerMetrics()
+    create(broker, "t", partitions=4)
+    sid = broker.call(FETCH, 11, session_body(0, 0, size=4, replica_id=1))["session_id"]
+    broker.call(FETCH, 11, session_body(sid, 1, replica_id=1))
+    events = Scrape(generate_latest(broker.state.metrics.registry).decode())
+    assert events.value("kafka_fetch_responses_total", fetcher="follower") == 2
+    assert events.value("kafka_fetch_partitions_requested_total", fetcher="follower") == 4
+    assert events.value("kafka_fetch_partitions_answered_total", fetcher="follower") == 4
+    assert events.value("kafka_fetch_partition_reads_total", fetcher="follower") == 4
+    assert events.value("kafka_fetch_responses_total", fetcher="consumer") == 0
+    registry = CollectorRegistry()
+    registry.register(BrokerStateCollector(broker.state, lambda: {}))
+    state = Scrape(generate_latest(registry).decode())
+    assert state.value("kafka_fetch_sessions") == 1
+    assert state.value("kafka_fetch_session_partitions") == 4
+    assert state.value("kafka_fetch_session_evictions_total") == 0
