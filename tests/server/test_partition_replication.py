@@ -3,6 +3,8 @@ watermark over the ISR, ISR expansion and shrink, follower appends and truncatio
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from broker.log.config import LogConfig
@@ -98,6 +100,20 @@ def test_isr_shrinks_by_time_since_a_follower_last_caught_up(log):
     # A follower that reaches the log end it saw at its previous fetch was caught up then.
     p.record_follower_fetch(2, 1, now_ms=1_600)
     assert p.isr_shrink(now_ms=1_700, max_lag_ms=1_000) is None
+
+
+def test_a_caught_up_follower_in_a_fetch_session_stays_in_sync_while_it_fetches(log):
+    """An incremental fetch leaves out a partition whose offset did not change: the
+    follower's session's last fetch counts for every partition it has caught up on."""
+    p = _leader(log, now=0)
+    _append(p, b"a")
+    session = SimpleNamespace(last_used_ms=900)
+    p.record_follower_fetch(1, 1, now_ms=900, session=session)  # caught up
+    p.record_follower_fetch(2, 0, now_ms=900, session=session)  # behind
+    session.last_used_ms = 5_000  # fetching on, never naming the partition again
+    assert p.isr_shrink(now_ms=5_100, max_lag_ms=1_000) == (0, 1)
+    _append(p, b"b")  # now follower 1 is behind too: its last fetch no longer counts
+    assert p.isr_shrink(now_ms=5_100, max_lag_ms=1_000) == (0,)
 
 
 def test_a_new_epoch_resets_follower_knowledge(log):
