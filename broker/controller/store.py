@@ -255,8 +255,8 @@ class ZkControllerStore:
     async def create_states(
         self, states: dict[TopicPartition, LeaderAndIsr], fence: int
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        # Per topic, the partitions' parent once and a listing of the partitions that
-        # already have a znode; then each partition's znode (where missing) and state.
+        # Per topic, a listing of the partitions that already have a znode (the parent
+        # created once if missing); then each partition's znode (where missing) and state.
         # One refused was created meanwhile (by a controller before us): take what is
         # there; a partition znode without a state gets its state on the second pass.
         stored: dict[TopicPartition, LeaderAndIsr] = {}
@@ -265,8 +265,13 @@ class ZkControllerStore:
             groups: dict[TopicPartition, list[tuple]] = {}
             for topic in sorted({tp[0] for tp in pending}):
                 parent = z.partitions_path(topic)
-                await self.zk.ensure_paths([parent])
-                existing = set(await self.zk.get_children(parent) or [])
+                existing = await self.zk.get_children(parent)
+                if existing is None:  # a new topic
+                    try:
+                        await self.zk.create(parent, makepath=True)
+                    except NodeExistsError:
+                        pass
+                existing = set(existing or ())
                 for tp, state in pending.items():
                     if tp[0] == topic:
                         path = z.partition_state_path(*tp)

@@ -219,8 +219,7 @@ def controller_families(controller) -> Iterable:
     )
     operations = CounterMetricFamily(
         "kafka_controller_zookeeper_operations",
-        "ZooKeeper operations carried by those requests, by event type (a multi of N "
-        "writes: N).",
+        "ZooKeeper operations carried by those requests, by event type (a multi of N writes: N).",
         labels=["event"],
     )
     for name, tally in sorted(controller.stats.events.items()):
