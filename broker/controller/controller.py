@@ -517,7 +517,7 @@ class Controller:
         written: dict[TopicPartition, LeaderAndIsr] = {}
         new: set[TopicPartition] = set()
         if created:
-            written = await self.store.create_states(created, ctx.epoch_zk_version)
+            written.update(await self.store.create_states(created, ctx.epoch_zk_version))
             new.update(written)
         pending = list(partitions)
         for _ in range(5):

@@ -672,7 +672,8 @@ def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(z
             # finishes it once the new replica is in sync.
             await first.stop()
             second = await h.controller(1)
-            await until(lambda: second.is_active)
+            # (active from its epoch on; the topics are read after that)
+            await until(lambda: second.is_active and second.reassignments(None))
             assert second.reassignments(None) == {("t", 0): ([2, 1, 0], [2], [0])}
             await h.rejoin_isr("t", 0, (0, 1, 2))
             await until(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
