@@ -445,3 +445,30 @@ def test_partitions_changed_meanwhile_are_read_again_and_decided_again():
             assert ("read_states", len(racing)) in c.store.calls
 
     run(scenario())
+
+
+def test_reassigning_500_partitions_is_a_few_store_requests():
+    async def scenario():
+        async with Cluster(4) as c:
+            await c.topic("big", _spread(500))
+            c.store.calls.clear()
+            targets = {("big", p): [3, *replicas[1:]] for p, replicas in _spread(500).items()}
+            results = await c.active.alter_reassignments(targets)
+            assert set(results.values()) == {(ErrorCode.NONE, None)}
+            assert len(c.active.reassignments(None)) == 500
+            # one assignment write, one of the 500 states
+            assert [name for name, _ in c.store.calls] == ["write_assignment", "write_states"]
+            # the new replicas catch up: the moves finish together
+            c.store.calls.clear()
+            for tp in sorted(targets):
+                c.store.leader_writes_isr(tp, (*c.store.states[tp].isr, 3))
+            await c.settle()
+            assert c.active.reassignments(None) == {}
+            assert c.store.topics["big"][0] == {tp[1]: t for tp, t in targets.items()}
+            assert sum(n for name, n in c.store.calls if name == "write_states") == 500
+            assert len(c.store.calls) <= 12, c.store.calls
+            # each old first replica deletes its copies in one StopReplica
+            for broker_id in range(3):
+                assert len(c.stopped(broker_id, "big", delete=True)) == 1
+
+    run(scenario())
