@@ -345,6 +345,12 @@ def _spread(partitions: int, first: int = 0) -> dict[int, list[int]]:
     return {p: [(first + p + i) % 3 for i in range(3)] for p in range(partitions)}
 
 
+async def _big_topic(c: Cluster, partitions: int) -> None:
+    """Topic "big" spread over brokers 0-2; the store's calls are listed from here on."""
+    await c.topic("big", _spread(partitions))
+    c.store.calls.clear()
+
+
 def test_creating_2000_partitions_is_a_few_store_requests():
     async def scenario():
         async with Cluster(3) as c:
@@ -362,8 +368,7 @@ def test_creating_2000_partitions_is_a_few_store_requests():
 def test_a_broker_failure_under_700_led_partitions_is_a_few_store_requests():
     async def scenario():
         async with Cluster(3) as c:
-            await c.topic("big", _spread(2100))  # each broker leads 700
-            c.store.calls.clear()
+            await _big_topic(c, 2100)  # each broker leads 700
             c.store.session_ended(1)
             await c.settle()
             led = [tp for tp, state in c.store.states.items() if state.leader == 1]
@@ -387,8 +392,7 @@ def test_a_broker_failure_under_700_led_partitions_is_a_few_store_requests():
 def test_a_controlled_shutdown_and_a_controller_failover_are_a_few_store_requests():
     async def scenario():
         async with Cluster(3) as c:
-            await c.topic("big", _spread(1500))
-            c.store.calls.clear()
+            await _big_topic(c, 1500)
             code, remaining = await c.active.controlled_shutdown(2, -1)
             assert (code, remaining) == (ErrorCode.NONE, [])
             assert _zk_work(c.active, "ControlledShutdown")[0] <= 2, c.store.calls
@@ -450,8 +454,7 @@ def test_partitions_changed_meanwhile_are_read_again_and_decided_again():
 def test_reassigning_500_partitions_is_a_few_store_requests():
     async def scenario():
         async with Cluster(4) as c:
-            await c.topic("big", _spread(500))
-            c.store.calls.clear()
+            await _big_topic(c, 500)
             targets = {("big", p): [3, *replicas[1:]] for p, replicas in _spread(500).items()}
             results = await c.active.alter_reassignments(targets)
             assert set(results.values()) == {(ErrorCode.NONE, None)}
