@@ -154,6 +154,7 @@ class Controller:
             event = await self._events.get()
             self.stats.state = event.state
             started = time.perf_counter()
+            requests, operations = self.store.counts.snapshot()
             try:
                 await self._answer(event)
             except Fenced as exc:
@@ -166,10 +167,17 @@ class Controller:
                 log.exception("controller event %s (%s) failed", event.name, event.state)
             finally:
                 seconds = time.perf_counter() - started
-                self.stats.ran(event, seconds)
+                requests = self.store.counts.requests - requests
+                operations = self.store.counts.operations - operations
+                self.stats.ran(event, seconds, requests, operations)
                 self.stats.state = ControllerState.IDLE
                 log.info(
-                    "controller event %s (%s): %.1f ms", event.name, event.state, seconds * 1e3
+                    "controller event %s (%s): %.1f ms, ZooKeeper %d requests, %d operations",
+                    event.name,
+                    event.state,
+                    seconds * 1e3,
+                    requests,
+                    operations,
                 )
 
     async def _answer(self, event: ControllerEvent) -> None:
@@ -370,11 +378,16 @@ class Controller:
         return live
 
     async def _read_topics(self) -> None:
-        for topic in await self.store.topic_names(self.watch(TopicChange())):
-            await self._read_topic(topic)
+        topics = await self.store.topic_names(self.watch(TopicChange()))
+        # Read together: each topic's reads are awaited before any of it is taken in.
+        await asyncio.gather(*(self._read_topic(topic) for topic in topics))
 
     async def _read_topic(self, topic: str) -> dict[int, list[int]] | None:
-        found = await self.store.read_topic(topic, self.watch(PartitionModifications(topic)))
+        found, config, states = await asyncio.gather(
+            self.store.read_topic(topic, self.watch(PartitionModifications(topic))),
+            self.store.read_topic_config(topic),
+            self.store.read_topic_states(topic),
+        )
         if found is None:
             return None
         assignment, moving = found
@@ -382,11 +395,8 @@ class Controller:
         ctx.assignments[topic] = assignment
         ctx.reassigning = {tp: r for tp, r in ctx.reassigning.items() if tp[0] != topic}
         ctx.reassigning.update({(topic, p): r for p, r in moving.items()})
-        self._take_unclean(topic, await self.store.read_topic_config(topic))
-        for partition in assignment:
-            state = await self.store.read_state((topic, partition))
-            if state is not None:
-                ctx.states[(topic, partition)] = state
+        self._take_unclean(topic, config)
+        ctx.states.update({(topic, p): state for p, state in states.items() if p in assignment})
         return assignment
 
     def _take_unclean(self, topic: str, overrides: dict[str, str]) -> None:
@@ -396,8 +406,10 @@ class Controller:
     async def refresh_unclean(self, topics: Iterable[str]) -> None:
         """Read again whether these topics allow unclean elections: their configs change at
         run time (AlterConfigs), and an election about to happen must follow the change."""
-        for topic in sorted(set(topics)):
-            self._take_unclean(topic, await self.store.read_topic_config(topic))
+        topics = sorted(set(topics))
+        configs = await asyncio.gather(*(self.store.read_topic_config(t) for t in topics))
+        for topic, config in zip(topics, configs, strict=True):
+            self._take_unclean(topic, config)
 
     def allows_unclean(self, topic: str) -> bool:
         override = self.ctx.unclean.get(topic)
@@ -451,11 +463,16 @@ class Controller:
         if self.ctx is None:
             return
         topics = set(await self.store.topic_names(self.watch(TopicChange())))
-        for topic in sorted(topics - set(self.ctx.assignments)):
-            assignment = await self._read_topic(topic)
+        new = sorted(topics - set(self.ctx.assignments))
+        # Every new topic read, then their partitions elected in one decision.
+        assignments = await asyncio.gather(*(self._read_topic(topic) for topic in new))
+        started: list[TopicPartition] = []
+        for topic, assignment in zip(new, assignments, strict=True):
             if assignment is not None:
                 log.info("new topic %s: %d partitions", topic, len(assignment))
-                await leadership.elect_offline(self, [(topic, p) for p in assignment])
+                started.extend((topic, p) for p in assignment)
+        if started:
+            await leadership.elect_offline(self, started)
         for topic in set(self.ctx.assignments) - topics:
             self.ctx.forget_topic(topic)
 
@@ -477,14 +494,10 @@ class Controller:
         if ctx is None:
             return
         changed = await self.store.take_isr_changes(self.watch(IsrChangeNotification()))
-        fresh = []
-        for tp in sorted(changed):
-            if tp[0] not in ctx.assignments or tp[0] in ctx.deleting:
-                continue
-            state = await self.store.read_state(tp)
-            if state is not None:
-                ctx.states[tp] = state
-                fresh.append(tp)
+        known = [tp for tp in changed if tp[0] in ctx.assignments and tp[0] not in ctx.deleting]
+        states = await self.store.read_states(known) if known else {}
+        ctx.states.update(states)
+        fresh = sorted(states)
         if fresh:
             self.send_update_metadata(fresh)
             await reassignment.finish_moves(self, [tp for tp in fresh if tp in ctx.reassigning])
@@ -496,32 +509,36 @@ class Controller:
         decide: Decide,
         created: dict[TopicPartition, LeaderAndIsr] | None = None,
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """Decide each partition's new state from its current one, write it (fenced by the
-        controller epoch; a leader that changed the ISR meanwhile makes us read the state
-        again and decide again), then tell the replicas. Returns what was written."""
+        """Decide each partition's new state from its current one, write them together
+        (fenced by the controller epoch; partitions whose state a leader changed meanwhile
+        are read again and decided again), then tell the replicas. Returns what was
+        written. A few store requests per event, however many partitions."""
         ctx = self.ctx
         written: dict[TopicPartition, LeaderAndIsr] = {}
         new: set[TopicPartition] = set()
-        for tp, state in (created or {}).items():
-            stored = await self.store.create_state(tp, state, ctx.epoch_zk_version)
-            if stored is not None:
-                written[tp] = stored
-                new.add(tp)
-        for tp in partitions:
-            for _ in range(5):
+        if created:
+            written.update(await self.store.create_states(created, ctx.epoch_zk_version))
+            new.update(written)
+        pending = list(partitions)
+        for _ in range(5):
+            decided = {}
+            for tp in pending:
                 current = ctx.states.get(tp)
-                decided = decide(tp, current) if current is not None else None
-                if decided is None:
-                    break
-                stored = await self.store.write_state(tp, decided, ctx.epoch_zk_version)
-                if stored is not None:
-                    written[tp] = stored
-                    break
-                fresh = await self.store.read_state(tp)
-                if fresh is None:
-                    break
-                ctx.states[tp] = fresh
-            else:
+                state = decide(tp, current) if current is not None else None
+                if state is not None:
+                    decided[tp] = state
+            if not decided:
+                break
+            stored = await self.store.write_states(decided, ctx.epoch_zk_version)
+            written.update(stored)
+            lost = [tp for tp in decided if tp not in stored]
+            if not lost:
+                break
+            fresh = await self.store.read_states(lost)
+            ctx.states.update(fresh)
+            pending = [tp for tp in lost if tp in fresh]  # one gone is not decided again
+        else:
+            for tp in pending:
                 log.error("%s-%d: could not write the partition state", *tp)
         ctx.states.update(written)
         for tp, state in sorted(written.items()):

@@ -175,19 +175,37 @@ class ZkPartitionReassignment(ControllerEvent):
     state = ControllerState.ALTER_PARTITION_REASSIGNMENT
 
 
+@dataclass
+class EventTally:
+    """Events of one type: how many ran, for how long, and the ZooKeeper requests they
+    made and the operations those carried (a multi of N writes: one request, N
+    operations) -- what keeps an event's ZooKeeper work bounded is asserted on these."""
+
+    state: ControllerState
+    count: int = 0
+    seconds: float = 0.0
+    zk_requests: int = 0
+    zk_operations: int = 0
+
+
 class ControllerStats:
-    """The controller's state and, per event type, how many ran and for how long (Kafka's
-    ControllerStats); read at scrape time by broker/metrics/state.py."""
+    """The controller's state and, per event type, an EventTally (Kafka's
+    ControllerStats, with the ZooKeeper work counted); read at scrape time by
+    broker/metrics/state.py."""
 
     def __init__(self) -> None:
         self.state = ControllerState.IDLE
-        # event name -> [state, count, seconds]
-        self.events: dict[str, list] = {}
+        self.events: dict[str, EventTally] = {}
 
-    def ran(self, event: ControllerEvent, seconds: float) -> None:
-        tally = self.events.setdefault(event.name, [event.state, 0, 0.0])
-        tally[1] += 1
-        tally[2] += seconds
+    def ran(
+        self, event: ControllerEvent, seconds: float, zk_requests: int = 0, zk_operations: int = 0
+    ) -> None:
+        tally = self.events.setdefault(event.name, EventTally(event.state))
+        tally.count += 1
+        tally.seconds += seconds
+        tally.zk_requests += zk_requests
+        tally.zk_operations += zk_operations
 
     def count(self, event_name: str) -> int:
-        return self.events.get(event_name, (None, 0))[1]
+        tally = self.events.get(event_name)
+        return 0 if tally is None else tally.count

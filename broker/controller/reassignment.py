@@ -77,9 +77,11 @@ def under_way(ctx: ControllerContext, partitions: Iterable[TopicPartition] | Non
 # -- the controller's steps ---------------------------------------------------------------------
 async def alter(c: Controller, asked: dict[TopicPartition, list[int] | None]) -> Results:
     """Move each partition to its target (None: cancel its move). Checked per partition;
-    one refused changes nothing of its own. Raises NotController."""
+    one refused changes nothing of its own. The accepted moves start together (a write of
+    each topic's assignment, one of the partitions' states). Raises NotController."""
     ctx = c.active_context()
     results: Results = {}
+    targets: dict[TopicPartition, list[int]] = {}
     for tp, target in sorted(asked.items()):
         if not ctx.replicas(tp) or tp not in ctx.states or tp[0] in ctx.deleting:
             results[tp] = (
@@ -101,87 +103,113 @@ async def alter(c: Controller, asked: dict[TopicPartition, list[int] | None]) ->
             if problem is not None:
                 results[tp] = (ErrorCode.INVALID_REPLICA_ASSIGNMENT, problem)
                 continue
-        await _move(c, tp, list(target))
+        targets[tp] = list(target)
         results[tp] = (ErrorCode.NONE, None)
+    await _move(c, targets)
     return results
 
 
-async def _move(c: Controller, tp: TopicPartition, target: list[int]) -> None:
-    """Start (or redirect) the move of `tp` to `target`: its replicas become the target
-    followed by the leaving ones, under a new leader epoch; replicas an earlier target
-    added and this one does not want are stopped again."""
+async def _move(c: Controller, targets: dict[TopicPartition, list[int]]) -> None:
+    """Start (or redirect) the move of each partition to its target: its replicas become
+    the target followed by the leaving ones, under a new leader epoch; replicas an
+    earlier target added and this one does not want are stopped again. A move back to
+    the original replicas is a cancellation: finished at once."""
     ctx = c.ctx
-    before = ctx.replicas(tp)
-    ongoing = ctx.reassigning.get(tp)
-    moving = redirect(before, ongoing, target)
-    if ongoing == moving:
-        return  # asked again (e.g. /admin/reassign_partitions rewritten): under way
-    if not moving.adding and not moving.removing:
-        if ongoing is not None or before != target:
-            await _finish_move(c, tp, target)  # back to the original: cancelled
+    starting: dict[TopicPartition, tuple[Reassignment, list[int]]] = {}
+    cancelled: dict[TopicPartition, list[int]] = {}
+    for tp, target in targets.items():
+        before = ctx.replicas(tp)
+        ongoing = ctx.reassigning.get(tp)
+        moving = redirect(before, ongoing, target)
+        if ongoing == moving:
+            continue  # asked again (e.g. /admin/reassign_partitions rewritten): under way
+        if not moving.adding and not moving.removing:
+            if ongoing is not None or before != target:
+                cancelled[tp] = target  # back to the original
+            continue
+        starting[tp] = moving, [r for r in before if r not in moving.replicas]
+    if cancelled:
+        await _finish_moves(c, cancelled)
+    if not starting:
         return
-    dropped = [r for r in before if r not in moving.replicas]
-    ctx.assignments[tp[0]][tp[1]] = moving.replicas
-    ctx.reassigning[tp] = moving
-    await _write_assignment(c, tp[0])
-    log.info(
-        "%s-%d: reassigning %s -> %s (adding %s, removing %s)",
-        *tp,
-        moving.original,
-        list(moving.target),
-        list(moving.adding),
-        list(moving.removing),
-    )
-    await c.apply(
-        [tp],
-        lambda tp, state: election.replicas_moved(
-            moving.replicas, dropped, state, ctx.live, ctx.epoch
-        ),
-    )
-    c.send_update_metadata([tp])
-    _stop_moved_replicas(c, tp, dropped)
-    await finish_moves(c, [tp])
+    for tp, (moving, _) in starting.items():
+        ctx.assignments[tp[0]][tp[1]] = moving.replicas
+        ctx.reassigning[tp] = moving
+        log.info(
+            "%s-%d: reassigning %s -> %s (adding %s, removing %s)",
+            *tp,
+            moving.original,
+            list(moving.target),
+            list(moving.adding),
+            list(moving.removing),
+        )
+    await _write_assignments(c, starting)
+
+    def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        moving, dropped = starting[tp]
+        return election.replicas_moved(moving.replicas, dropped, state, ctx.live, ctx.epoch)
+
+    await c.apply(sorted(starting), decide)
+    c.send_update_metadata(sorted(starting))
+    _stop_moved_replicas(c, {tp: dropped for tp, (_, dropped) in starting.items()})
+    await finish_moves(c, sorted(starting))
 
 
 async def finish_moves(c: Controller, partitions: Iterable[TopicPartition]) -> None:
     """Finish the moves of `partitions` whose target replicas have all caught up."""
     ctx = c.ctx
-    for tp in partitions:
-        moving = ctx.reassigning.get(tp)
-        if moving is not None and is_complete(moving, ctx.states.get(tp)):
-            await _finish_move(c, tp, list(moving.target))
+    complete = {
+        tp: list(moving.target)
+        for tp in partitions
+        if (moving := ctx.reassigning.get(tp)) is not None
+        and is_complete(moving, ctx.states.get(tp))
+    }
+    if complete:
+        await _finish_moves(c, complete)
 
 
-async def _finish_move(c: Controller, tp: TopicPartition, target: list[int]) -> None:
-    """The partition's replicas become `target`: leadership and ISR first (a controller
+async def _finish_moves(c: Controller, targets: dict[TopicPartition, list[int]]) -> None:
+    """Each partition's replicas become its target: leadership and ISR first (a controller
     taking over after this still sees the move in the assignment znode and finishes it),
-    then the assignment, then the leaving replicas are deleted."""
+    then the assignments, then the leaving replicas are deleted."""
     ctx = c.ctx
-    leaving = [r for r in ctx.replicas(tp) if r not in target]
-    ctx.assignments[tp[0]][tp[1]] = target
-    ctx.reassigning.pop(tp, None)
-    await c.apply(
-        [tp],
-        lambda tp, state: election.replicas_moved(target, leaving, state, ctx.live, ctx.epoch),
-    )
-    await _write_assignment(c, tp[0])
-    c.send_update_metadata([tp])
-    _stop_moved_replicas(c, tp, leaving)
-    log.info("%s-%d: reassignment done, replicas %s", *tp, target)
+    leaving = {
+        tp: [r for r in ctx.replicas(tp) if r not in target] for tp, target in targets.items()
+    }
+    for tp, target in targets.items():
+        ctx.assignments[tp[0]][tp[1]] = target
+        ctx.reassigning.pop(tp, None)
+
+    def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        return election.replicas_moved(targets[tp], leaving[tp], state, ctx.live, ctx.epoch)
+
+    await c.apply(sorted(targets), decide)
+    await _write_assignments(c, targets)
+    c.send_update_metadata(sorted(targets))
+    _stop_moved_replicas(c, leaving)
+    for tp, target in sorted(targets.items()):
+        log.info("%s-%d: reassignment done, replicas %s", *tp, target)
     await c.store.keep_reassign_requests(ctx.reassigning)
 
 
-def _stop_moved_replicas(c: Controller, tp: TopicPartition, brokers: Iterable[int]) -> None:
-    # A broker that is down keeps its copy on disk; nothing leads it there again.
-    for broker_id in brokers:
-        c.send_stop_replica(broker_id, [tp], delete=True)
+def _stop_moved_replicas(c: Controller, leaving: dict[TopicPartition, list[int]]) -> None:
+    """One deleting StopReplica per broker for the replicas it no longer holds. A broker
+    that is down keeps its copy on disk; nothing leads it there again."""
+    by_broker: dict[int, list[TopicPartition]] = {}
+    for tp, brokers in sorted(leaving.items()):
+        for broker_id in brokers:
+            by_broker.setdefault(broker_id, []).append(tp)
+    for broker_id, partitions in sorted(by_broker.items()):
+        c.send_stop_replica(broker_id, partitions, delete=True)
 
 
-async def _write_assignment(c: Controller, topic: str) -> None:
-    """The topic's assignment znode as the controller knows it, fenced by its epoch."""
+async def _write_assignments(c: Controller, partitions: Iterable[TopicPartition]) -> None:
+    """The assignment znodes of the partitions' topics as the controller knows them,
+    fenced by its epoch: one write per topic."""
     ctx = c.ctx
-    moving = {p: r for (t, p), r in ctx.reassigning.items() if t == topic}
-    await c.store.write_assignment(topic, ctx.assignments[topic], moving, ctx.epoch_zk_version)
+    for topic in sorted({tp[0] for tp in partitions}):
+        moving = {p: r for (t, p), r in ctx.reassigning.items() if t == topic}
+        await c.store.write_assignment(topic, ctx.assignments[topic], moving, ctx.epoch_zk_version)
 
 
 async def zk_requested(c: Controller) -> None:

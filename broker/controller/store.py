@@ -8,6 +8,12 @@ one-shot, as ZooKeeper's: `watch()` is called once on the event loop at the next
 of what was read, and the controller turns it into an event. Writes of decisions are
 fenced by the version of /controller_epoch the controller wrote (a ZooKeeper multi): a
 fence that no longer holds raises `Fenced`.
+
+Partition states are read and written many at a time: an event that changes a thousand
+partitions costs a few requests, not a thousand round trips one after another. Writes go
+as multis of many partitions, each multi fenced once (broker/zk/client.py
+`commit_each`); reads are pipelined on the one connection. `counts` tallies the requests
+and operations, which the controller reports per event (broker/controller/events.py).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Protocol
 
 from broker.cluster import BrokerRegistration, LeaderAndIsr, TopicPartition
 from broker.zk import layout as z
-from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient
+from broker.zk.client import BadVersionError, NodeExistsError, NoNodeError, ZkClient, ZkCounts
 from broker.zk.layout import Reassignment
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,8 @@ class Fenced(Exception):
 
 
 class ControllerStore(Protocol):
+    counts: ZkCounts  # the requests made (and the operations they carried) so far
+
     # -- /controller and /controller_epoch ----------------------------------------------
     async def create_controller(self, broker_id: int, timestamp_ms: int) -> bool:
         """Claim /controller (ephemeral); False when someone holds it."""
@@ -67,22 +75,30 @@ class ControllerStore(Protocol):
     async def read_topic_config(self, topic: str) -> dict[str, str]:
         """The topic's config overrides ({} when none)."""
 
-    async def read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        """The partition's leader and ISR with its version; None when missing/unreadable."""
+    async def read_states(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """The partitions' leaders and ISRs with their versions (missing or unreadable
+        ones left out)."""
+
+    async def read_topic_states(self, topic: str) -> dict[int, LeaderAndIsr]:
+        """The states of every partition of the topic that has one."""
 
     async def take_isr_changes(self, watch: Watch) -> set[TopicPartition]:
         """The partitions named by ISR change notifications; the notifications go."""
 
     # -- decisions, fenced --------------------------------------------------------------
-    async def create_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, fence: int
-    ) -> LeaderAndIsr | None:
-        """A new partition's state as stored (the one already there if created meanwhile)."""
+    async def create_states(
+        self, states: dict[TopicPartition, LeaderAndIsr], fence: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """New partitions' states as stored (the one already there where created
+        meanwhile; an unreadable one left out)."""
 
-    async def write_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, fence: int
-    ) -> LeaderAndIsr | None:
-        """The stored state, or None when it changed since `state.zk_version`."""
+    async def write_states(
+        self, states: dict[TopicPartition, LeaderAndIsr], fence: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        """The states written, with their new versions; a partition whose state changed
+        since its `zk_version` (a leader changed the ISR) is left out."""
 
     async def write_assignment(
         self, topic: str, assignment: Assignment, moving: Moves, fence: int
@@ -118,7 +134,8 @@ class ZkControllerStore:
     """The controller's reads and writes as ZooKeeper calls."""
 
     def __init__(self, zk: ZkClient) -> None:
-        self.zk = zk
+        self.counts = ZkCounts()
+        self.zk = zk.counted(self.counts)
 
     # -- /controller and /controller_epoch ----------------------------------------------
     async def create_controller(self, broker_id: int, timestamp_ms: int) -> bool:
@@ -165,18 +182,18 @@ class ZkControllerStore:
 
     # -- reading the cluster ------------------------------------------------------------
     async def read_brokers(self, watch: Watch) -> dict[int, BrokerRegistration]:
-        ids = await self.zk.get_children(z.BROKER_IDS, watch=_zk_watch(watch)) or []
+        children = await self.zk.get_children(z.BROKER_IDS, watch=_zk_watch(watch)) or []
+        ids = [int(child) for child in children if child.isdigit()]
         live: dict[int, BrokerRegistration] = {}
-        for child in ids:
-            if not child.isdigit():
-                continue
-            found = await self.zk.get(z.broker_path(int(child)))
+        for broker_id, found in zip(
+            ids, await self.zk.get_many(z.broker_path(i) for i in ids), strict=True
+        ):
             if found is None:
                 continue
             try:
-                live[int(child)] = z.decode_broker(int(child), found[0], found[1].czxid)
+                live[broker_id] = z.decode_broker(broker_id, found[0], found[1].czxid)
             except z.ZkDataError as exc:
-                log.error("ignoring broker %s: %s", child, exc)
+                log.error("ignoring broker %d: %s", broker_id, exc)
         return live
 
     async def topic_names(self, watch: Watch) -> list[str]:
@@ -196,58 +213,118 @@ class ZkControllerStore:
         config = await self.zk.get(z.topic_config_path(topic))
         return z.decode_topic_config(topic, config[0]) if config else {}
 
-    async def read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        found = await self.zk.get(z.partition_state_path(*tp))
-        if found is None:
-            return None
-        try:
-            return z.decode_partition_state(found[0], found[1].version)
-        except z.ZkDataError as exc:
-            log.error("%s-%d: unreadable state: %s", *tp, exc)
-            return None
+    async def read_states(
+        self, partitions: Collection[TopicPartition]
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        partitions = list(partitions)
+        found = await self.zk.get_many(z.partition_state_path(*tp) for tp in partitions)
+        states = {}
+        for tp, data in zip(partitions, found, strict=True):
+            if data is None:
+                continue
+            try:
+                states[tp] = z.decode_partition_state(data[0], data[1].version)
+            except z.ZkDataError as exc:
+                log.error("%s-%d: unreadable state: %s", *tp, exc)
+        return states
+
+    async def read_topic_states(self, topic: str) -> dict[int, LeaderAndIsr]:
+        # Listing the partitions first spares a request per partition of a new topic
+        # (none has a state yet) for one listing.
+        children = await self.zk.get_children(z.partitions_path(topic)) or []
+        states = await self.read_states([(topic, int(c)) for c in children if c.isdigit()])
+        return {p: state for (_, p), state in states.items()}
 
     async def take_isr_changes(self, watch: Watch) -> set[TopicPartition]:
-        children = (
+        children = sorted(
             await self.zk.get_children(z.ISR_CHANGE_NOTIFICATION, watch=_zk_watch(watch)) or []
         )
+        paths = [f"{z.ISR_CHANGE_NOTIFICATION}/{child}" for child in children]
         changed: set[TopicPartition] = set()
-        for child in sorted(children):
-            path = f"{z.ISR_CHANGE_NOTIFICATION}/{child}"
-            found = await self.zk.get(path)
+        for path, found in zip(paths, await self.zk.get_many(paths), strict=True):
             if found is not None:
                 try:
                     changed.update(z.decode_isr_change(found[0]))
                 except z.ZkDataError as exc:
                     log.error("ignoring %s: %s", path, exc)
-            await self.zk.delete(path)
+        # One gone already (deleted by an earlier controller) fails its own delete alone.
+        await self.zk.commit_each([[("delete", path)] for path in paths])
         return changed
 
     # -- decisions, fenced --------------------------------------------------------------
-    async def create_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, fence: int
-    ) -> LeaderAndIsr | None:
-        path = z.partition_state_path(*tp)
-        await self.zk.ensure_paths([path.rsplit("/", 1)[0]])
-        try:
-            await self.zk.commit([_fence(fence), ("create", path, z.encode_partition_state(state))])
-            return state.with_version(0)
-        except (BadVersionError, NoNodeError, NodeExistsError) as exc:
-            if getattr(exc, "failed_operation", None) == 0:
-                raise Fenced(f"/controller_epoch moved on while creating {path}") from None
-            return await self.read_state(tp)  # created meanwhile: take what is there
+    async def create_states(
+        self, states: dict[TopicPartition, LeaderAndIsr], fence: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        # Per topic, a listing of the partitions that already have a znode (the parent
+        # created once if missing); then each partition's znode (where missing) and state.
+        # One refused was created meanwhile (by a controller before us): take what is
+        # there; a partition znode without a state gets its state on the second pass.
+        stored: dict[TopicPartition, LeaderAndIsr] = {}
+        pending = dict(states)
+        for _ in range(2):
+            groups: dict[TopicPartition, list[tuple]] = {}
+            for topic in sorted({tp[0] for tp in pending}):
+                parent = z.partitions_path(topic)
+                existing = await self.zk.get_children(parent)
+                if existing is None:  # a new topic
+                    try:
+                        await self.zk.create(parent, makepath=True)
+                    except NodeExistsError:
+                        pass
+                existing = set(existing or ())
+                for tp, state in pending.items():
+                    if tp[0] == topic:
+                        path = z.partition_state_path(*tp)
+                        partition = path.rsplit("/", 1)[0]
+                        znode = [] if str(tp[1]) in existing else [("create", partition, b"")]
+                        groups[tp] = [*znode, ("create", path, z.encode_partition_state(state))]
+            created, refused = await self._commit(groups, fence, "creating partition states")
+            stored.update({tp: states[tp].with_version(0) for tp in created})
+            found = await self.read_states(refused)
+            stored.update(found)
+            pending = {tp: states[tp] for tp in refused if tp not in found}
+            if not pending:
+                break
+        return stored
 
-    async def write_state(
-        self, tp: TopicPartition, state: LeaderAndIsr, fence: int
-    ) -> LeaderAndIsr | None:
-        path = z.partition_state_path(*tp)
-        data = z.encode_partition_state(state)
+    async def write_states(
+        self, states: dict[TopicPartition, LeaderAndIsr], fence: int
+    ) -> dict[TopicPartition, LeaderAndIsr]:
+        groups = {
+            tp: [
+                (
+                    "set",
+                    z.partition_state_path(*tp),
+                    z.encode_partition_state(state),
+                    state.zk_version,
+                )
+            ]
+            for tp, state in states.items()
+        }
+        written, _ = await self._commit(groups, fence, "writing partition states")
+        return {tp: states[tp].with_version(result[-1].version) for tp, result in written.items()}
+
+    async def _commit(
+        self, groups: dict[TopicPartition, list[tuple]], fence: int, what: str
+    ) -> tuple[dict[TopicPartition, list], list[TopicPartition]]:
+        """Each partition's writes, fenced: those done (with their results) and those
+        refused (BadVersion: changed meanwhile; NodeExists: created meanwhile; NoNode)."""
+        partitions = list(groups)
         try:
-            results = await self.zk.commit([_fence(fence), ("set", path, data, state.zk_version)])
+            results = await self.zk.commit_each([groups[tp] for tp in partitions], [_fence(fence)])
         except (BadVersionError, NoNodeError) as exc:
             if getattr(exc, "failed_operation", None) == 0:
-                raise Fenced(f"/controller_epoch moved on while writing {path}") from None
-            return None
-        return state.with_version(results[1].version)
+                raise Fenced(f"/controller_epoch moved on while {what}") from None
+            raise
+        done, refused = {}, []
+        for tp, result in zip(partitions, results, strict=True):
+            if not isinstance(result, Exception):
+                done[tp] = result
+            elif isinstance(result, (BadVersionError, NoNodeError, NodeExistsError)):
+                refused.append(tp)
+            else:
+                raise result
+        return done, refused
 
     async def write_assignment(
         self, topic: str, assignment: Assignment, moving: Moves, fence: int
@@ -268,6 +345,14 @@ class ZkControllerStore:
         await self.zk.delete(z.delete_topic_path(topic))
 
     async def delete_topic(self, topic: str) -> None:
+        # The partitions' znodes in multis (kazoo's recursive delete sends a request per
+        # znode, one after another); anything left, e.g. a partition without a state,
+        # goes with the recursive delete of the topic's znode.
+        parent = z.partitions_path(topic)
+        children = await self.zk.get_children(parent) or []
+        await self.zk.commit_each(
+            [[("delete", f"{parent}/{c}/state"), ("delete", f"{parent}/{c}")] for c in children]
+        )
         await self.zk.delete(z.topic_path(topic), recursive=True)
         await self.zk.delete(z.topic_config_path(topic))
         await self.zk.delete(z.delete_topic_path(topic))

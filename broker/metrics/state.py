@@ -158,6 +158,8 @@ class BrokerStateCollector(Collector):
         cluster_controller = ctx.cluster.controller if ctx.cluster is not None else None
         if cluster_controller is not None:
             yield from controller_families(cluster_controller)
+        if ctx.cluster is not None:
+            yield from isr_writer_families(ctx.cluster.isr_writer)
 
     def _groups(self, ctx: BrokerContext) -> Iterable:
         groups = list(ctx.groups.manager.groups.values())
@@ -228,6 +230,42 @@ def controller_families(controller) -> Iterable:
         "time they took.",
         labels=["event", "state"],
     )
-    for name, (state, count, seconds) in sorted(controller.stats.events.items()):
-        events.add_metric([name, state.value], count, seconds)
+    requests = CounterMetricFamily(
+        "kafka_controller_zookeeper_requests",
+        "ZooKeeper requests made by controller events, by event type (a multi of many "
+        "partitions' writes is one request).",
+        labels=["event"],
+    )
+    operations = CounterMetricFamily(
+        "kafka_controller_zookeeper_operations",
+        "ZooKeeper operations carried by those requests, by event type (a multi of N writes: N).",
+        labels=["event"],
+    )
+    for name, tally in sorted(controller.stats.events.items()):
+        events.add_metric([name, tally.state.value], tally.count, tally.seconds)
+        requests.add_metric([name], tally.zk_requests)
+        operations.add_metric([name], tally.zk_operations)
     yield events
+    yield requests
+    yield operations
+
+
+def isr_writer_families(writer) -> Iterable:
+    """The ZooKeeper work of a leader's ISR changes (broker/server/modes/isr_writer.py):
+    batches written, and the requests and operations they took."""
+    yield CounterMetricFamily(
+        "kafka_isr_write_batches",
+        "Batches of ISR changes written to ZooKeeper (the changes proposed in one turn "
+        "of the event loop).",
+        writer.batches,
+    )
+    yield CounterMetricFamily(
+        "kafka_isr_write_zookeeper_requests",
+        "ZooKeeper requests made writing ISR changes and their notifications.",
+        writer.counts.requests,
+    )
+    yield CounterMetricFamily(
+        "kafka_isr_write_zookeeper_operations",
+        "ZooKeeper operations carried by those requests (one per partition written).",
+        writer.counts.operations,
+    )

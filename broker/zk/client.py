@@ -9,8 +9,10 @@ only ever touched from the event loop thread (docs/contracts/cluster.md).
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kazoo.client import KazooClient, KazooState
@@ -33,8 +35,34 @@ __all__ = [
     "SessionState",
     "WatchedEvent",
     "ZkClient",
+    "ZkCounts",
     "ZnodeStat",
 ]
+
+# A multi is one request, and ZooKeeper refuses a request larger than its jute.maxbuffer
+# (1 MiB by default): `commit_each` packs operations into multis well below it, and
+# below an operation count that keeps a retried multi (after one operation failed) cheap.
+MULTI_MAX_BYTES = 512 * 1024
+MULTI_MAX_OPERATIONS = 1000
+_OPERATION_OVERHEAD = 32  # a multi header, the op's type, version and lengths, its ACL
+
+
+@dataclass
+class ZkCounts:
+    """Requests sent to ZooKeeper and the operations they carried (a multi of N writes is
+    one request of N operations): what a caller's ZooKeeper work costs, counted rather
+    than timed. An `ensure_paths` path counts as one request (kazoo's exists; a missing
+    path costs a create more)."""
+
+    requests: int = 0
+    operations: int = 0
+
+    def add(self, operations: int = 1) -> None:
+        self.requests += 1
+        self.operations += operations
+
+    def snapshot(self) -> tuple[int, int]:
+        return self.requests, self.operations
 
 
 class SessionState:
@@ -69,6 +97,17 @@ class ZkClient:
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._state_listeners: list[Callable[[str], None]] = []
         self._kazoo.add_listener(self._on_state)
+        self.counts = ZkCounts()
+        self._tallies: tuple[ZkCounts, ...] = (self.counts,)
+
+    def counted(self, counts: ZkCounts) -> ZkClient:
+        """This client's session, with the requests made through the returned one tallied
+        in `counts` as well (so that one user of a shared session, e.g. the controller,
+        can tell its requests from the others'). Lifecycle calls belong to the original."""
+        view = copy.copy(self)
+        view.counts = counts
+        view._tallies = (*self._tallies, counts)
+        return view
 
     # -- lifecycle ----------------------------------------------------------------------
     async def start(self) -> None:
@@ -138,6 +177,11 @@ class ZkClient:
         except NoNodeError:
             return None
 
+    async def get_many(self, paths: Iterable[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+        """`get` of each path, the requests pipelined on the one connection (one round
+        trip, not one per path: ZooKeeper's multi carries no reads before 3.6)."""
+        return list(await asyncio.gather(*(self.get(path) for path in paths)))
+
     async def get_children(self, path: str, watch: Watch | None = None) -> list[str] | None:
         try:
             return await self._call(self._kazoo.get_children_async(path, self._on_loop(watch)))
@@ -190,7 +234,59 @@ class ZkClient:
         ("check", path, version) fencing its ("set", path, data, version) writes.
         Raises the failing operation's error, with its index in `failed_operation`;
         nothing is applied then. Returns each operation's result (a set's ZnodeStat, a
-        create's path)."""
+        create's path, True for a check or a delete)."""
+        results = await self._multi(list(operations))
+        failed = _failed_operation(results)
+        if failed is not None:
+            raise results[failed]
+        return results
+
+    async def commit_each(
+        self, groups: Sequence[list[tuple[str, Any]]], common: Sequence[tuple[str, Any]] = ()
+    ) -> list[list[Any] | Exception]:
+        """Many independent groups of writes (e.g. one conditional set per partition), each
+        applied atomically on its own, in a few multis rather than a request per group:
+        the groups are packed into multis below ZooKeeper's request size (`common`, e.g. a
+        fencing check, leads each multi) and the multis are sent together, pipelined on
+        the one connection. Returns per group its operations' results, or the error of
+        its operation that failed (e.g. BadVersionError: someone else wrote first).
+
+        A multi is all or nothing and ZooKeeper reports only its first failing
+        operation: the groups before it are sent again in one multi, those after it in two
+        (so k failing groups among n cost about k log(n/k) requests, in log n rounds).
+        A failing `common` operation raises its error (`failed_operation` its index)."""
+        results: list[list[Any] | Exception | None] = [None] * len(groups)
+        lead = list(common)
+
+        async def send(indices: list[int]) -> None:
+            operations = lead + [op for i in indices for op in groups[i]]
+            answers = await self._multi(operations)
+            failed = _failed_operation(answers)
+            if failed is None:
+                at = len(lead)
+                for i in indices:
+                    results[i] = answers[at : at + len(groups[i])]
+                    at += len(groups[i])
+                return
+            if failed < len(lead):
+                raise answers[failed]
+            at, position = len(lead), 0
+            while at + len(groups[indices[position]]) <= failed:
+                at += len(groups[indices[position]])
+                position += 1
+            results[indices[position]] = answers[failed]
+            before, after = indices[:position], indices[position + 1 :]
+            half = len(after) // 2
+            retry = [part for part in (before, after[:half], after[half:]) if part]
+            await asyncio.gather(*(send(part) for part in retry))
+
+        await asyncio.gather(*(send(chunk) for chunk in _pack(groups, lead)))
+        return results
+
+    async def _multi(self, operations: list[tuple[str, Any]]) -> list[Any]:
+        """One multi; every operation's result or error (a failed multi answers the
+        operation that failed with its error, those before it with RolledBackError, those
+        after with RuntimeInconsistency)."""
         transaction = self._kazoo.transaction()
         for op, *args in operations:
             {
@@ -199,20 +295,12 @@ class ZkClient:
                 "set": transaction.set_data,
                 "delete": transaction.delete,
             }[op](*args)
-        results = await self._call(transaction.commit_async())
-        # A failed multi answers every operation: the one that failed with its error, the
-        # others with RolledBackError. Raise the cause.
-        for index, result in enumerate(results):
-            if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-                result.failed_operation = index  # which one: e.g. a fencing check
-                raise result
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return results
+        return await self._call(transaction.commit_async(), len(operations))
 
     # -- plumbing -------------------------------------------------------------------------
-    def _call(self, async_result) -> asyncio.Future:
+    def _call(self, async_result, operations: int = 1) -> asyncio.Future:
+        for tally in self._tallies:
+            tally.add(operations)
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -237,6 +325,46 @@ class ZkClient:
                 loop.call_soon_threadsafe(watch, event)
 
         return deliver
+
+
+def _failed_operation(results: list[Any]) -> int | None:
+    """The index of a failed multi's failing operation (its error marked with it), or
+    None when the multi succeeded."""
+    for index, result in enumerate(results):
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            result.failed_operation = index  # which one: e.g. a fencing check
+            return index
+    if any(isinstance(result, Exception) for result in results):
+        raise RuntimeError(f"a multi failed without a failing operation: {results}")
+    return None
+
+
+def _pack(groups: Sequence[list[tuple]], lead: list[tuple]) -> list[list[int]]:
+    """The groups' indices, in order, in chunks that each fit one multi with `lead`."""
+    chunks: list[list[int]] = []
+    chunk: list[int] = []
+    size = count = 0
+    fixed = sum(_operation_bytes(op) for op in lead), len(lead)
+    for index, group in enumerate(groups):
+        group_bytes = sum(_operation_bytes(op) for op in group)
+        if chunk and (
+            fixed[0] + size + group_bytes > MULTI_MAX_BYTES
+            or fixed[1] + count + len(group) > MULTI_MAX_OPERATIONS
+        ):
+            chunks.append(chunk)
+            chunk, size, count = [], 0, 0
+        chunk.append(index)
+        size += group_bytes
+        count += len(group)
+    if chunk:
+        chunks.append(chunk)
+    return chunks
+
+
+def _operation_bytes(operation: tuple) -> int:
+    return _OPERATION_OVERHEAD + sum(
+        len(arg) for arg in operation[1:] if isinstance(arg, (str, bytes))
+    )
 
 
 def _resolve(future: asyncio.Future, value: Any, error: BaseException | None) -> None:

@@ -1,6 +1,8 @@
 """The controller without ZooKeeper or brokers: `MemoryStore` keeps what
 `ZkControllerStore` keeps in znodes, behind the same interface
-(broker/controller/store.py), with ZooKeeper's one-shot watches; `RecordingChannels`
+(broker/controller/store.py), with ZooKeeper's one-shot watches, and counts its calls as
+the ZooKeeper store counts requests (`counts`: a call is one request, each znode read or
+written one operation), so a test can bound an event's store work; `RecordingChannels`
 records every request the controller sends and answers it with success.
 
 Both call back through the event loop (as ZooKeeper's watches and the brokers' answers
@@ -18,6 +20,7 @@ from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr, TopicPart
 from broker.controller.events import ControllerState
 from broker.controller.store import Fenced, Watch
 from broker.protocol.apis import LEADER_AND_ISR_API, STOP_REPLICA_API, UPDATE_METADATA_API
+from broker.zk.client import ZkCounts
 from broker.zk.layout import Reassignment
 
 
@@ -38,6 +41,26 @@ class MemoryStore:
         self.writes: list[tuple] = []
         self._watches: dict[str, list[Watch]] = {}
         self._next_broker_epoch = 100
+        self.counts = ZkCounts()
+        # Every call of the store's interface, in order: (method, znodes it covered).
+        self.calls: list[tuple[str, int]] = []
+
+    # The interface's calls that take many partitions: one call, an operation each.
+    BATCHES = frozenset({"read_states", "create_states", "write_states"})
+
+    def __getattribute__(self, name: str):
+        # Every call of the store's interface (its public coroutine functions) counted.
+        attribute = object.__getattribute__(self, name)
+        if name.startswith("_") or not asyncio.iscoroutinefunction(attribute):
+            return attribute
+
+        async def counted(*args, **kwargs):
+            operations = len(args[0]) if name in MemoryStore.BATCHES else 1
+            self.counts.add(operations)
+            self.calls.append((name, operations))
+            return await attribute(*args, **kwargs)
+
+        return counted
 
     # -- watches --------------------------------------------------------------------------
     def _watch(self, key: str, watch: Watch | None) -> None:
@@ -103,8 +126,11 @@ class MemoryStore:
     async def read_topic_config(self, topic: str) -> dict[str, str]:
         return dict(self.configs.get(topic, {}))
 
-    async def read_state(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        return self.states.get(tp)
+    async def read_states(self, partitions) -> dict[TopicPartition, LeaderAndIsr]:
+        return {tp: self.states[tp] for tp in partitions if tp in self.states}
+
+    async def read_topic_states(self, topic: str) -> dict[int, LeaderAndIsr]:
+        return {p: state for (t, p), state in self.states.items() if t == topic}
 
     async def take_isr_changes(self, watch: Watch) -> set[TopicPartition]:
         self._watch("isr", watch)
@@ -118,22 +144,23 @@ class MemoryStore:
         if fence != self.epoch_version:
             raise Fenced(f"/controller_epoch moved on while writing {what}")
 
-    async def create_state(self, tp, state: LeaderAndIsr, fence: int) -> LeaderAndIsr | None:
-        self._check(fence, f"{tp}")
-        if tp in self.states:
-            return self.states[tp]
-        self.states[tp] = state.with_version(0)
-        self.writes.append(("create state", tp))
-        return self.states[tp]
+    async def create_states(self, states, fence: int) -> dict[TopicPartition, LeaderAndIsr]:
+        self._check(fence, "partition states")
+        for tp, state in states.items():
+            if tp not in self.states:
+                self.states[tp] = state.with_version(0)
+                self.writes.append(("create state", tp))
+        return {tp: self.states[tp] for tp in states}
 
-    async def write_state(self, tp, state: LeaderAndIsr, fence: int) -> LeaderAndIsr | None:
-        self._check(fence, f"{tp}")
-        stored = self.states.get(tp)
-        if stored is None or stored.zk_version != state.zk_version:
-            return None
-        self.states[tp] = state.with_version(stored.zk_version + 1)
-        self.writes.append(("state", tp))
-        return self.states[tp]
+    async def write_states(self, states, fence: int) -> dict[TopicPartition, LeaderAndIsr]:
+        self._check(fence, "partition states")
+        written = {}
+        for tp, state in states.items():
+            stored = self.states.get(tp)
+            if stored is not None and stored.zk_version == state.zk_version:
+                written[tp] = self.states[tp] = state.with_version(stored.zk_version + 1)
+                self.writes.append(("state", tp))
+        return written
 
     async def write_assignment(self, topic, assignment, moving, fence: int) -> None:
         self._check(fence, topic)

@@ -13,7 +13,7 @@ import pytest
 from broker.cluster import BrokerRegistration, LeaderAndIsr
 from broker.controller.channels import BrokerChannels
 from broker.controller.controller import AutoRebalance, Controller
-from broker.controller.store import ZkControllerStore
+from broker.controller.store import Fenced, ZkControllerStore
 from broker.protocol.apis import LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA
 from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
@@ -672,7 +672,8 @@ def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(z
             # finishes it once the new replica is in sync.
             await first.stop()
             second = await h.controller(1)
-            await until(lambda: second.is_active)
+            # (active from its epoch on; the topics are read after that)
+            await until(lambda: second.is_active and second.reassignments(None))
             assert second.reassignments(None) == {("t", 0): ([2, 1, 0], [2], [0])}
             await h.rejoin_isr("t", 0, (0, 1, 2))
             await until(lambda: _znode_gone(h, z.REASSIGN_PARTITIONS))
@@ -681,3 +682,47 @@ def test_the_reassign_partitions_znode_and_a_new_controller_finishing_the_move(z
             assert (await _znode_replicas(h, "t"))[0][0] == [2, 1]
 
     run(scenario(), 90)
+
+
+def test_the_store_writes_and_reads_1000_states_in_a_few_requests(zk_connect):
+    """Cost E of issue 23: a partition state per ZooKeeper round trip made creating or
+    failing over a thousand partitions take tens of seconds."""
+
+    async def scenario():
+        zk = ZkClient(zk_connect, session_timeout_ms=6000)
+        await zk.start()
+        try:
+            store = ZkControllerStore(zk)
+            await store.ensure_paths()
+            _, fence = await store.increment_epoch()
+            await zk.create(z.topic_path("big"), b"{}")
+            sent: list[str] = []
+            kazoo_call = zk._kazoo._call
+            zk._kazoo._call = lambda request, result: (
+                sent.append(type(request).__name__),
+                kazoo_call(request, result),
+            )[1]
+            states = {("big", p): LeaderAndIsr(p % 3, 0, (p % 3, 1), 1, -1) for p in range(1000)}
+            before = store.counts.requests
+            created = await store.create_states(states, fence)
+            assert created == {tp: state.with_version(0) for tp, state in states.items()}
+            # the listing of the partitions, their parent, then multis of <= 1,000 ops
+            assert sent == ["GetChildren", "Create"] + ["Transaction"] * 3, sent
+            assert store.counts.requests - before == len(sent)
+            sent.clear()
+            moved = {tp: LeaderAndIsr(1, 1, (1,), 1, 0) for tp in states}
+            written = await store.write_states(moved, fence)
+            assert written == {tp: state.with_version(1) for tp, state in moved.items()}
+            assert sent == ["Transaction"] * 2, sent  # 1,000 sets: below 1,000 ops a multi
+            read = await store.read_topic_states("big")
+            assert read == {tp[1]: state for tp, state in written.items()}
+            # A stale version loses alone; a fence moved on raises.
+            stale = {("big", 7): moved[("big", 7)], ("big", 8): written[("big", 8)]}
+            assert list(await store.write_states(stale, fence)) == [("big", 8)]
+            await zk.set(z.CONTROLLER_EPOCH, b"99")
+            with pytest.raises(Fenced):
+                await store.write_states({("big", 9): written[("big", 9)]}, fence)
+        finally:
+            await zk.close()
+
+    run(scenario())

@@ -325,3 +325,153 @@ def test_the_reassign_partitions_znode_keeps_the_moves_under_way():
             assert c.store.topics["t"][0][0] == [2, 1]
 
     run(scenario())
+
+
+# -- ZooKeeper work: bounded per event, not per partition ------------------------------------
+def _zk_work(controller: Controller, event: str) -> tuple[int, int]:
+    """(requests, operations) of the event type, as the metrics export them."""
+    families = {f.name: f for f in controller_families(controller)}
+    return tuple(
+        next(s.value for s in families[name].samples if s.labels["event"] == event)
+        for name in (
+            "kafka_controller_zookeeper_requests",
+            "kafka_controller_zookeeper_operations",
+        )
+    )
+
+
+def _spread(partitions: int, first: int = 0) -> dict[int, list[int]]:
+    """RF=3 over brokers 0-2, the first replica (the leader) rotating from `first`."""
+    return {p: [(first + p + i) % 3 for i in range(3)] for p in range(partitions)}
+
+
+async def _big_topic(c: Cluster, partitions: int) -> None:
+    """Topic "big" spread over brokers 0-2; the store's calls are listed from here on."""
+    await c.topic("big", _spread(partitions))
+    c.store.calls.clear()
+
+
+def test_creating_2000_partitions_is_a_few_store_requests():
+    async def scenario():
+        async with Cluster(3) as c:
+            await c.topic("big", _spread(2000))
+            assert len(c.store.states) == 2000
+            requests, operations = _zk_work(c.active, "TopicChange")
+            # topic names, the topic, its config, its states, one creation of them all
+            assert requests <= 5, c.store.calls
+            assert operations >= 2000
+            assert c.store.calls[-1] == ("create_states", 2000)
+
+    run(scenario())
+
+
+def test_a_broker_failure_under_700_led_partitions_is_a_few_store_requests():
+    async def scenario():
+        async with Cluster(3) as c:
+            await _big_topic(c, 2100)  # each broker leads 700
+            c.store.session_ended(1)
+            await c.settle()
+            led = [tp for tp, state in c.store.states.items() if state.leader == 1]
+            assert not led
+            assert all(1 not in state.isr for state in c.store.states.values())
+            requests, _ = _zk_work(c.active, "BrokerChange")
+            # the brokers, the topic's unclean setting, one write of all 2,100 states
+            assert requests <= 4, c.store.calls
+            assert ("write_states", 2100) in c.store.calls
+            # ... and each broker still told once per kind of request
+            assert sorted(c.sent(S.BROKER_CHANGE)) == [
+                (0, "LeaderAndIsr"),
+                (0, "UpdateMetadata"),
+                (2, "LeaderAndIsr"),
+                (2, "UpdateMetadata"),
+            ]
+
+    run(scenario())
+
+
+def test_a_controlled_shutdown_and_a_controller_failover_are_a_few_store_requests():
+    async def scenario():
+        async with Cluster(3) as c:
+            await _big_topic(c, 1500)
+            code, remaining = await c.active.controlled_shutdown(2, -1)
+            assert (code, remaining) == (ErrorCode.NONE, [])
+            assert _zk_work(c.active, "ControlledShutdown")[0] <= 2, c.store.calls
+            # The controller goes; its successor reads everything and elects, in a few.
+            await c.controller(1)
+            c.store.session_ended(0)
+            await c.settle()
+            successor = c.controllers[1]
+            assert successor.is_active
+            assert all(state.leader == 1 for state in c.store.states.values())
+            requests, operations = _zk_work(successor, "ControllerChange")
+            # A constant: activation's reads (one per kind, the states of the topic in
+            # one), one write of the 1,500 states; the store is shared with the fenced
+            # controller, whose last attempt is counted here as well.
+            assert requests <= 25, c.store.calls
+            assert operations >= 1500
+
+    run(scenario())
+
+
+class _LeadersRace(MemoryStore):
+    """Leaders change the ISR of `racing` partitions just before the controller's first
+    write of them lands, as a leader's conditional update can."""
+
+    def __init__(self, racing: set) -> None:
+        super().__init__()
+        self.racing = set(racing)
+
+    async def write_states(self, states, fence):
+        for tp in self.racing & set(states):
+            state = self.states[tp]
+            self.leader_writes_isr(tp, tuple(r for r in state.isr if r != 2))
+        self.racing.clear()
+        return await super().write_states(states, fence)
+
+
+def test_partitions_changed_meanwhile_are_read_again_and_decided_again():
+    async def scenario():
+        racing = {("big", p) for p in (3, 50, 51, 299)}
+        c = Cluster(3)
+        c.store = _LeadersRace(set())
+        async with c:
+            await c.topic("big", _spread(300))
+            c.store.racing = set(racing)
+            c.store.calls.clear()
+            c.store.session_ended(1)
+            await c.settle()
+            for tp, state in c.store.states.items():
+                assert state.leader != 1 and 1 not in state.isr, tp
+                # the leaders' removal of 2 stood: decided again from what they wrote
+                assert (2 in state.isr) is (tp not in racing), tp
+            writes = [n for name, n in c.store.calls if name == "write_states"]
+            assert writes == [300, len(racing)]
+            assert ("read_states", len(racing)) in c.store.calls
+
+    run(scenario())
+
+
+def test_reassigning_500_partitions_is_a_few_store_requests():
+    async def scenario():
+        async with Cluster(4) as c:
+            await _big_topic(c, 500)
+            targets = {("big", p): [3, *replicas[1:]] for p, replicas in _spread(500).items()}
+            results = await c.active.alter_reassignments(targets)
+            assert set(results.values()) == {(ErrorCode.NONE, None)}
+            assert len(c.active.reassignments(None)) == 500
+            # one assignment write, one of the 500 states
+            assert [name for name, _ in c.store.calls] == ["write_assignment", "write_states"]
+            # the new replicas catch up: the moves finish together
+            c.store.calls.clear()
+            for tp in sorted(targets):
+                c.store.leader_writes_isr(tp, (*c.store.states[tp].isr, 3))
+            await c.settle()
+            assert c.active.reassignments(None) == {}
+            assert c.store.topics["big"][0] == {tp[1]: t for tp, t in targets.items()}
+            assert sum(n for name, n in c.store.calls if name == "write_states") == 500
+            assert len(c.store.calls) <= 12, c.store.calls
+            # each old first replica deletes its copies in one StopReplica
+            for broker_id in range(3):
+                assert len(c.stopped(broker_id, "big", delete=True)) == 1
+
+    run(scenario())

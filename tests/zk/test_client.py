@@ -104,6 +104,60 @@ def test_commit_is_all_or_nothing(zk_connect):
     run(scenario())
 
 
+def _count_kazoo_requests(zk: ZkClient) -> list:
+    """Every request kazoo queues for the server (its `_call`), pings aside."""
+    sent: list = []
+    kazoo_call = zk._kazoo._call
+
+    def counting(request, async_object):
+        sent.append(type(request).__name__)
+        return kazoo_call(request, async_object)
+
+    zk._kazoo._call = counting
+    return sent
+
+
+def test_commit_each_writes_many_groups_in_a_few_multis(zk_connect):
+    async def scenario():
+        zk = await _client(zk_connect)
+        try:
+            await zk.create("/fence", b"1")
+            await zk.ensure_paths(["/many"])
+            paths = [f"/many/{i}" for i in range(1000)]
+            sent = _count_kazoo_requests(zk)
+            created = await zk.commit_each([[("create", p, b"x" * 100)] for p in paths])
+            assert created == [[p] for p in paths]
+            assert sent == ["Transaction"]  # 1,000 creates: one request
+            # Conditional sets under a fence; three lost to another writer meanwhile.
+            for i in (0, 500, 999):
+                await zk.set(paths[i], b"theirs")
+            sent.clear()
+            groups = [[("set", p, b"ours", 0)] for p in paths]
+            results = await zk.commit_each(groups, [("check", "/fence", 0)])
+            lost = [i for i, r in enumerate(results) if isinstance(r, BadVersionError)]
+            assert lost == [0, 500, 999]
+            # one multi, then the halves around each failure again: a few, not 1,000
+            assert sent.count("Transaction") == len(sent) <= 12
+            assert all(r[0].version == 1 for i, r in enumerate(results) if i not in lost)
+            assert (await zk.get(paths[1]))[0] == b"ours"
+            assert (await zk.get(paths[500]))[0] == b"theirs"
+            assert zk.counts.requests >= len(sent)
+            # A chunk too large for one request is split; a failed fence raises.
+            big = [[("set", p, b"y" * 2000, -1)] for p in paths]
+            sent.clear()
+            await zk.commit_each(big)
+            assert 2 <= len(sent) <= 8
+            await zk.set("/fence", b"2")
+            with pytest.raises(BadVersionError) as failed:
+                await zk.commit_each(groups, [("check", "/fence", 0)])
+            assert failed.value.failed_operation == 0
+            assert await zk.get_many(paths[:3]) == [await zk.get(p) for p in paths[:3]]
+        finally:
+            await zk.close()
+
+    run(scenario())
+
+
 def test_session_states_and_an_unreachable_server():
     async def unreachable():
         zk = ZkClient("127.0.0.1:1", session_timeout_ms=2000)

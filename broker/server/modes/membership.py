@@ -5,8 +5,8 @@ dynamic broker configs. Once the listener is bound: follow config changes
 (config_changes.py), register `/brokers/ids/<id>` (ephemeral: it goes with the session;
 a second broker with the same id refuses to start), take part in the controller
 election, replicate (fetchers) and keep the ISRs of the partitions it leads (shrinking
-them on a timer, writing every change to the partition's state znode with a conditional
-update, then an ISR change notification). A session that expires is re-established:
+them on a timer; the changes are written to the partitions' state znodes with conditional
+updates, batched, then an ISR change notification: isr_writer.py). A session that expires is re-established:
 register again and run for controller again; meanwhile the broker keeps serving what it
 leads. On a clean stop: a controlled shutdown first, so leadership moves before the
 broker goes.
@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr
+from broker.cluster import BrokerRegistration, Endpoint
 from broker.config.server import BrokerConfig
 from broker.controller.channels import BrokerChannels
 from broker.controller.controller import AutoRebalance, Controller
@@ -33,19 +33,16 @@ from broker.security.acl_store import ZkAclStore
 from broker.security.user_scram import scram_entries
 from broker.server.meta import new_cluster_id
 from broker.server.modes.config_changes import ConfigChangeListener
+from broker.server.modes.isr_writer import ZkIsrWriter
 from broker.server.modes.zk_topic_admin import ZkTopicAdmin
-from broker.server.partition import Partition
 from broker.server.producer_ids import ZkProducerIdBlocks
 from broker.server.replica_fetcher import FetcherSettings, ReplicaFetcherManager
 from broker.server.replication_quota import FOLLOWER_RATE, ReplicationQuota
 from broker.util.clock import now_ms
 from broker.zk import layout as z
-from broker.zk.client import BadVersionError, NodeExistsError, SessionState, ZkClient
+from broker.zk.client import NodeExistsError, SessionState, ZkClient
 
 log = logging.getLogger(__name__)
-
-# How long leaders collect ISR changes before one notification tells the controller.
-ISR_NOTIFICATION_DELAY_S = 0.2
 
 
 class BrokerIdInUse(RuntimeError):
@@ -73,8 +70,7 @@ class ClusterMembership:
         self.config_changes: ConfigChangeListener | None = None
         self.ctx = None
         self._tasks: set[asyncio.Task] = set()
-        self._isr_changed: set[tuple[str, int]] = set()
-        self._isr_flush: asyncio.TimerHandle | None = None
+        self.isr_writer = ZkIsrWriter(self.zk, self.broker_id, self.spawn)
         self._session_lost = False
         self._stopping = False
 
@@ -161,7 +157,7 @@ class ClusterMembership:
         if ctx.authorizer is not None:
             ctx.acl_store = ZkAclStore(ctx.authorizer, self.zk, self.spawn, now_ms)
         ctx.producer_ids = ZkProducerIdBlocks(self.zk, self.broker_id, self.spawn)
-        ctx.replicas.isr_writer = self
+        ctx.replicas.isr_writer = self.isr_writer
         ctx.replicas.fetchers = ReplicaFetcherManager(
             ctx.replicas,
             FetcherSettings(
@@ -286,56 +282,6 @@ class ClusterMembership:
             except Exception:
                 log.exception("ISR shrink check failed")
 
-    def write(self, partition: Partition, isr: tuple[int, ...]) -> None:
-        """IsrWriter: write the ISR change to the partition's state znode."""
-        self.spawn(self._write_isr(partition, isr, partition.leader_epoch, partition.zk_version))
-
-    async def _write_isr(
-        self, partition: Partition, isr: tuple[int, ...], epoch: int, version: int
-    ) -> None:
-        tp = (partition.topic, partition.index)
-        path = z.partition_state_path(*tp)
-        state = LeaderAndIsr(self.broker_id, epoch, isr, partition.controller_epoch, version)
-        try:
-            stat = await self.zk.set(path, z.encode_partition_state(state), version)
-        except BadVersionError:
-            # The controller decided something newer (a new epoch): its LeaderAndIsr follows.
-            found = await self.zk.get(path)
-            current = z.decode_partition_state(found[0], found[1].version) if found else None
-            if (
-                current is not None
-                and current.leader == self.broker_id
-                and current.leader_epoch == epoch == partition.leader_epoch
-            ):
-                partition.apply_isr(current.isr, current.zk_version)
-            else:
-                partition.abandon_isr_change()
-            return
-        except Exception as exc:  # ZooKeeper unreachable, the node gone: try again later
-            log.warning("%s-%d: ISR change not written: %s", *tp, exc)
-            partition.abandon_isr_change()
-            return
-        if partition.is_leader and partition.leader_epoch == epoch:
-            partition.apply_isr(isr, stat.version)
-        self._isr_changed.add(tp)
-        if self._isr_flush is None:
-            loop = asyncio.get_running_loop()
-            self._isr_flush = loop.call_later(ISR_NOTIFICATION_DELAY_S, self._notify_isr_changes)
-
-    def _notify_isr_changes(self) -> None:
-        self._isr_flush = None
-        self.spawn(self._publish_isr_changes())
-
-    async def _publish_isr_changes(self) -> None:
-        changed, self._isr_changed = sorted(self._isr_changed), set()
-        if changed:
-            await self.zk.create(
-                f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
-                z.encode_isr_change(changed),
-                sequence=True,
-                makepath=True,
-            )
-
     # -- leaving ------------------------------------------------------------------------------
     async def controlled_shutdown(self) -> None:
         """Ask the controller to move our leaderships away, retrying, before we stop."""
@@ -389,13 +335,7 @@ class ClusterMembership:
             await self.controller.stop()
         if self.ctx is not None and self.ctx.replicas.fetchers is not None:
             await self.ctx.replicas.fetchers.shutdown()
-        if self._isr_flush is not None:
-            self._isr_flush.cancel()
-            self._isr_flush = None
-            try:
-                await self._publish_isr_changes()
-            except Exception:
-                log.warning("could not publish the last ISR changes", exc_info=True)
+        await self.isr_writer.close()
         tasks = list(self._tasks)
         for task in tasks:
             task.cancel()
