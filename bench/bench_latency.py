@@ -6,8 +6,8 @@ the baseline of the same run. librdkafka's mock cluster (one broker, in this pro
 `test.mock.num.brokers`) runs the same probe as the outside reference.
 
 latency: a producer sends 100 B records at a fixed rate (spread over the partitions,
-linger 0 and 5 ms, no idempotence), each carrying its send time; a consumer in the same
-process (so the same clock) takes the receipt time. Reported from send to receipt: p50, p99,
+linger 0 and 5 ms, no idempotence unless --idempotence), each carrying its send time; a
+consumer in the same process (so the same clock) takes the receipt time. Reported from send to receipt: p50, p99,
 p99.9 and max over the run after a warm-up, and p99 per 10 s window (by send time): a queue
 that grows shows as a p99 that climbs from window to window. The consumer of the mock
 cluster polls every 5 ms (the mock answers a fetch at its max wait, not on an append). The
@@ -20,7 +20,7 @@ producer sends them, to the last acknowledgement, acks=all RF=3 against acks=1 R
 
     .venv/bin/python -m bench.bench_latency [--only latency,throughput]
         [--rates 200,1000,2000,5000,10000] [--lingers 0,5] [--seconds 60] [--quick]
-        [--targets cluster,mock] [--messages 200000] [--profile DIR]
+        [--targets cluster,mock] [--messages 200000] [--profile DIR] [--idempotence]
 
 Results: docs/benchmarks.md, "Cluster: partitions, latency and replication at scale".
 """
@@ -53,6 +53,9 @@ _PAD = b"x" * (VALUE_BYTES - _STAMP.size)
 # small request behind an unacknowledged one then waits for the peer's delayed ACK, tens
 # of milliseconds that belong to the client's socket, not to the broker. --nagle keeps it.
 NO_NAGLE = True
+# --idempotence: the acks=all producers with enable.idempotence=true, which caps librdkafka's
+# in-flight requests per broker at 5 (its batches grow instead); acks=1 cannot be idempotent.
+IDEMPOTENCE = False
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,7 @@ def run_probe(probe: Probe, seconds: float, warmup_s: float) -> Probe:
             "bootstrap.servers": t.bootstrap,
             "acks": t.acks,
             "linger.ms": probe.linger_ms,
-            "enable.idempotence": False,
+            "enable.idempotence": IDEMPOTENCE and t.acks == "all",
             "queue.buffering.max.messages": 2_000_000,
             "socket.nagle.disable": NO_NAGLE,
             "log_level": 4,
@@ -238,7 +241,7 @@ def throughput(target: Target, linger_ms: int, messages: int) -> float:
             "bootstrap.servers": target.bootstrap,
             "acks": target.acks,
             "linger.ms": linger_ms,
-            "enable.idempotence": False,
+            "enable.idempotence": IDEMPOTENCE and target.acks == "all",
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 1_000_000,
             "log_level": 4,
@@ -305,9 +308,13 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, help="keep the cluster's files and logs here")
     parser.add_argument("--nagle", action="store_true", help="librdkafka's default: Nagle on")
+    parser.add_argument(
+        "--idempotence", action="store_true", help="acks=all producers idempotent (5 in flight)"
+    )
     args = parser.parse_args()
-    global NO_NAGLE
+    global NO_NAGLE, IDEMPOTENCE
     NO_NAGLE = not args.nagle
+    IDEMPOTENCE = args.idempotence
     if args.quick:
         args.seconds, args.warmup_s = 20.0, 2.0
         args.messages = min(args.messages, 50_000)

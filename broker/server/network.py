@@ -1,10 +1,13 @@
 """asyncio moves bytes: frames in, parts out, in request order per connection.
 
-Requests on one connection are handled one at a time, as Kafka does (it mutes a
-channel while a request is in flight), which keeps responses in order without
-bookkeeping: a request whose answer is delayed (in a purgatory) holds its connection
-until the operation completes. Each connection has a Session the handlers see in their
-request context.
+Which frame of a connection may be handled when, and in what order the answers leave, is
+the connection's `Pipeline` (broker/server/pipeline.py): it reads ahead past a Produce or
+Fetch parked in a purgatory, up to `queued.max.requests.per.connection`. Here the frames
+are fed to it while it accepts (otherwise the connection is not read: TCP pushes back, as
+when Kafka mutes a channel), and the answers ready at its head are sent as soon as the
+event-loop turn that readied them is over, together in one write (a follower fetch that
+acknowledges several produces readies all their answers in one turn). Each connection has
+a Session the handlers see in their request context.
 
 One NetworkServer per listener, each with its listener's security (broker/security/
 listener.py): asyncio does a TLS listener's handshakes (bounded by a timeout) before a
