@@ -7,13 +7,14 @@ the baseline of the same run. librdkafka's mock cluster (one broker, in this pro
 
 latency: a producer sends 100 B records at a fixed rate (spread over the partitions,
 linger 0 and 5 ms, no idempotence unless --idempotence), each carrying its send time; a
-consumer in the same process (so the same clock) takes the receipt time. Reported from send
-to receipt: p50, p99, p99.9 and max over the run after a warm-up, and p99 per 10 s window
-(by send time): a queue that grows shows as a p99 that climbs from window to window. The consumer of the mock
-cluster polls every 5 ms (the mock answers a fetch at its max wait, not on an append). The
-rates are offered, not adapted: a broker that cannot keep up shows it as latency (and the
-rate actually sent is printed); records received twice are librdkafka's retries of
-requests that timed out (request.timeout.ms) while queued at the broker.
+consumer in the same process (so the same clock) takes the receipt time. Reported from
+send to receipt: p50, p99, p99.9 and max over the run after a warm-up, and p99 per 10 s
+window (by send time): a queue that grows shows as a p99 that climbs from window to
+window. The consumer of the mock cluster polls every 5 ms (the mock answers a fetch at its
+max wait, not on an append). The rates are offered, not adapted: a broker that cannot keep
+up shows it as latency (and the rate actually sent is printed); records received twice are
+librdkafka's retries of requests that timed out (request.timeout.ms) while queued at the
+broker.
 
 throughput: unbatched (linger 0) and batched (linger 5 ms) 100 B records as fast as one
 producer sends them, to the last acknowledgement, acks=all RF=3 against acks=1 RF=1.
