@@ -312,6 +312,13 @@ def main() -> None:
     parser.add_argument(
         "--idempotence", action="store_true", help="acks=all producers idempotent (5 in flight)"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config for every broker (e.g. queued.max.requests.per.connection=1)",
+    )
     args = parser.parse_args()
     global NO_NAGLE, IDEMPOTENCE
     NO_NAGLE = not args.nagle
@@ -324,7 +331,8 @@ def main() -> None:
     lingers = [int(v) for v in args.lingers.split(",")]
     wanted = set(args.targets.split(","))
     with ExitStack() as stack:
-        cluster = stack.enter_context(running_cluster(3, args.work))
+        overrides = dict(item.split("=", 1) for item in args.set)
+        cluster = stack.enter_context(running_cluster(3, args.work, **overrides))
         targets = cluster_targets(cluster)
         if "latency" in only:
             if "mock" in wanted:

@@ -241,7 +241,8 @@ class BrokerMetrics:
         sent: float,
     ) -> None:
         """One request's phases, from `time.perf_counter()` readings by the network layer:
-        frame in, handler start, handler end, answer ready (after any purgatory), sent."""
+        frame in, handler start, handler end, answer ready (after any purgatory), sent.
+        `frame` is the request frame or its first 4 bytes (API key and version)."""
         if len(frame) < 4:
             return
         key, version = _API_HEADER.unpack_from(frame)

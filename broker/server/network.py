@@ -279,7 +279,7 @@ class _Outbound:
     def _record(self, sent: list[InFlight]) -> None:
         now = time.perf_counter()
         for e in sent:
-            self.metrics.request_done(e.frame, e.received, e.started, e.handled, e.answered, now)
+            self.metrics.request_done(e.api, e.received, e.started, e.handled, e.answered, now)
         sent.clear()
 
     async def _sendfile(self, entry: InFlight, parts: list) -> None:

@@ -34,10 +34,11 @@ from broker.server.request import Session
 
 @dataclass(eq=False)
 class InFlight:
-    """One request on its way: its frame, its outcome (a Wait until its answer is ready),
-    and the phases of its latency (`time.perf_counter()` readings; broker/metrics)."""
+    """One request on its way: its API key and version (the frame's first 4 bytes, all the
+    metrics read: the frame itself is not kept), its outcome (a Wait until its answer is
+    ready), and the phases of its latency (`time.perf_counter()` readings; broker/metrics)."""
 
-    frame: bytes
+    api: bytes
     outcome: Outcome
     received: float
     started: float
@@ -87,7 +88,7 @@ class Pipeline:
         assert self.accepts()
         started = self._clock()
         outcome = handle_frame(self.ctx, self.session, frame)
-        entry = InFlight(frame, outcome, received, started, self._clock())
+        entry = InFlight(frame[:4], outcome, received, started, self._clock())
         self._queue.append(entry)
         if isinstance(outcome, Wait):
             self.waiting += 1
