@@ -43,11 +43,7 @@ class InFlight:
     received: float
     started: float
     handled: float
-    answered: float | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.answered is not None
+    answered: float | None = None  # when its answer became ready
 
 
 class Pipeline:
