@@ -6,21 +6,22 @@ the baseline of the same run. librdkafka's mock cluster (one broker, in this pro
 `test.mock.num.brokers`) runs the same probe as the outside reference.
 
 latency: a producer sends 100 B records at a fixed rate (spread over the partitions,
-linger 0 and 5 ms, no idempotence), each carrying its send time; a consumer in the same
-process (so the same clock) takes the receipt time. Reported from send to receipt: p50, p99,
-p99.9 and max over the run after a warm-up, and p99 per 10 s window (by send time): a queue
-that grows shows as a p99 that climbs from window to window. The consumer of the mock
-cluster polls every 5 ms (the mock answers a fetch at its max wait, not on an append). The
-rates are offered, not adapted: a broker that cannot keep up shows it as latency (and the
-rate actually sent is printed); records received twice are librdkafka's retries of
-requests that timed out (request.timeout.ms) while queued at the broker.
+linger 0 and 5 ms, no idempotence unless --idempotence), each carrying its send time; a
+consumer in the same process (so the same clock) takes the receipt time. Reported from
+send to receipt: p50, p99, p99.9 and max over the run after a warm-up, and p99 per 10 s
+window (by send time): a queue that grows shows as a p99 that climbs from window to
+window. The consumer of the mock cluster polls every 5 ms (the mock answers a fetch at its
+max wait, not on an append). The rates are offered, not adapted: a broker that cannot keep
+up shows it as latency (and the rate actually sent is printed); records received twice are
+librdkafka's retries of requests that timed out (request.timeout.ms) while queued at the
+broker.
 
 throughput: unbatched (linger 0) and batched (linger 5 ms) 100 B records as fast as one
 producer sends them, to the last acknowledgement, acks=all RF=3 against acks=1 RF=1.
 
     .venv/bin/python -m bench.bench_latency [--only latency,throughput]
         [--rates 200,1000,2000,5000,10000] [--lingers 0,5] [--seconds 60] [--quick]
-        [--targets cluster,mock] [--messages 200000] [--profile DIR]
+        [--targets cluster,mock] [--messages 200000] [--profile DIR] [--idempotence]
 
 Results: docs/benchmarks.md, "Cluster: partitions, latency and replication at scale".
 """
@@ -53,6 +54,9 @@ _PAD = b"x" * (VALUE_BYTES - _STAMP.size)
 # small request behind an unacknowledged one then waits for the peer's delayed ACK, tens
 # of milliseconds that belong to the client's socket, not to the broker. --nagle keeps it.
 NO_NAGLE = True
+# --idempotence: the acks=all producers with enable.idempotence=true, which caps librdkafka's
+# in-flight requests per broker at 5 (its batches grow instead); acks=1 cannot be idempotent.
+IDEMPOTENCE = False
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,7 @@ def run_probe(probe: Probe, seconds: float, warmup_s: float) -> Probe:
             "bootstrap.servers": t.bootstrap,
             "acks": t.acks,
             "linger.ms": probe.linger_ms,
-            "enable.idempotence": False,
+            "enable.idempotence": IDEMPOTENCE and t.acks == "all",
             "queue.buffering.max.messages": 2_000_000,
             "socket.nagle.disable": NO_NAGLE,
             "log_level": 4,
@@ -238,7 +242,7 @@ def throughput(target: Target, linger_ms: int, messages: int) -> float:
             "bootstrap.servers": target.bootstrap,
             "acks": target.acks,
             "linger.ms": linger_ms,
-            "enable.idempotence": False,
+            "enable.idempotence": IDEMPOTENCE and target.acks == "all",
             "batch.num.messages": 10000,
             "queue.buffering.max.messages": 1_000_000,
             "log_level": 4,
@@ -305,9 +309,20 @@ def main() -> None:
     )
     parser.add_argument("--work", type=Path, help="keep the cluster's files and logs here")
     parser.add_argument("--nagle", action="store_true", help="librdkafka's default: Nagle on")
+    parser.add_argument(
+        "--idempotence", action="store_true", help="acks=all producers idempotent (5 in flight)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config for every broker (e.g. queued.max.requests.per.connection=1)",
+    )
     args = parser.parse_args()
-    global NO_NAGLE
+    global NO_NAGLE, IDEMPOTENCE
     NO_NAGLE = not args.nagle
+    IDEMPOTENCE = args.idempotence
     if args.quick:
         args.seconds, args.warmup_s = 20.0, 2.0
         args.messages = min(args.messages, 50_000)
@@ -316,7 +331,8 @@ def main() -> None:
     lingers = [int(v) for v in args.lingers.split(",")]
     wanted = set(args.targets.split(","))
     with ExitStack() as stack:
-        cluster = stack.enter_context(running_cluster(3, args.work))
+        overrides = dict(item.split("=", 1) for item in args.set)
+        cluster = stack.enter_context(running_cluster(3, args.work, **overrides))
         targets = cluster_targets(cluster)
         if "latency" in only:
             if "mock" in wanted:

@@ -90,6 +90,19 @@ SERVER_CONFIG = (
         group="network",
     )
     .define(
+        "queued.max.requests.per.connection",
+        "int",
+        200,
+        "Requests of one connection handled before their answers are sent: while an "
+        "acks=all Produce or a Fetch waits in a purgatory, the connection's next requests "
+        "are read and handled (answers still go in request order), so one replication "
+        "round trip acknowledges every Produce that arrived meanwhile. 1 handles one "
+        "request at a time, as Kafka mutes a channel (docs/contracts/wire-protocol.md). "
+        "An in-flight request holds its answer, not its frame.",
+        validator=at_least(1),
+        group="network",
+    )
+    .define(
         "listener.security.protocol.map",
         "list",
         ["PLAINTEXT:PLAINTEXT", "SSL:SSL", "SASL_PLAINTEXT:SASL_PLAINTEXT", "SASL_SSL:SASL_SSL"],

@@ -93,14 +93,28 @@ class _Topic:
         self.bytes_in = self.messages_in = self.bytes_out = 0
 
 
+class _Network:
+    """Requests handled while an earlier one of their connection still waited (read ahead,
+    broker/server/pipeline.py), and socket writes of answers (each carries every answer
+    ready at the time)."""
+
+    __slots__ = ("read_ahead", "writes")
+
+    def __init__(self) -> None:
+        self.read_ahead = self.writes = 0
+
+
 class _HotPathCollector(Collector):
     """kafka_topic_{bytes_in,messages_in,bytes_out}_total{topic},
     kafka_requests_total{api, version} and kafka_request_duration_seconds{api, phase}
     (versions summed), from the tallies."""
 
-    def __init__(self, requests: dict[int, _Request], topics: dict[str, _Topic]) -> None:
+    def __init__(
+        self, requests: dict[int, _Request], topics: dict[str, _Topic], network: _Network
+    ) -> None:
         self.requests = requests
         self.topics = topics
+        self.network = network
 
     def collect(self):
         families = (
@@ -117,6 +131,17 @@ class _HotPathCollector(Collector):
             for topic, tally in sorted(self.topics.items()):
                 family.add_metric([topic], getattr(tally, attribute))
             yield family
+        yield CounterMetricFamily(
+            "kafka_network_requests_read_ahead",
+            "Requests handled while an earlier request on their connection still waited "
+            "for its answer (in a purgatory).",
+            value=self.network.read_ahead,
+        )
+        yield CounterMetricFamily(
+            "kafka_network_answer_writes",
+            "Socket writes of answers; answers ready in the same loop turn share one.",
+            value=self.network.writes,
+        )
         count = CounterMetricFamily(
             "kafka_requests", "Requests received, by API and version.", labels=["api", "version"]
         )
@@ -205,7 +230,8 @@ class BrokerMetrics:
         # Per topic and per request: tallies, collected by _HotPathCollector.
         self._requests: dict[int, _Request] = {}
         self._topics: dict[str, _Topic] = {}
-        r.register(_HotPathCollector(self._requests, self._topics))
+        self._network = _Network()
+        r.register(_HotPathCollector(self._requests, self._topics, self._network))
         self.fetches = {fetcher: FetchTally() for fetcher in FETCHERS}
         r.register(_FetchCollector(self.fetches))
         self.flush_seconds = Histogram(
@@ -264,7 +290,8 @@ class BrokerMetrics:
         sent: float,
     ) -> None:
         """One request's phases, from `time.perf_counter()` readings by the network layer:
-        frame in, handler start, handler end, answer ready (after any purgatory), sent."""
+        frame in, handler start, handler end, answer ready (after any purgatory), sent.
+        `frame` is the request frame or its first 4 bytes (API key and version)."""
         if len(frame) < 4:
             return
         key, version = _API_HEADER.unpack_from(frame)
@@ -299,6 +326,14 @@ class BrokerMetrics:
         if shared not in self._requests:
             self._requests[shared] = _Request(key, -1)
         return self._requests[shared]
+
+    def request_read_ahead(self) -> None:
+        """A request handled while an earlier one on its connection waits (network.py)."""
+        self._network.read_ahead += 1
+
+    def answers_written(self) -> None:
+        """One socket write of the answers ready at the time (network.py)."""
+        self._network.writes += 1
 
     def produced(self, topic: str, size: int, records: int) -> None:
         bound = self._topic(topic)
@@ -365,6 +400,12 @@ class NullMetrics(BrokerMetrics):
         pass
 
     def request_done(self, frame, received, started, handled, answered, sent) -> None:
+        pass
+
+    def request_read_ahead(self) -> None:
+        pass
+
+    def answers_written(self) -> None:
         pass
 
     def produced(self, topic, size, records) -> None:

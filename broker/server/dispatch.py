@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from broker.protocol.apis import API_VERSIONS
+from broker.protocol.apis import API_VERSIONS, FETCH, PRODUCE
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import (
     RequestHeader,
@@ -51,12 +51,26 @@ class Close:
     reason: str
 
 
+# APIs whose delayed answers wait in a purgatory with their state change already made
+# (Produce: the records appended, the answer waits for the in-sync replicas; Fetch: a
+# follower's position recorded, the read waits for data). A connection's later requests
+# may be handled meanwhile (broker/server/pipeline.py). Every other wait -- ZooKeeper
+# writes, the controller, a group's rebalance -- holds the requests behind it, which may
+# depend on what it changes.
+READ_AHEAD_APIS = frozenset({PRODUCE, FETCH})
+
+
 @dataclass
 class Wait:
     """Send `respond(result)` once `operation` completes (by event or deadline)."""
 
     operation: DelayedOperation
     header: RequestHeader
+
+    @property
+    def read_ahead(self) -> bool:
+        """Whether the connection's next requests may be handled while this one waits."""
+        return self.header.api_key in READ_AHEAD_APIS
 
     def respond(self, body: dict | OperationFailed) -> Respond | Close:
         if isinstance(body, OperationFailed):

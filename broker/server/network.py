@@ -1,10 +1,13 @@
 """asyncio moves bytes: frames in, parts out, in request order per connection.
 
-Requests on one connection are handled one at a time, as Kafka does (it mutes a
-channel while a request is in flight), which keeps responses in order without
-bookkeeping: a request whose answer is delayed (in a purgatory) holds its connection
-until the operation completes. Each connection has a Session the handlers see in their
-request context.
+Which frame of a connection may be handled when, and in what order the answers leave, is
+the connection's `Pipeline` (broker/server/pipeline.py): it reads ahead past a Produce or
+Fetch parked in a purgatory, up to `queued.max.requests.per.connection`. Here the frames
+are fed to it while it accepts (otherwise the connection is not read: TCP pushes back, as
+when Kafka mutes a channel), and the answers ready at its head are sent as soon as the
+event-loop turn that readied them is over, together in one write (a follower fetch that
+acknowledges several produces readies all their answers in one turn). Each connection has
+a Session the handlers see in their request context.
 
 One NetworkServer per listener, each with its listener's security (broker/security/
 listener.py): asyncio does a TLS listener's handshakes (bounded by a timeout) before a
@@ -29,7 +32,8 @@ from broker.security.listener import ListenerSecurity
 from broker.security.principal import NoMatchingRule, subject_name
 from broker.security.tls import HANDSHAKE_TIMEOUT_S
 from broker.server.context import BrokerContext
-from broker.server.dispatch import Close, NoResponse, Respond, Wait, handle_frame
+from broker.server.dispatch import Close, Respond
+from broker.server.pipeline import InFlight, Pipeline
 from broker.server.request import Session
 
 log = logging.getLogger(__name__)
@@ -67,6 +71,8 @@ class NetworkServer:
         self.max_frame_bytes = max_frame_bytes
         self.security = security or ListenerSecurity("PLAINTEXT", "PLAINTEXT")
         self.listener = self.security.name
+        # Requests of one connection handled ahead of their answers (broker/server/pipeline.py).
+        self.depth = ctx.config["queued.max.requests.per.connection"]
         self._server: asyncio.Server | None = None
         # The task serving each open connection, with its session.
         self._connections: dict[asyncio.Task, Session] = {}
@@ -115,6 +121,9 @@ class NetworkServer:
         metrics = self.ctx.metrics
         metrics.connection_opened(self.listener)
         clock = time.perf_counter
+        pipeline = Pipeline(self.ctx, session, self.depth)
+        out = _Outbound(writer, pipeline, metrics, peer, copy=tls is not None)
+        pipeline.on_answer = out.schedule
         try:
             if tls is not None and not self._tls_principal(session, tls, peer):
                 return
@@ -130,39 +139,32 @@ class NetworkServer:
                     log.warning("closing connection from %s: %s", peer, exc)
                     return
                 for frame in frames:
-                    started = clock()
-                    outcome = handle_frame(self.ctx, session, frame)
-                    handled = answered = clock()
-                    if isinstance(outcome, Wait):
-                        outcome = await self._wait(outcome)
-                        answered = clock()
-                    if isinstance(outcome, Close):
-                        log.warning("closing connection from %s: %s", peer, outcome.reason)
-                        return
-                    if isinstance(outcome, Respond):
-                        await self._send(writer, outcome.parts, copy=tls is not None)
-                        if outcome.close is not None:
-                            log.warning("closing connection from %s: %s", peer, outcome.close)
-                            return
-                    else:
-                        assert isinstance(outcome, NoResponse)
-                    metrics.request_done(frame, received, started, handled, answered, clock())
+                    while not pipeline.accepts() and pipeline.stopped is None:
+                        out.flush()  # answers ready at the head make room
+                        if not pipeline.accepts():
+                            await out.progress()
+                    if pipeline.stopped is not None:
+                        break  # nothing after a closing answer is handled
+                    if pipeline.waiting:
+                        metrics.request_read_ahead()
+                    pipeline.handle(frame, received)
+                out.flush()
+                if pipeline.stopped is not None:
+                    await out.closed()  # the answers before the closing one go out first
+                    return
+                await writer.drain()
         except (OSError, asyncio.IncompleteReadError):
             pass  # reset, timed out (a peer gone silent): this connection only
         except asyncio.CancelledError:
             pass
         finally:
+            out.done = True
+            pipeline.on_answer = _nothing  # requests still parked answer into the void
             self._connections.pop(task, None)
             authenticator = session.authenticator
             if authenticator is not None and authenticator.failed:
                 metrics.authentication_failed(self.listener, authenticator.mechanism or "")
             writer.close()
-
-    async def _wait(self, wait: Wait) -> Respond | Close:
-        """The answer of a delayed operation, once an event or its deadline completes it."""
-        done: asyncio.Future = asyncio.get_running_loop().create_future()
-        wait.operation.add_done_callback(lambda body: done.done() or done.set_result(body))
-        return wait.respond(await done)
 
     def _tls_principal(self, session: Session, tls, peer) -> bool:
         """The principal of a client certificate (when one was asked for and given); False
@@ -179,22 +181,138 @@ class NetworkServer:
             return False
         return True
 
-    async def _send(self, writer: asyncio.StreamWriter, parts: list, copy: bool = False) -> None:
-        loop = asyncio.get_running_loop()
-        pending: list[bytes] = []
-        for part in parts:
+
+def _nothing() -> None:
+    pass
+
+
+class _Outbound:
+    """What one connection sends: the answers at the head of its pipeline, as they become
+    ready, each batch in one write (answers completed in the same loop turn -- a follower
+    fetch acknowledging several produces -- share it). A large file region goes by
+    sendfile, which awaits; meanwhile later answers wait their turn."""
+
+    def __init__(self, writer: asyncio.StreamWriter, pipeline: Pipeline, metrics, peer, copy):
+        self.writer = writer
+        self.transport = writer.transport
+        self.pipeline = pipeline
+        self.metrics = metrics
+        self.peer = peer
+        self.copy = copy  # TLS: file regions are read and written, never sendfile'd
+        self.done = False  # the connection is over: send nothing more
+        self._scheduled = False
+        self._sending: asyncio.Task | None = None  # a sendfile under way
+        self._waiter: asyncio.Future | None = None
+
+    def schedule(self) -> None:
+        """An answer became ready: flush once the current loop turn is over, so every
+        answer it readies goes in the same write."""
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self.flush)
+
+    async def progress(self) -> None:
+        """Until an answer is sent or becomes ready (the pipeline may accept again)."""
+        self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            await self._waiter
+        finally:
+            self._waiter = None
+
+    async def closed(self) -> None:
+        """Until the answer that closes the connection has been sent."""
+        while not self.done:
+            self.flush()
+            if not self.done:
+                await self.progress()
+
+    def flush(self) -> None:
+        """Send the answers ready at the head of the pipeline, in order."""
+        self._scheduled = False
+        if self._sending is not None or self.done:
+            self._wake()
+            return
+        pending: list = []
+        sent: list[InFlight] = []
+        while (entry := self.pipeline.next_answered()) is not None:
+            outcome = entry.outcome
+            if isinstance(outcome, Close):
+                self._write(pending, sent)
+                self._close(outcome.reason)
+                break
+            if isinstance(outcome, Respond):
+                rest = self._collect(outcome.parts, pending)
+                if rest is not None:  # a region for sendfile: the rest goes after it
+                    self._write(pending, sent)
+                    self._sending = asyncio.get_running_loop().create_task(
+                        self._sendfile(entry, rest)
+                    )
+                    break
+            sent.append(entry)
+            if isinstance(outcome, Respond) and outcome.close is not None:
+                self._write(pending, sent)
+                self._close(outcome.close)
+                break
+        else:
+            self._write(pending, sent)
+        self._wake()
+
+    def _collect(self, parts: list, pending: list) -> list | None:
+        """Append the bytes of `parts` to `pending` up to the first region to sendfile;
+        the parts from that region on, or None when all were taken."""
+        for i, part in enumerate(parts):
             if isinstance(part, FileRegion):
-                if copy or part.size < SENDFILE_THRESHOLD:
+                if self.copy or part.size < SENDFILE_THRESHOLD:
                     pending.append(os.pread(part.fd, part.size, part.position))
                     continue
-                if pending:
-                    writer.write(b"".join(pending))
-                    pending.clear()
-                await loop.sendfile(
-                    writer.transport, _RegionFile(part.fd), part.position, part.size
-                )
-            else:
-                pending.append(part)
-        if pending:
-            writer.write(b"".join(pending))
-        await writer.drain()
+                return parts[i:]
+            pending.append(part)
+        return None
+
+    def _write(self, pending: list, sent: list[InFlight]) -> None:
+        if pending and not self.transport.is_closing():
+            self.transport.write(b"".join(pending))
+            self.metrics.answers_written()
+        pending.clear()
+        self._record(sent)
+
+    def _record(self, sent: list[InFlight]) -> None:
+        now = time.perf_counter()
+        for e in sent:
+            self.metrics.request_done(e.api, e.received, e.started, e.handled, e.answered, now)
+        sent.clear()
+
+    async def _sendfile(self, entry: InFlight, parts: list) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            pending: list = []
+            for part in parts:
+                if isinstance(part, FileRegion) and not (
+                    self.copy or part.size < SENDFILE_THRESHOLD
+                ):
+                    if pending:
+                        self.transport.write(b"".join(pending))
+                        pending.clear()
+                    await loop.sendfile(
+                        self.transport, _RegionFile(part.fd), part.position, part.size
+                    )
+                else:
+                    self._collect([part], pending)
+            self._write(pending, [entry])
+        except (OSError, RuntimeError) as exc:  # the peer went away mid-transfer
+            log.debug("sending to %s failed: %s", self.peer, exc)
+            self._close(None)
+            return
+        finally:
+            self._sending = None
+        self.flush()
+
+    def _close(self, reason: str | None) -> None:
+        if reason is not None:
+            log.warning("closing connection from %s: %s", self.peer, reason)
+        self.done = True
+        self.writer.close()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)

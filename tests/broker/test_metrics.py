@@ -71,13 +71,15 @@ def test_messages_and_bytes_in_and_out_match_what_clients_did(metered):
     consumer.assign([TopicPartition("m-inout", p) for p in range(3)])
     consumer.seek_to_beginning()
     assert sum(1 for _ in consumer) == 700
+    # Scraped while the consumer is connected: a closed connection is let go at once, even
+    # with a fetch parked (the read-ahead reads its end, broker/server/pipeline.py).
+    assert scrape(metered.metrics_url).value("kafka_network_connections", listener="PLAINTEXT") >= 1
     consumer.close()
     after = scrape(metered.metrics_url)
     # Read from the start: every byte appended went out at least once (kafka-python
     # fetches ahead and may be sent a batch again, whole, when it asks from its middle).
     assert after.value("kafka_topic_bytes_out_total", topic="m-inout") >= bytes_in
     assert after.total("kafka_requests_total", api="fetch") > 0
-    assert after.value("kafka_network_connections", listener="PLAINTEXT") >= 1
     assert after.value("kafka_connections_opened_total", listener="PLAINTEXT") >= 3
 
 
