@@ -113,6 +113,15 @@ class SparseIndex:
         os.close(fd)
         self.write()
 
+    def create(self) -> None:
+        """Start the empty file of a new segment. It counts as synced: it holds no data,
+        and whether it exists is its directory's business (a missing index is rebuilt)."""
+        self.keys, self.values = array(self.KEY_TYPE), array("i")
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        os.close(fd)
+        self._written = 0
+        self._synced = True
+
 
 class OffsetIndex(SparseIndex):
     """Relative batch base offset -> file position of that batch."""
