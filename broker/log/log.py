@@ -721,7 +721,9 @@ class Log:
         if self._deleted:
             self.collect_deleted(2**63 - 1)
             return
-        self._segments[-1].seal()
+        active = self._segments[-1]
+        if active.size:  # an empty one has nothing to seal (and may have no index files)
+            active.seal()
         self.flush()
         for segment in self._segments:
             segment.close()

@@ -185,6 +185,9 @@ class LogSegment:
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
         self.offset_index.write()
         self.time_index.write()
+        # A sealed segment is trusted at start-up only if both files are there.
+        self.offset_index.ensure_file()
+        self.time_index.ensure_file()
 
     def flush(self) -> None:
         if self.dirty:

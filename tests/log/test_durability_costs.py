@@ -52,6 +52,25 @@ def test_creating_a_batch_of_logs_syncs_nothing(tmp_path, fsyncs):
     assert fsyncs == []
     assert {log.dir.parent.name for log in m.logs()} == {"a", "b"}
     assert all((log.dir / LEADER_EPOCH_FILE).exists() for log in m.logs())
+    # One file per partition: the index files come with their first entry or a roll.
+    assert all(len(os.listdir(log.dir)) == 2 for log in m.logs())
+
+
+def test_a_rolled_segment_has_its_index_files(tmp_path):
+    m = loaded([tmp_path])
+    log = m.create("t", 0)
+    append(log, batch(2))
+    log.roll()
+    assert sorted(os.listdir(log.dir)) == [
+        "00000000000000000000.index",
+        "00000000000000000000.log",
+        "00000000000000000000.timeindex",
+        "00000000000000000002.log",
+        "leader-epoch-checkpoint",
+    ]
+    m.close()
+    again = loaded([tmp_path])  # the sealed segment is trusted: nothing rebuilt
+    assert batch_offsets(data_of(again.get("t", 0).read(0, 1 << 20))) == [(0, 1)]
 
 
 def test_the_first_flush_syncs_each_log_dir_once_for_all_its_new_logs(tmp_path, fsyncs):
