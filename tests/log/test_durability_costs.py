@@ -45,6 +45,22 @@ def create_leaders(m: LogManager, count: int, epoch: int = 3) -> None:
         m.create("t", p).leader_epochs.assign(epoch, 0)
 
 
+def written_leaders(m: LogManager, count: int) -> None:
+    """`create_leaders`, then two records appended to each log by that epoch."""
+    create_leaders(m, count)
+    for p in range(count):
+        append(m.get("t", p), batch(2), epoch=3)
+
+
+def one_written_leader(tmp_path, epoch: int):
+    """The log t-0, just created, its leader at `epoch`, two records appended."""
+    m = loaded([tmp_path])
+    create_leaders(m, 1, epoch=epoch)
+    log = m.get("t", 0)
+    append(log, batch(2), epoch=epoch)
+    return log
+
+
 def test_creating_a_batch_of_logs_syncs_nothing(tmp_path, fsyncs):
     m = loaded([tmp_path / "a", tmp_path / "b"])
     fsyncs.clear()
@@ -75,9 +91,7 @@ def test_a_rolled_segment_has_its_index_files(tmp_path):
 
 def test_the_first_flush_syncs_each_log_dir_once_for_all_its_new_logs(tmp_path, fsyncs):
     m = loaded([tmp_path])
-    create_leaders(m, N)
-    for p in range(N):
-        append(m.get("t", p), batch(2), epoch=3)
+    written_leaders(m, N)
     fsyncs.clear()
     for each in m.logs():
         each.flush()
@@ -91,9 +105,7 @@ def test_the_first_flush_syncs_each_log_dir_once_for_all_its_new_logs(tmp_path, 
 
 def test_a_restart_after_a_clean_stop_syncs_nothing(tmp_path, fsyncs):
     m = loaded([tmp_path])
-    create_leaders(m, N)
-    for p in range(N):
-        append(m.get("t", p), batch(2), epoch=3)
+    written_leaders(m, N)
     m.close()
     fsyncs.clear()
     again = loaded([tmp_path])
@@ -115,10 +127,7 @@ def test_data_above_the_recovery_point_is_synced_at_restart(tmp_path, fsyncs):
 
 @pytest.mark.parametrize("lost", ["missing", "empty", "garbage"])
 def test_a_first_epoch_file_lost_in_a_power_failure_is_rebuilt(tmp_path, lost):
-    m = loaded([tmp_path])
-    create_leaders(m, 1, epoch=4)
-    log = m.get("t", 0)
-    append(log, batch(2), epoch=4)
+    log = one_written_leader(tmp_path, epoch=4)
     log.flush()
     path = log.dir / LEADER_EPOCH_FILE
     if lost == "missing":
@@ -131,10 +140,7 @@ def test_a_first_epoch_file_lost_in_a_power_failure_is_rebuilt(tmp_path, lost):
 
 
 def test_later_epoch_files_are_synced(tmp_path, fsyncs):
-    m = loaded([tmp_path])
-    create_leaders(m, 1, epoch=4)
-    log = m.get("t", 0)
-    append(log, batch(2), epoch=4)
+    log = one_written_leader(tmp_path, epoch=4)
     fsyncs.clear()
     log.leader_epochs.assign(5, log.log_end_offset)
     assert len(fsyncs) == 2  # the new file and its directory, before epoch 5 appends
