@@ -3,9 +3,10 @@
 Both are plain append-only files of fixed-size big-endian entries (no preallocation, so
 a file's size is always a whole number of entries unless a write was torn, which the
 sanity check catches). A new segment's files appear with their first entry or when it is
-sealed; an active segment may have none (recovery walks it and writes them). Entries live in memory as two parallel arrays, searched with
-bisect; the file only catches up on flush/roll/close, because a crash before a flush
-leaves those segments above the recovery point, and recovery rebuilds their indexes.
+sealed; an active segment may have none (recovery walks it and writes them). Entries
+live in memory as two parallel arrays, searched with bisect; the file only catches up on
+flush/roll/close, because a crash before a flush leaves those segments above the
+recovery point, and recovery rebuilds their indexes.
 
 - `.index`: relative offset int32 (offset - segment base) + file position int32 of the
   batch that starts at that offset. Keys are batch *base* offsets, so a lookup for any
