@@ -591,6 +591,15 @@ SERVER_CONFIG = (
         group="producers",
     )
     .define(
+        "producer.id.expiration.check.interval.ms",
+        "int",
+        600000,
+        "How often the partitions are searched for producer ids idle longer than "
+        "transactional.id.expiration.ms.",
+        validator=at_least(1),
+        group="producers",
+    )
+    .define(
         "max.idempotence.batches.to.retain",
         "int",
         5,

@@ -51,9 +51,12 @@ def read_entry_lines(path: Path) -> list[str] | None:
     return entries
 
 
-def write_entry_lines(path: Path, entries: Iterable[str]) -> None:
+def write_entry_lines(path: Path, entries: Iterable[str], durable: bool = True) -> None:
+    """Replace the checkpoint at `path`; `durable=False`: without fsyncs (see
+    `write_atomically`), for a file its reader rebuilds when it is missing or corrupt."""
     entries = list(entries)
-    write_atomically(path, "\n".join([str(VERSION), str(len(entries)), *entries]) + "\n")
+    text = "\n".join([str(VERSION), str(len(entries)), *entries]) + "\n"
+    write_atomically(path, text, durable=durable)
 
 
 def read_checkpoint(path: Path) -> dict[tuple[str, int], int]:

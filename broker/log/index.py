@@ -2,9 +2,11 @@
 
 Both are plain append-only files of fixed-size big-endian entries (no preallocation, so
 a file's size is always a whole number of entries unless a write was torn, which the
-sanity check catches). Entries live in memory as two parallel arrays, searched with
-bisect; the file only catches up on flush/roll/close, because a crash before a flush
-leaves those segments above the recovery point, and recovery rebuilds their indexes.
+sanity check catches). A new segment's files appear with their first entry or when it is
+sealed; an active segment may have none (recovery walks it and writes them). Entries
+live in memory as two parallel arrays, searched with bisect; the file only catches up on
+flush/roll/close, because a crash before a flush leaves those segments above the
+recovery point, and recovery rebuilds their indexes.
 
 - `.index`: relative offset int32 (offset - segment base) + file position int32 of the
   batch that starts at that offset. Keys are batch *base* offsets, so a lookup for any
@@ -40,6 +42,8 @@ class SparseIndex:
         self._written = 0
         # The file is known to be on disk (fsynced) as it is now.
         self._synced = False
+        # False for a new segment's index until its first entry or its seal (`create`).
+        self._exists = True
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -95,6 +99,7 @@ class SparseIndex:
             for i in range(self._written, len(self.keys))
         )
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self._exists = True
         try:
             if pending:
                 write_all(fd, pending)
@@ -111,7 +116,25 @@ class SparseIndex:
         self._synced = False
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         os.close(fd)
+        self._exists = True
         self.write()
+
+    def create(self) -> None:
+        """The index of a new segment: empty, and its file not created until its first
+        entry is written or the segment is sealed (`ensure_file`), so creating a segment
+        (a partition) opens one file, not three. It counts as synced: it holds no data,
+        and an index file missing after a crash is rebuilt."""
+        self.keys, self.values = array(self.KEY_TYPE), array("i")
+        self._written = 0
+        self._synced = True
+        self._exists = False
+
+    def ensure_file(self) -> None:
+        """Create the (empty) file if `create` left it out: a sealed segment has both."""
+        if not self._exists:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            os.close(fd)
+            self._exists = True
 
 
 class OffsetIndex(SparseIndex):

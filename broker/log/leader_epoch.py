@@ -17,6 +17,13 @@ That is rare (leader changes, follower truncation, retention) and never per batc
 log assigns a new epoch before it writes the batches, so the file never misses an epoch
 the log holds; entries it has beyond the log end after a crash are dropped at open.
 
+One exception: the first version of the file of a log that has none and holds no batch
+(a partition just created: its leader's first epoch) is written without fsyncs
+(`first_write_durable=False`). A power failure then leaves no file, an unreadable one
+(both rebuilt from the batches at open, exactly) or that first version whole, which is
+right for every batch appended after it; every later version is fsynced before the
+batches that need it, so an older version can never come back under newer batches.
+
 Not thread-safe: the broker drives every log from its one event-loop thread.
 """
 
@@ -43,10 +50,18 @@ class EpochEntry(NamedTuple):
 
 
 class LeaderEpochCache:
-    def __init__(self, path: Path, entries: Iterable[EpochEntry] = (), name: str = "") -> None:
+    def __init__(
+        self,
+        path: Path,
+        entries: Iterable[EpochEntry] = (),
+        name: str = "",
+        first_write_durable: bool = True,
+    ) -> None:
         self.path = Path(path)
         self._entries: list[EpochEntry] = []
         self._name = name or self.path.parent.name
+        # False only while no version of the file was ever written (see the module doc).
+        self._next_write_durable = first_write_durable
         for entry in entries:
             self._add(EpochEntry(*entry))
 
@@ -206,7 +221,9 @@ class LeaderEpochCache:
         self._entries.append(entry)
 
     def _write(self) -> None:
-        write_entry_lines(self.path, (f"{e.epoch} {e.start_offset}" for e in self._entries))
+        lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
+        write_entry_lines(self.path, lines, durable=self._next_write_durable)
+        self._next_write_durable = True
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._name}, {self._entries})"

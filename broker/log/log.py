@@ -107,6 +107,12 @@ class Log:
         self._last_flush_ms = now_ms()
         # Segment files created since the last directory fsync.
         self._dir_dirty = False
+        # A directory created by `_fresh`: neither its entries nor its own entry in the
+        # log dir are durable yet; the first flush of data fsyncs both.
+        self._dir_new = False
+        # Makes the directory's entry in its log dir durable. Its LogManager replaces it
+        # with one that fsyncs each log dir once for all the logs created meanwhile.
+        self.sync_parent: Callable[[], None] = lambda: fsync_dir(self._dir.parent)
         # (due time in ms, segment) of deleted segments whose fds stay open for a while.
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._deleted = False
@@ -130,11 +136,17 @@ class Log:
         now_ms: Callable[[], int] = clock.now_ms,
         log_start_offset: int = 0,
     ) -> Log:
-        """Load the segments in `directory` (created if missing) and recover everything
-        from the segment holding `recovery_point` on (see `_recover`); then the leader
-        epochs, cut to the recovered offsets."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """Load the segments in `directory` and recover everything from the segment
+        holding `recovery_point` on (see `_recover`); then the leader epochs, cut to the
+        recovered offsets. A missing `directory` is created with one empty segment:
+        nothing to recover and nothing fsynced (see `_fresh`)."""
         interval = config.index_interval_bytes
+        try:
+            directory.mkdir(parents=True)
+        except FileExistsError:
+            pass
+        else:
+            return cls._fresh(directory, topic, partition, config, now_ms, log_start_offset)
         complete_swaps(directory, interval)
         bases = _clean_directory(directory)
         segments = [LogSegment.open(directory, base, interval) for base in bases]
@@ -142,7 +154,6 @@ class Log:
             segment.next_offset = following.base_offset
         if not segments:
             segments = [LogSegment.create(directory, log_start_offset, interval)]
-            fsync_dir(directory)
         _recover(segments, recovery_point)
         active = segments[-1]
         if active.size:
@@ -168,6 +179,35 @@ class Log:
             len(segments),
         )
         return opened
+
+    @classmethod
+    def _fresh(
+        cls,
+        directory: Path,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        now_ms: Callable[[], int],
+        log_start_offset: int,
+    ) -> Log:
+        """The log of a partition directory just created: one empty segment, no leader
+        epochs. Nothing is fsynced: an empty log is re-derivable (a restart that finds the
+        directory or its files missing creates them again, and the controller's
+        LeaderAndIsr recreates a partition it does not find), so the directory's entries
+        and its own entry in the log dir are made durable by the first flush that has
+        data to make durable (`flush`), not here. Creating a partition therefore costs
+        no disk sync, which matters when one LeaderAndIsr creates thousands."""
+        segment = LogSegment.create(directory, log_start_offset, config.index_interval_bytes)
+        name = f"{topic}-{partition}"
+        epochs = LeaderEpochCache(
+            directory / LEADER_EPOCH_FILE, (), name, first_write_durable=False
+        )
+        created = cls(
+            directory, topic, partition, config, [segment], log_start_offset, now_ms, epochs
+        )
+        created._dir_new = True
+        log.info("created log %s-%d at offset %d", topic, partition, log_start_offset)
+        return created
 
     # -- properties -------------------------------------------------------------------
     @property
@@ -457,9 +497,12 @@ class Log:
         for segment in self._segments:
             if segment.next_offset > self._recovery_point and segment.base_offset < target:
                 segment.flush()
-        if self._dir_dirty:
+        if self._dir_dirty or self._dir_new:
             fsync_dir(self._dir)
             self._dir_dirty = False
+        if self._dir_new:
+            self.sync_parent()
+            self._dir_new = False
         self.on_flush(time.perf_counter() - started)
         self._recovery_point = max(self._recovery_point, target)
         if target == self.log_end_offset:
@@ -678,7 +721,9 @@ class Log:
         if self._deleted:
             self.collect_deleted(2**63 - 1)
             return
-        self._segments[-1].seal()
+        active = self._segments[-1]
+        if active.size:  # an empty one has nothing to seal (and may have no index files)
+            active.seal()
         self.flush()
         for segment in self._segments:
             segment.close()
@@ -738,7 +783,9 @@ def _open_leader_epochs(
     if cache is not None:
         return cache
     if all(segment.size == 0 for segment in segments):
-        return LeaderEpochCache(path, (), name)
+        # No file and nothing to rebuild it from: its first version may be written
+        # without fsyncs (leader_epoch.py, "The file").
+        return LeaderEpochCache(path, (), name, first_write_durable=False)
     log.info("rebuilding the leader epochs of %s from its batches", name)
     window = _window_for(config)
     batches = (
@@ -753,15 +800,25 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
     """Walk and CRC-check every batch of the segment holding `recovery_point` and of all
     later ones, truncating at the first bad or incomplete batch; segments after a
     truncation are deleted. Earlier segments are trusted (flushed) but get their index
-    files rebuilt when those are missing or torn."""
+    files rebuilt when those are missing or torn.
+
+    What was walked is then fsynced, so the recovery point can move to the log end:
+    except a segment that ends at or below `recovery_point` and was not cut, whose data
+    is on disk already (after a clean stop that is every log's active segment: start-up
+    then reads each log's tail and syncs nothing). Its rebuilt index files are not
+    synced; they are checked, and rebuilt if torn, whenever they are loaded."""
     first = max(bisect.bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
     for segment in segments[:first]:
         if not segment.index_files_look_sane():
             log.warning("rebuilding missing or torn indexes of %s", segment.log_path)
             segment.recover()
+    changed = False
     for i in range(first, len(segments)):
         segment = segments[i]
         truncated = segment.recover()
+        if not truncated and segment.next_offset <= recovery_point:
+            segment.dirty = False
+        changed = changed or segment.dirty
         if truncated and i + 1 < len(segments):
             for later in segments[i + 1 :]:
                 log.warning("deleting %s: it follows a truncated segment", later.log_path)
@@ -770,8 +827,11 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
                     path.unlink(missing_ok=True)
             del segments[i + 1 :]
             break
+    if not changed:
+        return
     for segment in segments[first:]:
-        segment.flush()
+        if segment.dirty:
+            segment.flush()
     fsync_dir(segments[0].dir)
 
 

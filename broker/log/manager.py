@@ -25,6 +25,7 @@ from broker.log.checkpoint import (
 from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.util import clock
+from broker.util.files import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +62,18 @@ class LogManager:
         # Deleted logs whose files wait for file_delete_delay_ms.
         self._deleting: list[Log] = []
         self._high_watermarks: dict[TopicPartition, int] = {}
+        # Partitions per log dir (where `create` puts the next one).
+        self._counts: dict[Path, int] = {d: 0 for d in self.log_dirs}
+        # Log dirs that gained a partition directory since their last fsync: the first
+        # flush of any log created meanwhile syncs it once for all of them (`_sync_dir`).
+        self._unsynced_dirs: set[Path] = set()
+        # What each checkpoint file was last written with (`checkpoint` skips equal ones).
+        self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}
         self._last_retention_check = now_ms()
         # Told the seconds each log flush took (the broker's metrics).
         self.on_flush: Callable[[float], None] = lambda seconds: None
+        # Told the name of each checkpoint file written (the broker's metrics).
+        self.on_checkpoint_written: Callable[[str], None] = lambda name: None
 
     # -- start-up ---------------------------------------------------------------------
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
@@ -73,7 +83,11 @@ class LogManager:
             log_dir.mkdir(parents=True, exist_ok=True)
             recovery_points = read_checkpoint(log_dir / RECOVERY_POINT_FILE)
             start_offsets = read_checkpoint(log_dir / LOG_START_OFFSET_FILE)
-            self._high_watermarks.update(read_checkpoint(log_dir / HIGH_WATERMARK_FILE))
+            high_watermarks = read_checkpoint(log_dir / HIGH_WATERMARK_FILE)
+            self._high_watermarks.update(high_watermarks)
+            self._checkpointed[log_dir / RECOVERY_POINT_FILE] = recovery_points
+            self._checkpointed[log_dir / LOG_START_OFFSET_FILE] = start_offsets
+            self._checkpointed[log_dir / HIGH_WATERMARK_FILE] = high_watermarks
             for name in sorted(os.listdir(log_dir)):
                 path = log_dir / name
                 if not path.is_dir():
@@ -101,6 +115,7 @@ class LogManager:
                 )
                 self._logs[key].on_flush = self._flushed
                 self._dir_of[key] = log_dir
+                self._counts[log_dir] += 1
         # Recovery flushed every log to its end: record that before anything else happens.
         self.checkpoint()
 
@@ -117,17 +132,17 @@ class LogManager:
 
     def create(self, topic: str, partition: int, config: LogConfig | None = None) -> Log:
         """The log of a new partition, in the log dir holding the fewest partitions;
-        `config` becomes the topic's config. An existing log is returned as it is."""
-        if config is not None:
+        `config` becomes the topic's config. An existing log is returned as it is.
+
+        Costs no fsync and nothing that grows with the partitions already here (one
+        LeaderAndIsr may create thousands): see `Log.open` for what becomes durable when."""
+        if config is not None and config != self._config_for(topic):
             self.set_topic_config(topic, config)
         key = (topic, partition)
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] += 1
-        log_dir = min(self.log_dirs, key=lambda d: counts[d])
+        log_dir = min(self.log_dirs, key=self._counts.__getitem__)
         created = Log.open(
             log_dir / f"{topic}-{partition}",
             topic,
@@ -136,9 +151,18 @@ class LogManager:
             now_ms=self._now_ms,
         )
         created.on_flush = self._flushed
+        self._unsynced_dirs.add(log_dir)
+        created.sync_parent = lambda: self._sync_dir(log_dir)
         self._logs[key] = created
         self._dir_of[key] = log_dir
+        self._counts[log_dir] += 1
         return created
+
+    def _sync_dir(self, log_dir: Path) -> None:
+        """fsync `log_dir` if it gained partition directories since it was last synced."""
+        if log_dir in self._unsynced_dirs:
+            fsync_dir(log_dir)
+            self._unsynced_dirs.discard(log_dir)
 
     def _flushed(self, seconds: float) -> None:
         self.on_flush(seconds)
@@ -159,7 +183,7 @@ class LogManager:
         doomed = self._logs.pop(key, None)
         if doomed is None:
             return False
-        del self._dir_of[key]
+        self._counts[self._dir_of.pop(key)] -= 1
         self._high_watermarks.pop(key, None)
         doomed.delete()
         if doomed.pending_deletions:
@@ -171,7 +195,7 @@ class LogManager:
         keys = [k for k in self._logs if k[0] == topic]
         for key in keys:
             doomed = self._logs.pop(key)
-            del self._dir_of[key]
+            self._counts[self._dir_of.pop(key)] -= 1
             self._high_watermarks.pop(key, None)
             doomed.delete()
             if doomed.pending_deletions:
@@ -187,6 +211,11 @@ class LogManager:
         """Flush rolled segments and logs due by flush_interval_ms, apply retention every
         retention_check_interval_ms, and finish delayed deletions."""
         now = self._now_ms() if now_ms is None else now_ms
+        if now - self._last_retention_check >= self.retention_check_interval_ms:
+            self._last_retention_check = now
+            for each in self._logs.values():
+                each.delete_expired(now)
+        # Once a second over every partition: only comparisons unless something is due.
         for each in self._logs.values():
             if each.has_unflushed_sealed_segments:
                 # Kafka flushes a rolled segment right after the roll.
@@ -198,12 +227,8 @@ class LogManager:
                 and now - each.last_flush_ms >= interval
             ):
                 each.flush()
-        if now - self._last_retention_check >= self.retention_check_interval_ms:
-            self._last_retention_check = now
-            for each in self._logs.values():
-                each.delete_expired(now)
-        for each in self._logs.values():
-            each.collect_deleted(now)
+            if each.pending_deletions:
+                each.collect_deleted(now)
         still_deleting = []
         for doomed in self._deleting:
             doomed.collect_deleted(now)
@@ -214,22 +239,32 @@ class LogManager:
     # -- checkpoints and shutdown -----------------------------------------------------
     def checkpoint(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Write each log dir's recovery points and log start offsets, and its high
-        watermarks when given."""
+        watermarks when given. A file whose entries are those it was last written with
+        is left alone: an idle broker rewrites (and fsyncs) nothing."""
         if high_watermarks is not None:
             self._high_watermarks = {k: v for k, v in high_watermarks.items() if k in self._logs}
         for log_dir in self.log_dirs:
             here = {k: v for k, v in self._logs.items() if self._dir_of[k] == log_dir}
-            write_checkpoint(
+            self._write_if_changed(
                 log_dir / RECOVERY_POINT_FILE, {k: v.recovery_point for k, v in here.items()}
             )
-            write_checkpoint(
+            self._write_if_changed(
                 log_dir / LOG_START_OFFSET_FILE, {k: v.log_start_offset for k, v in here.items()}
             )
             if high_watermarks is not None:
-                write_checkpoint(
+                self._write_if_changed(
                     log_dir / HIGH_WATERMARK_FILE,
                     {k: hw for k, hw in high_watermarks.items() if k in here},
                 )
+
+    def _write_if_changed(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
+        # Only this manager writes these files while it runs, so what it wrote last is
+        # what they hold.
+        if self._checkpointed.get(path) == offsets:
+            return
+        write_checkpoint(path, offsets)
+        self._checkpointed[path] = offsets
+        self.on_checkpoint_written(path.name)
 
     def close(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Flush every log, checkpoint (recovery points = log ends) and close the files."""

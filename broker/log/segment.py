@@ -103,8 +103,8 @@ class LogSegment:
         path = directory / (segment_name(base_offset) + LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
         segment = cls(directory, base_offset, fd, 0, index_interval, suffix)
-        segment.offset_index.rewrite()
-        segment.time_index.rewrite()
+        segment.offset_index.create()
+        segment.time_index.create()
         segment._indexes_ready = True
         return segment
 
@@ -185,6 +185,9 @@ class LogSegment:
         self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
         self.offset_index.write()
         self.time_index.write()
+        # A sealed segment is trusted at start-up only if both files are there.
+        self.offset_index.ensure_file()
+        self.time_index.ensure_file()
 
     def flush(self) -> None:
         if self.dirty:

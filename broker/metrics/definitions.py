@@ -240,6 +240,13 @@ class BrokerMetrics:
             buckets=FLUSH_BUCKETS,
             registry=r,
         )
+        self.checkpoint_writes = Counter(
+            "kafka_log_checkpoint_writes",
+            "Checkpoint files of the log dirs rewritten (each fsynced); unchanged ones are "
+            "not rewritten, so an idle broker adds none.",
+            ["file"],
+            registry=r,
+        )
         self.isr_shrinks = Counter(
             "kafka_isr_shrinks", "ISR shrinks proposed by this broker as leader.", registry=r
         )
@@ -358,6 +365,9 @@ class BrokerMetrics:
     def log_flushed(self, seconds: float) -> None:
         self.flush_seconds.observe(seconds)
 
+    def checkpoint_written(self, file: str) -> None:
+        self.checkpoint_writes.labels(file).inc()
+
     def isr_proposed(self, old: tuple[int, ...], new: tuple[int, ...]) -> None:
         if len(new) < len(old):
             self.isr_shrinks.inc()
@@ -418,6 +428,9 @@ class NullMetrics(BrokerMetrics):
         pass
 
     def log_flushed(self, seconds) -> None:
+        pass
+
+    def checkpoint_written(self, file) -> None:
         pass
 
     def isr_proposed(self, old, new) -> None:

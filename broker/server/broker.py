@@ -21,6 +21,7 @@ from broker.security.credentials import Credentials
 from broker.security.listener import listener_security
 from broker.security.scram import ScramError
 from broker.server.context import BrokerContext
+from broker.server.duties import Duties
 from broker.server.dynamic_config import DynamicConfigs
 from broker.server.meta import ensure_meta, stored_cluster_id
 from broker.server.metadata import MetadataCache
@@ -90,6 +91,7 @@ def open_broker_state(
         now_ms,
         metrics=broker_metrics(cfg),
     )
+    logs.on_checkpoint_written = ctx.metrics.checkpoint_written
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
@@ -245,27 +247,12 @@ class Broker:
         log.info("broker %d metrics at http://%s:%d/metrics", cfg.broker_id, host or "*", port)
 
     async def _duties(self) -> None:
-        """Flush by time, retention, delayed deletes, high-watermark checkpoints, expired
-        committed offsets."""
-        cfg = self.config
-        interval = min(
-            cfg["log.flush.scheduler.interval.ms"], cfg["log.retention.check.interval.ms"], 1000
-        )
-        last_checkpoint = last_offsets_expiry = now_ms()
-        expiration = cfg["transactional.id.expiration.ms"]
+        """The time-driven duties (broker/server/duties.py), about once a second."""
+        duties = Duties(self.config, self.ctx, now_ms())
         while True:
-            await asyncio.sleep(interval / 1000)
-            t = now_ms()
+            await asyncio.sleep(duties.tick_ms / 1000)
             try:
-                self.ctx.replicas.logs.tick(t)
-                for partition in self.ctx.replicas.partitions.values():
-                    partition.producers.expire(t, expiration)
-                if t - last_checkpoint >= cfg["replica.high.watermark.checkpoint.interval.ms"]:
-                    self.ctx.replicas.logs.checkpoint(self.ctx.replicas.high_watermarks())
-                    last_checkpoint = t
-                if t - last_offsets_expiry >= cfg["offsets.retention.check.interval.ms"]:
-                    self.ctx.groups.expire_offsets()
-                    last_offsets_expiry = t
+                duties.run(now_ms())
             except Exception:
                 log.exception("background duty failed; retrying next tick")
 

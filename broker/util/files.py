@@ -40,7 +40,11 @@ def fsync_dir(directory: str | os.PathLike) -> None:
 
 
 def write_atomically(
-    path: str | os.PathLike, data: bytes | str, *, temp: str | os.PathLike | None = None
+    path: str | os.PathLike,
+    data: bytes | str,
+    *,
+    temp: str | os.PathLike | None = None,
+    durable: bool = True,
 ) -> None:
     """Replace the file at `path` with `data` (str is written as UTF-8), durably.
 
@@ -48,6 +52,10 @@ def write_atomically(
     directory), which is fsynced, renamed over `path` and followed by an fsync of the
     directory. Readers see the old file or the new one, never a part; on an error the
     temporary file is removed and the old file is left as it was.
+
+    `durable=False` skips both fsyncs, for a file whose loss or garbling in a power
+    failure its reader detects and repairs (the renamed file may then be missing, empty
+    or partly written; a process crash alone leaves it whole).
     """
     path = Path(path)
     temp = Path(temp) if temp is not None else path.with_name(path.name + TEMP_SUFFIX)
@@ -57,11 +65,13 @@ def write_atomically(
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o666)
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(temp, path)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
-    fsync_dir(path.parent)
+    if durable:
+        fsync_dir(path.parent)
