@@ -73,7 +73,7 @@ def test_two_thousand_partitions_cost_work_bounded_by_brokers(cluster_factory):
         before, after, "kafka_controller_zookeeper_operations_total", event="TopicChange"
     )
     assert ops[controller] >= PARTITIONS  # the states were written: as operations of multis
-    lai = brokers.delta(before, after, "kafka_requests_total", api="LeaderAndIsr")
+    lai = brokers.delta(before, after, "kafka_requests_total", api="leader_and_isr")
     assert all(1 <= n <= LEADER_AND_ISR_PER_EVENT for n in lai.values()), lai
 
     # -- one acks=all record per partition ----------------------------------------------
@@ -112,7 +112,7 @@ def test_two_thousand_partitions_cost_work_bounded_by_brokers(cluster_factory):
         before, after, "kafka_controller_zookeeper_requests_total", event="BrokerChange"
     )
     assert 0 < zk[controller] <= ZK_REQUESTS_PER_EVENT, zk
-    lai = brokers.delta(before, after, "kafka_requests_total", api="LeaderAndIsr")
+    lai = brokers.delta(before, after, "kafka_requests_total", api="leader_and_isr")
     assert all(n <= 2 * LEADER_AND_ISR_PER_EVENT for n in lai.values()), lai
 
     # -- it comes back: every ISR is whole again ------------------------------------------
@@ -130,10 +130,10 @@ def test_two_thousand_partitions_cost_work_bounded_by_brokers(cluster_factory):
         after,
         "kafka_isr_write_zookeeper_operations_total",
     )
-    # About 1,333 ISR expansions (the partitions the restarted broker follows), written in
-    # batches: requests bounded by batches, operations one per partition (plus
-    # notifications).
-    assert sum(expanded.values()) >= PARTITIONS * 2 // 3, expanded
+    # 2,000 ISR expansions (at replication factor 3 on three brokers the restarted broker
+    # holds every partition), written in batches: requests bounded by batches, operations
+    # one per partition (plus the notifications).
+    assert sum(expanded.values()) >= PARTITIONS, expanded
     assert sum(writes.values()) <= 4 * ZK_REQUESTS_PER_EVENT, writes
     # The controller reads each changed partition's state (pipelined, as Kafka's does):
     # one read per partition at most, no per-partition writes.
