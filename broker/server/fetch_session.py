@@ -37,9 +37,8 @@ import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode
-
-TopicPartition = tuple[str, int]
 
 INITIAL_EPOCH = 0
 FINAL_EPOCH = -1

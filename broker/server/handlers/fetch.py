@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 
+from broker.cluster import TopicPartition
 from broker.log.log import OffsetOutOfRange
 from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
@@ -20,7 +21,7 @@ from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
-from broker.server.fetch_session import SessionFetch, SessionKey, TopicPartition, requested
+from broker.server.fetch_session import SessionFetch, SessionKey, requested
 from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import (
     Answer,
