@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from broker.config.definition import ConfigDef, at_least, between, one_of
+from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
 from broker.log.config import LogConfig, cleanup_policy_problem, message_format_version_problem
 from broker.server.replication_quota import (
     FOLLOWER_REPLICAS,
@@ -333,7 +333,12 @@ def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
         changes["cleanup_policy"] = tuple(values["cleanup.policy"])
     if values.get("message.timestamp.type") is not None:
         changes["log_append_time"] = values["message.timestamp.type"] == "LogAppendTime"
-    return dataclasses.replace(base, **changes)
+    try:
+        return dataclasses.replace(base, **changes)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # LogConfig's checks across keys (min > max compaction lag)
+        raise ConfigError(str(exc)) from None
 
 
 class TopicConfigs:
