@@ -27,7 +27,13 @@ from broker.config.listeners import (
     split_override,
 )
 from broker.log.cleaner import CleanerConfig
-from broker.log.config import LogConfig, cleanup_policy_problem
+from broker.log.config import (
+    LONG_MAX,
+    MESSAGE_FORMAT_VERSION_DEFAULT,
+    LogConfig,
+    cleanup_policy_problem,
+    message_format_version_problem,
+)
 from broker.security.acl import AclError, parse_principal
 from broker.security.authorizer import parse_super_users
 from broker.security.principal import principal_rules_problem
@@ -45,6 +51,11 @@ def _super_users(value: str) -> str | None:
         except AclError as exc:
             return str(exc)
     return None
+
+
+def _or(value: Any, fallback: Any) -> Any:
+    """A key that may be unset, else the value it falls back to."""
+    return fallback if value is None else value
 
 
 def _log_dirs(value: list[str]) -> str | None:
@@ -396,6 +407,28 @@ SERVER_CONFIG = (
         synonyms=("log.roll.hours",),
     )
     .define(
+        "log.roll.jitter.hours",
+        "int",
+        0,
+        "Each new segment rolls a random amount below min(this, the roll time) earlier, so "
+        "that segments created together do not roll together (topic override: "
+        "segment.jitter.ms).",
+        validator=at_least(0),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.roll.jitter.ms",
+        "long",
+        None,
+        "Overrides log.roll.jitter.hours when set.",
+        optional=True,
+        validator=at_least(0),
+        group="log",
+        dynamic=True,
+        synonyms=("log.roll.jitter.hours",),
+    )
+    .define(
         "log.retention.hours",
         "int",
         168,
@@ -473,8 +506,29 @@ SERVER_CONFIG = (
         "log.index.interval.bytes",
         "int",
         4096,
-        "Bytes of log between two offset index entries.",
-        validator=at_least(1),
+        "Bytes of log between two offset index entries (topic override: index.interval.bytes).",
+        validator=at_least(0),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.index.size.max.bytes",
+        "int",
+        10485760,
+        "The largest offset or time index of a segment: at most this / 8 offset entries and "
+        "this / 12 time entries; a segment whose index is full rolls (topic override: "
+        "segment.index.bytes).",
+        validator=at_least(4),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.preallocate",
+        "boolean",
+        False,
+        "Create each new segment file log.segment.bytes long (sparse) and cut it to its data "
+        "when it rolls or closes; recovery cuts the zeros a crash leaves (topic override: "
+        "preallocate).",
         group="log",
         dynamic=True,
     )
@@ -490,12 +544,31 @@ SERVER_CONFIG = (
         dynamic=True,
     )
     .define(
-        "file.delete.delay.ms",
+        "log.segment.delete.delay.ms",
         "long",
         60000,
-        "Delay before a segment removed by retention is "
-        "unlinked; fetches in flight may still read it.",
+        "Delay before a segment removed by retention, compaction or topic deletion is "
+        "unlinked; fetches in flight may still read it (topic override: file.delete.delay.ms).",
         validator=at_least(0),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.message.format.version",
+        "string",
+        MESSAGE_FORMAT_VERSION_DEFAULT,
+        "Deprecated, and ignored as by Kafka 3.x with an inter-broker protocol of 3.0 or "
+        "later: batches are always stored in the v2 format. A known Kafka version (0.10.2, "
+        "2.8, 3.0-IV1, ...) is accepted (topic override: message.format.version).",
+        validator=message_format_version_problem,
+        group="log",
+    )
+    .define(
+        "log.message.downconversion.enable",
+        "boolean",
+        True,
+        "No effect: this broker never down-converts batches (its Fetch starts at v4, whose "
+        "clients read the v2 format) (topic override: message.downconversion.enable).",
         group="log",
         dynamic=True,
     )
@@ -579,6 +652,17 @@ SERVER_CONFIG = (
         "Records stay uncompacted at least this long: a segment whose newest record is "
         "younger is not cleaned (topic override: min.compaction.lag.ms).",
         validator=at_least(0),
+        group="log cleaner",
+        dynamic=True,
+    )
+    .define(
+        "log.cleaner.max.compaction.lag.ms",
+        "long",
+        LONG_MAX,
+        "Records stay uncompacted at most about this long: a compacted log whose oldest "
+        "dirty segment's first batch is older is cleaned whatever its dirty ratio, and its "
+        "active segment rolls by then (KIP-354; topic override: max.compaction.lag.ms).",
+        validator=at_least(1),
         group="log cleaner",
         dynamic=True,
     )
@@ -1065,9 +1149,9 @@ class BrokerConfig:
             retention_ms=self.retention_ms,
             retention_bytes=v["log.retention.bytes"],
             flush_interval_messages=v["log.flush.interval.messages"],
-            flush_interval_ms=v["log.flush.interval.ms"],
+            flush_interval_ms=_or(v["log.flush.interval.ms"], LONG_MAX),
             index_interval_bytes=v["log.index.interval.bytes"],
-            file_delete_delay_ms=v["file.delete.delay.ms"],
+            file_delete_delay_ms=v["log.segment.delete.delay.ms"],
             max_message_bytes=v["message.max.bytes"],
             log_append_time=v["log.message.timestamp.type"] == "LogAppendTime",
             min_insync_replicas=v["min.insync.replicas"],
@@ -1076,6 +1160,10 @@ class BrokerConfig:
             delete_retention_ms=v["log.cleaner.delete.retention.ms"],
             min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],
             min_compaction_lag_ms=v["log.cleaner.min.compaction.lag.ms"],
+            segment_jitter_ms=_or(v["log.roll.jitter.ms"], v["log.roll.jitter.hours"] * HOUR_MS),
+            segment_index_bytes=v["log.index.size.max.bytes"],
+            preallocate=v["log.preallocate"],
+            max_compaction_lag_ms=v["log.cleaner.max.compaction.lag.ms"],
         )
 
     @property

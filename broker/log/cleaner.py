@@ -5,7 +5,8 @@ The work is split between the broker's event loop and the cleaner threads, becau
 Log is not thread-safe (the event loop drives it) and cleaning is long CPU work:
 
 1. On the event loop, `grab_filthiest` picks the compacted log with the largest dirty
-   ratio above its min.cleanable.dirty.ratio (or whose tombstones are due to go), and
+   ratio above its min.cleanable.dirty.ratio (or whose oldest dirty record passed its
+   max.compaction.lag.ms, or whose tombstones are due to go), and
    takes a snapshot: the segments to read, each as a `dup` of its fd (so retention may
    rename, close and unlink the segment meanwhile), their sizes and offsets, the log's
    config, its truncation count, its high watermark and the last batch of each known
@@ -48,6 +49,7 @@ from broker.log.compaction import (
     cleanable_range,
     group_segments,
     map_batch,
+    max_compaction_delay,
 )
 from broker.log.config import LogConfig
 from broker.log.log import Log
@@ -311,7 +313,8 @@ class LogCleaner:
 
     def grab_filthiest(self, now_ms: int | None = None) -> CleanJob | None:
         """The job cleaning the dirtiest compacted log whose dirty ratio passes its
-        min.cleanable.dirty.ratio, or whose kept tombstones are due to go; None if none."""
+        min.cleanable.dirty.ratio, whose oldest dirty record is older than its
+        max.compaction.lag.ms, or whose kept tombstones are due to go; None if none."""
         now = self._now_ms() if now_ms is None else now_ms
         best: tuple[float, Log, CleanableRange, PartitionState] | None = None
         for each in self.logs.logs():
@@ -323,8 +326,9 @@ class LogCleaner:
             state = self._partition_state(each)
             if state is None:
                 continue
+            infos = [_info(s) for s in each.segments]
             checked = cleanable_range(
-                [_info(s) for s in each.segments],
+                infos,
                 self._checkpoint_of(each),
                 each.log_start_offset,
                 state.high_watermark,
@@ -334,7 +338,11 @@ class LogCleaner:
             ratio = checked.dirty_ratio
             horizon = self._earliest_horizon.get(tp)
             due = horizon is not None and horizon <= now
-            if not ((checked.dirty_bytes and ratio > each.config.min_cleanable_dirty_ratio) or due):
+            must_clean = (
+                ratio > each.config.min_cleanable_dirty_ratio
+                or max_compaction_delay(infos, checked.first_dirty, each.config, now) > 0
+            )
+            if not ((checked.dirty_bytes and must_clean) or due):
                 continue
             if best is None or ratio > best[0]:
                 best = (ratio, each, checked, state)
@@ -522,7 +530,11 @@ def _tp(job: CleanJob) -> TopicPartition:
 
 def _info(segment: LogSegment) -> SegmentInfo:
     return SegmentInfo(
-        segment.base_offset, segment.next_offset, segment.size, segment.largest_timestamp()
+        segment.base_offset,
+        segment.next_offset,
+        segment.size,
+        segment.largest_timestamp(),
+        segment.first_batch_timestamp,
     )
 
 

@@ -32,6 +32,8 @@ class SegmentInfo(NamedTuple):
     next_offset: int
     size: int
     largest_timestamp: int
+    # maxTimestamp of its first batch (-1: none): what max.compaction.lag.ms measures.
+    first_batch_timestamp: int = -1
 
 
 class CleanableRange(NamedTuple):
@@ -89,6 +91,27 @@ def cleanable_range(
         else:
             dirty += segment.size
     return CleanableRange(first_dirty, first_uncleanable, clean, dirty)
+
+
+def max_compaction_delay(
+    segments: Sequence[SegmentInfo], first_dirty: int, config: LogConfig, now_ms: int
+) -> int:
+    """How long past its max.compaction.lag.ms the oldest dirty record of a log is (0:
+    not yet), by LogCleanerManager's rule (KIP-354): the earliest first-batch timestamp
+    of the dirty segments below the active one, against now - max.compaction.lag.ms.
+    A log with a delay is cleaned whatever its dirty ratio."""
+    earliest = min(
+        (
+            s.first_batch_timestamp
+            for s in segments[:-1]
+            if s.next_offset > first_dirty and s.first_batch_timestamp > 0
+        ),
+        default=None,
+    )
+    clean_until = now_ms - max(config.max_compaction_lag_ms, 0)
+    if earliest is None or earliest >= clean_until:
+        return 0
+    return clean_until - earliest
 
 
 def records_of(header: BatchHeader, batch) -> tuple[bytes, list[RecordSpan]]:

@@ -14,6 +14,10 @@ recovery point, and recovery rebuilds their indexes.
 - `.timeindex`: timestamp int64 + relative offset int32: the largest batch maxTimestamp
   seen so far in the segment and the base offset of the batch that first reached it.
   Timestamps strictly increase along the file.
+
+Each index holds at most `max_entries` (segment.index.bytes / entry size, as Kafka sizes
+its index files); a segment with a full index takes no more entries and rolls at its
+next append (log.py).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import struct
 from array import array
 from pathlib import Path
 
+from broker.log.config import INT32_MAX
 from broker.util.files import write_all
 
 
@@ -44,6 +49,15 @@ class SparseIndex:
         self._synced = False
         # False for a new segment's index until its first entry or its seal (`create`).
         self._exists = True
+        # segment.index.bytes // ENTRY.size for an active segment (`set_max_bytes`).
+        self.max_entries = INT32_MAX
+
+    def set_max_bytes(self, max_bytes: int) -> None:
+        self.max_entries = max_bytes // self.ENTRY.size
+
+    @property
+    def is_full(self) -> bool:
+        return len(self.keys) >= self.max_entries
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -144,7 +158,8 @@ class OffsetIndex(SparseIndex):
     KEY_TYPE = "i"
 
     def append_entry(self, offset: int, position: int) -> None:
-        self.append(offset - self.base_offset, position)
+        if not self.is_full:
+            self.append(offset - self.base_offset, position)
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """(offset, position) of the last indexed batch starting at or before `offset`;
@@ -183,9 +198,17 @@ class TimeIndex(SparseIndex):
     ENTRY = struct.Struct(">qi")
     KEY_TYPE = "q"
 
-    def maybe_append(self, timestamp: int, offset: int) -> None:
+    @property
+    def is_full(self) -> bool:
+        # One entry is kept for the seal's: a sealed segment's time index must end with
+        # its max timestamp (what retention compares after a restart).
+        return len(self.keys) >= self.max_entries - 1
+
+    def maybe_append(self, timestamp: int, offset: int, sealing: bool = False) -> None:
         """Add an entry only when the max timestamp grew (keys stay strictly increasing)."""
         if timestamp < 0 or (self.keys and timestamp <= self.keys[-1]):
+            return
+        if self.is_full and not sealing:
             return
         self.append(timestamp, offset - self.base_offset)
 

@@ -153,9 +153,11 @@ class Log:
         for segment, following in zip(segments, segments[1:], strict=False):
             segment.next_offset = following.base_offset
         if not segments:
-            segments = [LogSegment.create(directory, log_start_offset, interval)]
+            segments = [_new_segment(directory, log_start_offset, config)]
         _recover(segments, recovery_point)
         active = segments[-1]
+        active.set_index_size(config.segment_index_bytes)
+        active.roll_jitter_ms = config.random_segment_jitter()
         if active.size:
             active.created_ms = now_ms()
         end = active.next_offset
@@ -197,7 +199,7 @@ class Log:
         and its own entry in the log dir are made durable by the first flush that has
         data to make durable (`flush`), not here. Creating a partition therefore costs
         no disk sync, which matters when one LeaderAndIsr creates thousands."""
-        segment = LogSegment.create(directory, log_start_offset, config.index_interval_bytes)
+        segment = _new_segment(directory, log_start_offset, config)
         name = f"{topic}-{partition}"
         epochs = LeaderEpochCache(
             directory / LEADER_EPOCH_FILE, (), name, first_write_durable=False
@@ -348,7 +350,8 @@ class Log:
             return self._segments[-1]
         if (
             active.size + size > self._config.segment_bytes
-            or now - active.created_ms > self._config.segment_ms
+            or now - active.created_ms > self._config.max_segment_ms - active.roll_jitter_ms
+            or active.indexes_full
             or overflow
         ):
             active.seal()
@@ -367,7 +370,7 @@ class Log:
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         self._dir_dirty = True
-        return LogSegment.create(self._dir, base_offset, self._config.index_interval_bytes)
+        return _new_segment(self._dir, base_offset, self._config)
 
     # -- reading ----------------------------------------------------------------------
     def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
@@ -742,6 +745,17 @@ class Log:
 
 def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
+
+
+def _new_segment(directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
+    """A new active segment as `config` shapes it: preallocated, its index size and its
+    own roll jitter (docs/contracts/topic-configs.md)."""
+    segment = LogSegment.create(
+        directory, base_offset, config.index_interval_bytes, preallocate=config.init_file_size
+    )
+    segment.set_index_size(config.segment_index_bytes)
+    segment.roll_jitter_ms = config.random_segment_jitter()
+    return segment
 
 
 def _window_for(config: LogConfig) -> int:

@@ -220,11 +220,9 @@ class LogManager:
             if each.has_unflushed_sealed_segments:
                 # Kafka flushes a rolled segment right after the roll.
                 each.flush(each.active_segment.base_offset)
-            interval = each.config.flush_interval_ms
             if (
-                interval is not None
-                and each.log_end_offset > each.recovery_point
-                and now - each.last_flush_ms >= interval
+                each.log_end_offset > each.recovery_point
+                and now - each.last_flush_ms >= each.config.flush_interval_ms
             ):
                 each.flush()
             if each.pending_deletions:

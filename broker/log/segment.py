@@ -90,6 +90,14 @@ class LogSegment:
         self._bytes_since_index_entry = 0
         # Density of index entries when this segment rebuilds its indexes on its own.
         self.index_interval = index_interval
+        # segment.jitter.ms: this segment rolls this much before segment.ms (chosen by
+        # the log when it creates the segment).
+        self.roll_jitter_ms = 0
+        # The file was created longer than its data (preallocate): written with pwrite at
+        # `size`, and cut to `size` when sealed or closed.
+        self._preallocated = False
+        # maxTimestamp of the first batch, read once (None: not read yet).
+        self._first_batch_timestamp: int | None = None
 
     # -- files ------------------------------------------------------------------------
     @property
@@ -98,11 +106,24 @@ class LogSegment:
 
     @classmethod
     def create(
-        cls, directory: Path, base_offset: int, index_interval: int, suffix: str = ""
+        cls,
+        directory: Path,
+        base_offset: int,
+        index_interval: int,
+        suffix: str = "",
+        preallocate: int = 0,
     ) -> LogSegment:
+        """A new empty segment; with `preallocate` its file is made that long at once
+        (sparse, as Kafka's setLength), and what follows the data is zeros until the
+        seal cuts it. A crash leaves the zeros; recovery cuts them (no batch has magic 0)."""
         path = directory / (segment_name(base_offset) + LOG_SUFFIX + suffix)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        # Appends go to `size`, not to the end of a preallocated file: no O_APPEND there.
+        append = 0 if preallocate else os.O_APPEND
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | append | os.O_CLOEXEC, 0o644)
         segment = cls(directory, base_offset, fd, 0, index_interval, suffix)
+        if preallocate:
+            os.ftruncate(fd, preallocate)
+            segment._preallocated = True
         segment.offset_index.create()
         segment.time_index.create()
         segment._indexes_ready = True
@@ -115,6 +136,16 @@ class LogSegment:
         path = directory / (segment_name(base_offset) + LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CLOEXEC)
         return cls(directory, base_offset, fd, os.fstat(fd).st_size, index_interval, suffix)
+
+    def set_index_size(self, max_bytes: int) -> None:
+        """segment.index.bytes: the most each index of this segment may hold."""
+        self.offset_index.set_max_bytes(max_bytes)
+        self.time_index.set_max_bytes(max_bytes)
+
+    @property
+    def indexes_full(self) -> bool:
+        """An index has no room left: the segment must roll before the next append."""
+        return self.offset_index.is_full or self.time_index.is_full
 
     def index_files_look_sane(self) -> bool:
         """The cheap start-up check: both index files exist with whole entries."""
@@ -154,7 +185,10 @@ class LogSegment:
         self._ensure_indexes()
         start = self.size
         try:
-            write_all(self.fd, data)
+            if self._preallocated:
+                _pwrite_all(self.fd, data, start)
+            else:
+                write_all(self.fd, data)
         except OSError:
             # Never leave a torn batch behind a failed write (disk full, I/O error).
             os.ftruncate(self.fd, start)
@@ -182,12 +216,23 @@ class LogSegment:
     def seal(self) -> None:
         """Becoming inactive: record the final max timestamp and write the index files."""
         self._ensure_indexes()
-        self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
+        self._trim()
+        self.time_index.maybe_append(
+            self._max_timestamp, self._offset_of_max_timestamp, sealing=True
+        )
         self.offset_index.write()
         self.time_index.write()
         # A sealed segment is trusted at start-up only if both files are there.
         self.offset_index.ensure_file()
         self.time_index.ensure_file()
+
+    def _trim(self) -> None:
+        """Cut a preallocated file to its data: sealed and closed segments end there (the
+        next start-up trusts their size)."""
+        if self._preallocated and self.fd >= 0:
+            os.ftruncate(self.fd, self.size)
+            self._preallocated = False
+            self.dirty = True
 
     def flush(self) -> None:
         if self.dirty:
@@ -204,6 +249,7 @@ class LogSegment:
         magic, offsets or CRC). Returns the number of bytes cut off."""
         self.offset_index.clear()
         self.time_index.clear()
+        self._first_batch_timestamp = None
         self._max_timestamp = self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
         pos, expected = 0, self.base_offset
@@ -337,6 +383,17 @@ class LogSegment:
         self._ensure_indexes()
         return self._offset_of_max_timestamp
 
+    @property
+    def first_batch_timestamp(self) -> int:
+        """maxTimestamp of the first batch (-1 for an empty segment): what the cleaner
+        holds against max.compaction.lag.ms. One header read, then remembered."""
+        if self.size == 0:
+            return -1
+        if self._first_batch_timestamp is None:
+            _, header = next(self.headers(0, self.size, HEADER_SIZE))
+            self._first_batch_timestamp = header.max_timestamp
+        return self._first_batch_timestamp
+
     def largest_timestamp(self) -> int:
         """What retention compares: the max record timestamp, else the file's mtime (Kafka)."""
         if self.max_timestamp >= 0:
@@ -364,6 +421,7 @@ class LogSegment:
 
     def close(self) -> None:
         if self.fd >= 0:
+            self._trim()
             os.close(self.fd)
             self.fd = -1
 
@@ -373,3 +431,11 @@ class LogSegment:
 
     def __repr__(self) -> str:
         return f"LogSegment({self.log_path.name}, size={self.size}, next_offset={self.next_offset})"
+
+
+def _pwrite_all(fd: int, data, position: int) -> None:
+    """Write all of `data` at `position` (a preallocated file: its end is not the data's)."""
+    view = memoryview(data)
+    while view:
+        written = os.pwrite(fd, view, position)
+        view, position = view[written:], position + written

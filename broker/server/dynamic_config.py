@@ -241,10 +241,13 @@ class DynamicConfigs:
                 own = Synonym(key.name, overrides[key.name], ConfigSource.DYNAMIC_TOPIC_CONFIG)
                 synonyms.insert(0, own)
             source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
-            if key.name in overrides and not key.synonyms:
-                value = overrides[key.name]  # a topic-only key: nothing else to resolve
-            else:
-                value = effective_value(key.name, config)
+            value = effective_value(key.name, config)
+            if value is None:
+                # A key LogConfig does not hold: the first synonym is the one in force
+                # (the topic's override, else its broker key's layer, else that key's
+                # default), else the topic key's own default. Never null: what is
+                # described can be written back (docs/contracts/topic-configs.md).
+                value = synonyms[0].value if synonyms else key.format(key.default)
             entries.append(ConfigEntry(key, value, source, False, synonyms))
         return entries
 

@@ -6,13 +6,23 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from broker.config.definition import ConfigDef, at_least, between, one_of
-from broker.log.config import LogConfig, cleanup_policy_problem
+from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
+from broker.log.config import LogConfig, cleanup_policy_problem, message_format_version_problem
 from broker.server.replication_quota import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
     throttled_replicas_problem,
 )
+
+
+def _tiered_storage_problem(enabled: bool) -> str | None:
+    if enabled:
+        return (
+            "Tiered Storage functionality is disabled in the broker. "
+            "Topic cannot be configured with remote log storage."
+        )
+    return None
+
 
 TOPIC_CONFIG = (
     ConfigDef("Topic overrides (CreateTopics configs; changed by AlterConfigs)")
@@ -142,6 +152,123 @@ TOPIC_CONFIG = (
         validator=at_least(0),
         synonyms=("log.cleaner.min.compaction.lag.ms",),
     )
+    .define(
+        "max.compaction.lag.ms",
+        "long",
+        None,
+        "Overrides log.cleaner.max.compaction.lag.ms: a compacted log whose oldest dirty "
+        "segment's first batch is older than this is cleaned whatever its dirty ratio, and "
+        "its active segment rolls by then (KIP-354).",
+        optional=True,
+        validator=at_least(1),
+        synonyms=("log.cleaner.max.compaction.lag.ms",),
+    )
+    # -- segment files (issue 24: Kafka's remaining topic keys) --
+    .define(
+        "segment.jitter.ms",
+        "long",
+        None,
+        "Overrides log.roll.jitter.ms: each new segment rolls a random amount below "
+        "min(this, segment.ms) earlier than segment.ms.",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.roll.jitter.ms",),
+    )
+    .define(
+        "segment.index.bytes",
+        "int",
+        None,
+        "Overrides log.index.size.max.bytes: the offset index of a segment holds at most "
+        "this / 8 entries and its time index this / 12; a segment with a full index rolls.",
+        optional=True,
+        validator=at_least(4),
+        synonyms=("log.index.size.max.bytes",),
+    )
+    .define(
+        "index.interval.bytes",
+        "int",
+        None,
+        "Overrides log.index.interval.bytes: bytes of log between two index entries.",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.index.interval.bytes",),
+    )
+    .define(
+        "preallocate",
+        "boolean",
+        None,
+        "Overrides log.preallocate: new segment files are created segment.bytes long and cut "
+        "to their data when they roll or close.",
+        optional=True,
+        synonyms=("log.preallocate",),
+    )
+    .define(
+        "file.delete.delay.ms",
+        "long",
+        None,
+        "Overrides log.segment.delete.delay.ms: how long a segment removed by retention, "
+        "compaction or topic deletion stays readable (renamed .deleted) before it is unlinked.",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.segment.delete.delay.ms",),
+    )
+    # -- accepted for Kafka's tools, no effect here (docs/contracts/topic-configs.md) --
+    .define(
+        "message.format.version",
+        "string",
+        None,
+        "Overrides log.message.format.version. Deprecated and ignored, as by Kafka 3.x with "
+        "an inter-broker protocol of 3.0 or later: batches are always stored in the v2 "
+        "format. Validated as Kafka does (a known version such as 0.10.2, 2.8 or 3.0-IV1).",
+        optional=True,
+        validator=message_format_version_problem,
+        synonyms=("log.message.format.version",),
+    )
+    .define(
+        "message.downconversion.enable",
+        "boolean",
+        None,
+        "Overrides log.message.downconversion.enable. No effect: this broker never "
+        "down-converts (it answers Fetch v4+ only, whose clients read v2 batches).",
+        optional=True,
+        synonyms=("log.message.downconversion.enable",),
+    )
+    .define(
+        "remote.storage.enable",
+        "boolean",
+        False,
+        "Tiered storage (KIP-405) is not supported: `false` is accepted, `true` is refused as "
+        "by a Kafka 3.x broker whose remote.log.storage.system.enable is false.",
+        validator=_tiered_storage_problem,
+    )
+    .define(
+        "local.retention.ms",
+        "long",
+        -2,
+        "Tiered storage's local retention (-2: retention.ms). Accepted, no effect: tiered "
+        "storage is not supported.",
+        validator=at_least(-2),
+    )
+    .define(
+        "local.retention.bytes",
+        "long",
+        -2,
+        "Tiered storage's local retention (-2: retention.bytes). Accepted, no effect: "
+        "tiered storage is not supported.",
+        validator=at_least(-2),
+    )
+    .define(
+        "remote.log.copy.disable",
+        "boolean",
+        False,
+        "Tiered storage (Kafka 3.8+). Accepted, no effect: tiered storage is not supported.",
+    )
+    .define(
+        "remote.log.delete.on.disable",
+        "boolean",
+        False,
+        "Tiered storage (Kafka 3.9+). Accepted, no effect: tiered storage is not supported.",
+    )
     # -- replication throttles (broker/server/replication_quota.py) --
     .define(
         LEADER_REPLICAS,
@@ -174,15 +301,23 @@ _LOG_FIELDS = {
     "delete.retention.ms": "delete_retention_ms",
     "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
     "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "segment.jitter.ms": "segment_jitter_ms",
+    "segment.index.bytes": "segment_index_bytes",
+    "index.interval.bytes": "index_interval_bytes",
+    "preallocate": "preallocate",
+    "file.delete.delay.ms": "file_delete_delay_ms",
 }
 
 
 def effective_value(name: str, config: LogConfig) -> str | None:
     """Topic key `name` as it applies in `config` (a topic's LogConfig), in the key's
-    string form (what DescribeConfigs shows)."""
+    string form (what DescribeConfigs shows); None for a key LogConfig does not hold (the
+    throttled replicas, the keys without effect): its value is the topic's override, else
+    its broker synonym's, else its default (DynamicConfigs.describe_topic)."""
     key = TOPIC_CONFIG.keys[name]
-    if name in (LEADER_REPLICAS, FOLLOWER_REPLICAS):
-        return ""  # no broker-wide value: a topic's own or none
+    if name not in _LOG_FIELDS and name not in ("cleanup.policy", "message.timestamp.type"):
+        return None
     if name == "cleanup.policy":
         return key.format(config.cleanup_policy)
     if name == "message.timestamp.type":
@@ -198,7 +333,12 @@ def apply_overrides(base: LogConfig, overrides: dict[str, Any]) -> LogConfig:
         changes["cleanup_policy"] = tuple(values["cleanup.policy"])
     if values.get("message.timestamp.type") is not None:
         changes["log_append_time"] = values["message.timestamp.type"] == "LogAppendTime"
-    return dataclasses.replace(base, **changes)
+    try:
+        return dataclasses.replace(base, **changes)
+    except ConfigError:
+        raise
+    except ValueError as exc:  # LogConfig's checks across keys (min > max compaction lag)
+        raise ConfigError(str(exc)) from None
 
 
 class TopicConfigs:

@@ -25,7 +25,7 @@ TOPIC_CONFIG = {
     "min.cleanable.dirty.ratio": "0.01",
     "delete.retention.ms": str(RETENTION_MS),
 }
-BROKER = {"log.cleaner.backoff.ms": "100", "file.delete.delay.ms": "0"}
+BROKER = {"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"}
 
 
 def latest_by_kafka_python(bootstrap: str, topic: str) -> tuple[dict, list[int]]:

@@ -13,7 +13,7 @@ def test_roll_by_size_and_retention_by_bytes(broker_factory):
             "log.segment.bytes": "4096",
             "log.retention.bytes": "20000",
             "log.retention.check.interval.ms": "200",
-            "file.delete.delay.ms": "0",
+            "log.segment.delete.delay.ms": "0",
         }
     )
     producer = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=0)
@@ -50,7 +50,7 @@ def test_retention_by_time(broker_factory):
             "log.segment.bytes": "2048",
             "log.retention.ms": "1000",
             "log.retention.check.interval.ms": "200",
-            "file.delete.delay.ms": "0",
+            "log.segment.delete.delay.ms": "0",
         }
     )
     producer = KafkaProducer(bootstrap_servers=b.bootstrap, linger_ms=0)

@@ -30,7 +30,7 @@ SEGMENT_BYTES = 1024  # the smallest segment.bytes: many segments from few recor
 RETAINED_BYTES = 3000
 DYNAMIC_TOPIC, DEFAULT = ConfigSource.DYNAMIC_TOPIC_CONFIG.value, ConfigSource.DEFAULT_CONFIG.value
 # Broker keys that make retention and deleted files visible quickly.
-QUICK_RETENTION = {"log.retention.check.interval.ms": "200", "file.delete.delay.ms": "0"}
+QUICK_RETENTION = {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
 
 
 def segments(log_dir: Path, topic: str, partition: int = 0) -> list[Path]:

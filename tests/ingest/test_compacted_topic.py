@@ -33,7 +33,7 @@ def survivors(bootstrap: str, end: int) -> list[int]:
 
 
 def test_the_ledger_counts_compaction_gaps_as_skipped(broker_factory, tmp_path):
-    b = broker_factory({"log.cleaner.backoff.ms": "100", "file.delete.delay.ms": "0"})
+    b = broker_factory({"log.cleaner.backoff.ms": "100", "log.segment.delete.delay.ms": "0"})
     registry = RegistryProcess(tmp_path, bootstrap=b.bootstrap).start()
     try:
         with AdminClient(b.bootstrap) as admin:

@@ -19,7 +19,9 @@ from schemas.samples import events
 
 
 def test_gap_is_recorded_and_loading_continues(broker_factory, tmp_path):
-    b = broker_factory({"log.retention.check.interval.ms": "200", "file.delete.delay.ms": "0"})
+    b = broker_factory(
+        {"log.retention.check.interval.ms": "200", "log.segment.delete.delay.ms": "0"}
+    )
     registry = RegistryProcess(tmp_path, bootstrap=b.bootstrap).start()
     try:
         with AdminClient(b.bootstrap) as admin:

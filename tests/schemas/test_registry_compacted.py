@@ -21,7 +21,7 @@ BROKER = {
     "log.cleaner.min.cleanable.ratio": "0.05",
     "log.cleaner.backoff.ms": "100",
     "log.cleaner.delete.retention.ms": "2000",
-    "file.delete.delay.ms": "0",
+    "log.segment.delete.delay.ms": "0",
 }
 
 
