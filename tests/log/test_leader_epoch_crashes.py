@@ -29,7 +29,10 @@ class EpochFileVersions:
     def __init__(self, monkeypatch) -> None:
         self.written: list[str] = []
         self.synced: str | None = None
-        real_write, real_sync = leader_epoch_module.write_entry_lines, leader_epoch_module.fsync_file
+        real_write, real_sync = (
+            leader_epoch_module.write_entry_lines,
+            leader_epoch_module.fsync_file,
+        )
 
         def write(path, lines, durable=True):
             real_write(path, lines, durable=durable)
@@ -84,7 +87,9 @@ def parsed(epoch_file: str | None) -> list[tuple[int, int]]:
 
 
 def follower_batch(base_offset: int, epoch: int) -> bytes:
-    return build_batch([(None, b"f", 1_000, [])], base_offset=base_offset, partition_leader_epoch=epoch)
+    return build_batch(
+        [(None, b"f", 1_000, [])], base_offset=base_offset, partition_leader_epoch=epoch
+    )
 
 
 def test_any_epoch_file_version_next_to_any_surviving_log_is_repaired_exactly(
