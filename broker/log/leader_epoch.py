@@ -17,15 +17,20 @@ The file is rewritten at every change (a new epoch, a truncation, retention), at
 must not cost thousands of disk syncs. Durability follows the log's recovery point
 instead (docs/contracts/log.md, "Leader epochs"):
 
-- `sync` makes the file's current version durable; `Log.flush` calls it before the
-  recovery point moves, so every batch below the recovery point has its epoch in a
-  durable version of the file, and no later version a crash can leave lacks it;
-- at open, recovery walks the batches from the segment holding the recovery point on
-  (the only ones not known durable) and `replay` replaces the entries from there on
-  with those the batches give, keeping only an entry starting right at the log end (an
-  epoch that led but appended nothing left). A version of the file older or newer than
-  the surviving batches is thus repaired exactly; a file that does not parse, or one
-  whose entries before that point contradict the batches, is rebuilt from every batch.
+- `sync` makes the file's current version durable; the log calls it before its
+  recovery point moves (`Log.flush`, and the moves retention and a follower's restart
+  at its leader's log start make), so every batch below the recovery point has its
+  epoch in the durable version of the file and in every later one;
+- the log assigns a new epoch before it writes the batches, so the version a process
+  crash leaves (the page cache keeps it) never misses an epoch the log holds;
+- at open, when recovery found batches beyond the recovery point (it re-reads those
+  from the segment holding it), `replay` replaces the entries from that segment on
+  with those the re-read batches give, keeping only an entry starting right at the log
+  end (an epoch that led but appended nothing left), and the result is saved with
+  fsyncs before the recovery point moves to the log end. Whichever version of the file
+  survives a crash, older or newer than the surviving batches, is thus repaired
+  exactly; a file that does not parse, or whose entries before that segment contradict
+  the batches, is rebuilt from every batch.
 
 What a power failure can still lose is an epoch that appended nothing: its entry starts
 at the log end and no batch carries it. That epoch then answers OffsetForLeaderEpoch as
