@@ -6,7 +6,7 @@
 Format: a version line `0`, a count line, then one entry per line: `topic partition
 offset` in the offset checkpoints, `epoch start_offset` in the leader epoch file. Written
 atomically (`broker.util.files.write_atomically`), so a crash leaves either the old or the
-new file.
+new file; the leader epoch file without fsyncs (`durable=False`, see leader_epoch.py).
 """
 
 from __future__ import annotations

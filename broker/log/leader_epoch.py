@@ -12,17 +12,30 @@ leader's log (`end_offset_for`) and truncates its own log there: the exact point
 the two logs diverge, never blindly its high watermark. Consumers ask the same (KIP-320)
 to detect that the log they read was truncated under them.
 
-The file is rewritten (atomically, fsynced) at every change: a new epoch, a truncation.
-That is rare (leader changes, follower truncation, retention) and never per batch. The
-log assigns a new epoch before it writes the batches, so the file never misses an epoch
-the log holds; entries it has beyond the log end after a crash are dropped at open.
+The file is rewritten at every change (a new epoch, a truncation, retention), atomically
+(renamed into place) but WITHOUT fsyncs: a leader election on thousands of partitions
+must not cost thousands of disk syncs. Durability follows the log's recovery point
+instead (docs/contracts/log.md, "Leader epochs"):
 
-One exception: the first version of the file of a log that has none and holds no batch
-(a partition just created: its leader's first epoch) is written without fsyncs
-(`first_write_durable=False`). A power failure then leaves no file, an unreadable one
-(both rebuilt from the batches at open, exactly) or that first version whole, which is
-right for every batch appended after it; every later version is fsynced before the
-batches that need it, so an older version can never come back under newer batches.
+- `sync` makes the file's current version durable; the log calls it before its
+  recovery point moves (`Log.flush`, and the moves retention and a follower's restart
+  at its leader's log start make), so every batch below the recovery point has its
+  epoch in the durable version of the file and in every later one;
+- the log assigns a new epoch before it writes the batches, so the version a process
+  crash leaves (the page cache keeps it) never misses an epoch the log holds;
+- at open, when recovery found batches beyond the recovery point (it re-reads those
+  from the segment holding it), `replay` replaces the entries from that segment on
+  with those the re-read batches give, keeping only an entry starting right at the log
+  end (an epoch that led but appended nothing left), and the result is saved with
+  fsyncs before the recovery point moves to the log end. Whichever version of the file
+  survives a crash, older or newer than the surviving batches, is thus repaired
+  exactly; a file that does not parse, or whose entries before that segment contradict
+  the batches, is rebuilt from every batch.
+
+What a power failure can still lose is an epoch that appended nothing: its entry starts
+at the log end and no batch carries it. That epoch then answers OffsetForLeaderEpoch as
+an epoch this log never saw, as Kafka answers after it drops such an entry at load, and
+the controller's next LeaderAndIsr brings the partition's epoch from ZooKeeper.
 
 Not thread-safe: the broker drives every log from its one event-loop thread.
 """
@@ -36,6 +49,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import CorruptCheckpoint, read_entry_lines, write_entry_lines
+from broker.util.files import fsync_file
 
 log = logging.getLogger(__name__)
 
@@ -55,13 +69,12 @@ class LeaderEpochCache:
         path: Path,
         entries: Iterable[EpochEntry] = (),
         name: str = "",
-        first_write_durable: bool = True,
     ) -> None:
         self.path = Path(path)
         self._entries: list[EpochEntry] = []
         self._name = name or self.path.parent.name
-        # False only while no version of the file was ever written (see the module doc).
-        self._next_write_durable = first_write_durable
+        # The file holds a version not yet fsynced (see the module doc).
+        self._unsynced = False
         for entry in entries:
             self._add(EpochEntry(*entry))
 
@@ -97,8 +110,47 @@ class LeaderEpochCache:
         for epoch, base_offset in batches:
             if epoch >= 0:
                 cache._assign(EpochEntry(epoch, base_offset))
-        cache._write()
+        cache.save_durably()
         return cache
+
+    def replay(
+        self, from_offset: int, batches: Iterable[tuple[int, int]], log_end_offset: int
+    ) -> bool:
+        """Recovery: replace the entries starting at or after `from_offset` with those
+        that `batches` give ((partitionLeaderEpoch, base offset) of every batch of the log
+        from `from_offset` on, oldest first; -1 skipped), keeping an entry of the old ones
+        that starts exactly at `log_end_offset` (an epoch that appended nothing left) when
+        it is above them. Saves nothing (the caller does, see `save_durably`).
+
+        Returns False, changing nothing, when a batch carries an epoch below the latest
+        entry kept before `from_offset` (or below an earlier batch's): those entries do
+        not describe this log, and the caller rebuilds them from every batch."""
+        keep = bisect.bisect_left(self._entries, from_offset, key=_start_offset)
+        entries, dropped = self._entries[:keep], self._entries[keep:]
+        for epoch, base_offset in batches:
+            if epoch < 0:
+                continue
+            if entries and epoch < entries[-1].epoch:
+                return False
+            if not entries or epoch > entries[-1].epoch:
+                entries.append(EpochEntry(epoch, base_offset))
+        for entry in dropped:
+            # Every kept or replayed entry starts below the log end, so only its epoch can
+            # conflict.
+            if entry.start_offset == log_end_offset and (
+                not entries or entry.epoch > entries[-1].epoch
+            ):
+                entries.append(entry)
+        if entries != self._entries:
+            log.warning(
+                "%s: leader epochs repaired from the batches from offset %d on: %s -> %s",
+                self._name,
+                from_offset,
+                self._entries,
+                entries,
+            )
+            self._entries = entries
+        return True
 
     # -- queries ----------------------------------------------------------------------
     @property
@@ -144,10 +196,31 @@ class LeaderEpochCache:
         at = bisect.bisect_right(self._entries, offset, key=_start_offset)
         return self._entries[at - 1].epoch if at else UNDEFINED_EPOCH
 
+    @property
+    def synced(self) -> bool:
+        """Whether the file on disk is durable (no version written since the last sync)."""
+        return not self._unsynced
+
+    # -- durability -------------------------------------------------------------------
+    def sync(self) -> bool:
+        """fsync the file's current version if it is not durable yet. Returns whether it
+        did: its rename is then durable only once the caller fsyncs the directory."""
+        if not self._unsynced:
+            return False
+        fsync_file(self.path)
+        self._unsynced = False
+        return True
+
+    def save_durably(self) -> None:
+        """Write the file with its fsyncs (and its directory's): at open, before the
+        recovery point covers what recovery re-read."""
+        write_entry_lines(self.path, self._lines(), durable=True)
+        self._unsynced = False
+
     # -- changes ----------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` appended from `start_offset` on; saves the file when that
-        changes anything. Returns whether it did.
+        """Record that `epoch` appended from `start_offset` on; rewrites the file (no
+        fsync) when that changes anything. Returns whether it did.
 
         As Kafka (since 2.1): the same epoch again changes nothing unless it starts lower;
         otherwise the newest append wins: entries it conflicts with (an epoch at or above
@@ -220,10 +293,14 @@ class LeaderEpochCache:
             raise ValueError(f"leader epoch entries do not increase at {entry}")
         self._entries.append(entry)
 
+    def _lines(self) -> list[str]:
+        return [f"{e.epoch} {e.start_offset}" for e in self._entries]
+
     def _write(self) -> None:
-        lines = (f"{e.epoch} {e.start_offset}" for e in self._entries)
-        write_entry_lines(self.path, lines, durable=self._next_write_durable)
-        self._next_write_durable = True
+        # No fsync: Log.flush syncs the file before the recovery point passes its entries
+        # and recovery re-derives the rest (module doc).
+        write_entry_lines(self.path, self._lines(), durable=False)
+        self._unsynced = True
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._name}, {self._entries})"

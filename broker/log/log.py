@@ -154,7 +154,7 @@ class Log:
             segment.next_offset = following.base_offset
         if not segments:
             segments = [_new_segment(directory, log_start_offset, config)]
-        _recover(segments, recovery_point)
+        replay_from = _recover(segments, recovery_point)
         active = segments[-1]
         active.set_index_size(config.segment_index_bytes)
         active.roll_jitter_ms = config.random_segment_jitter()
@@ -162,15 +162,9 @@ class Log:
             active.created_ms = now_ms()
         end = active.next_offset
         start = min(max(log_start_offset, segments[0].base_offset), end)
-        epochs = _open_leader_epochs(directory, segments, f"{topic}-{partition}", config)
-        # A crash may have cut the tail after the file had its epoch, or stopped retention
-        # between deleting segments and saving the file. An epoch starting right at the
-        # log end stays (Kafka drops it, but takes the epoch from ZooKeeper): it appended
-        # nothing that is left, answers OffsetForLeaderEpoch as if it were not there, and
-        # keeps the partition's epoch from going back at a restart, e.g. after retention
-        # removed every batch.
-        epochs.truncate_from_end(end + 1)
-        epochs.truncate_from_start(start)
+        epochs = _open_leader_epochs(
+            directory, segments, f"{topic}-{partition}", config, replay_from, start, end
+        )
         opened = cls(directory, topic, partition, config, segments, start, now_ms, epochs)
         log.info(
             "opened log %s-%d: offsets %d..%d, %d segments",
@@ -201,9 +195,7 @@ class Log:
         no disk sync, which matters when one LeaderAndIsr creates thousands."""
         segment = _new_segment(directory, log_start_offset, config)
         name = f"{topic}-{partition}"
-        epochs = LeaderEpochCache(
-            directory / LEADER_EPOCH_FILE, (), name, first_write_durable=False
-        )
+        epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, (), name)
         created = cls(
             directory, topic, partition, config, [segment], log_start_offset, now_ms, epochs
         )
@@ -494,12 +486,19 @@ class Log:
         has unflushed data, then advance the recovery point to it."""
         self._check_live()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
-        if target <= self._recovery_point and not self._dir_dirty:
+        epochs = self._leader_epochs
+        if target <= self._recovery_point and not self._dir_dirty and epochs.synced:
             return
         started = time.perf_counter()
         for segment in self._segments:
             if segment.next_offset > self._recovery_point and segment.base_offset < target:
                 segment.flush()
+        # The leader epochs are written without fsyncs; the batches below the recovery
+        # point are not re-read at open, so their epochs must be durable before it moves
+        # (docs/contracts/log.md, "Leader epochs"). The directory sync below covers the
+        # file's rename.
+        if epochs.sync():
+            self._dir_dirty = True
         if self._dir_dirty or self._dir_new:
             fsync_dir(self._dir)
             self._dir_dirty = False
@@ -511,6 +510,12 @@ class Log:
         if target == self.log_end_offset:
             self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
+
+    def _sync_leader_epochs(self) -> None:
+        """Make the leader epochs durable (file and name) before the recovery point moves
+        other than by `flush` (docs/contracts/log.md, "Leader epochs")."""
+        if self._leader_epochs.sync():
+            fsync_dir(self._dir)
 
     @property
     def has_unflushed_sealed_segments(self) -> bool:
@@ -554,10 +559,12 @@ class Log:
         doomed, self._segments = self._segments, [self._new_segment(offset)]
         self._schedule_deletion(doomed, now)
         self._log_start_offset = offset
-        self._recovery_point = offset
         # None of the epochs it knew has a batch left here: what it appends next brings
-        # its leader's epochs (as Kafka clears the cache).
+        # its leader's epochs (as Kafka clears the cache). Durable before the recovery
+        # point jumps, or a crash could bring back epochs below the new log start.
         self._leader_epochs.truncate_from_end(0)
+        self._sync_leader_epochs()
+        self._recovery_point = offset
         self._truncated(offset)
 
     def _truncated(self, end: int) -> None:
@@ -658,7 +665,9 @@ class Log:
             segment.rename_deleted()
         self._schedule_deletion(doomed, now_ms, renamed=True)
         self._move_log_start(self._segments[0].base_offset)
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
+        if self._log_start_offset > self._recovery_point:
+            self._sync_leader_epochs()
+            self._recovery_point = self._log_start_offset
         log.info(
             "deleted %d segments of %s-%d; log start offset now %d",
             count,
@@ -783,34 +792,72 @@ def _clean_directory(directory: Path) -> list[int]:
 
 
 def _open_leader_epochs(
-    directory: Path, segments: list[LogSegment], name: str, config: LogConfig
+    directory: Path,
+    segments: list[LogSegment],
+    name: str,
+    config: LogConfig,
+    replay_from: int | None,
+    start: int,
+    end: int,
 ) -> LeaderEpochCache:
-    """The saved leader epochs; rebuilt from the batches' partitionLeaderEpoch when the
-    file is corrupt, or missing from a log that holds batches (a log written before the
-    file existed). Rebuilding reads every batch header once."""
+    """The saved leader epochs, made to match the recovered log (`start`..`end`).
+
+    The file is written without fsyncs (leader_epoch.py), so after a crash it may be
+    older or newer than the batches that survived, but only from the recovery point's
+    segment on (`replay_from`, None when recovery found nothing beyond the recovery
+    point): those entries are replayed from the batches recovery just re-read, and the
+    result saved durably before the recovery point moves to the log end. A corrupt file,
+    a file missing from a log that holds batches (written before the file existed) or
+    one that contradicts the batches is rebuilt from every batch header (one pass)."""
     path = directory / LEADER_EPOCH_FILE
+    window = _window_for(config)
     try:
         cache = LeaderEpochCache.read(path, name)
     except CorruptCheckpoint as exc:
         log.error("%s; rebuilding the leader epochs of %s from its batches", exc, name)
         cache = None
-    if cache is not None:
-        return cache
-    if all(segment.size == 0 for segment in segments):
-        # No file and nothing to rebuild it from: its first version may be written
-        # without fsyncs (leader_epoch.py, "The file").
-        return LeaderEpochCache(path, (), name, first_write_durable=False)
-    log.info("rebuilding the leader epochs of %s from its batches", name)
-    window = _window_for(config)
-    batches = (
-        (header.partition_leader_epoch, header.base_offset)
-        for segment in segments
-        for _, header in segment.headers(0, segment.size, window)
-    )
-    return LeaderEpochCache.rebuild(path, batches, name)
+    replayed = False
+    if cache is None and all(segment.size == 0 for segment in segments):
+        cache = LeaderEpochCache(path, (), name)  # no file and nothing to rebuild it from
+    elif cache is not None and replay_from is not None:
+        replayed = cache.replay(
+            replay_from,
+            (
+                (header.partition_leader_epoch, header.base_offset)
+                for segment in segments
+                if segment.base_offset >= replay_from
+                for _, header in segment.headers(0, segment.size, window)
+            ),
+            end,
+        )
+        if not replayed:
+            log.warning("%s: leader epochs contradict the batches; rebuilding them", name)
+            cache = None
+    if cache is None:
+        log.info("rebuilding the leader epochs of %s from its batches", name)
+        batches = (
+            (header.partition_leader_epoch, header.base_offset)
+            for segment in segments
+            for _, header in segment.headers(0, segment.size, window)
+        )
+        cache = LeaderEpochCache.rebuild(path, batches, name)
+    # Without a replay (nothing beyond the recovery point), only a crash between a
+    # truncation or retention and the file's next version can have left entries starting
+    # after the log end or below its start. An epoch starting right at the log end stays
+    # (Kafka drops it, but takes the epoch from ZooKeeper): it appended nothing that is
+    # left, answers OffsetForLeaderEpoch as if it were not there, and keeps the
+    # partition's epoch from going back at a restart, e.g. after retention removed every
+    # batch.
+    cache.truncate_from_end(end + 1)
+    cache.truncate_from_start(start)
+    if replayed:
+        # The version read may exist only in the page cache (the process died, not the
+        # machine), and the recovery point moves to the log end: durable first.
+        cache.save_durably()
+    return cache
 
 
-def _recover(segments: list[LogSegment], recovery_point: int) -> None:
+def _recover(segments: list[LogSegment], recovery_point: int) -> int | None:
     """Walk and CRC-check every batch of the segment holding `recovery_point` and of all
     later ones, truncating at the first bad or incomplete batch; segments after a
     truncation are deleted. Earlier segments are trusted (flushed) but get their index
@@ -820,7 +867,11 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
     except a segment that ends at or below `recovery_point` and was not cut, whose data
     is on disk already (after a clean stop that is every log's active segment: start-up
     then reads each log's tail and syncs nothing). Its rebuilt index files are not
-    synced; they are checked, and rebuilt if torn, whenever they are loaded."""
+    synced; they are checked, and rebuilt if torn, whenever they are loaded.
+
+    Returns the base offset of the first walked segment when anything walked was not
+    known durable (beyond the recovery point, or cut), else None: the leader epochs are
+    replayed from there (`_open_leader_epochs`)."""
     first = max(bisect.bisect_right(segments, recovery_point, key=_base_offset) - 1, 0)
     for segment in segments[:first]:
         if not segment.index_files_look_sane():
@@ -842,11 +893,12 @@ def _recover(segments: list[LogSegment], recovery_point: int) -> None:
             del segments[i + 1 :]
             break
     if not changed:
-        return
+        return None
     for segment in segments[first:]:
         if segment.dirty:
             segment.flush()
     fsync_dir(segments[0].dir)
+    return segments[first].base_offset
 
 
 def _records_of(segment: LogSegment, position: int, header: BatchHeader) -> list[Record]:

@@ -39,6 +39,15 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def fsync_file(path: str | os.PathLike) -> None:
+    """Make the data of the file at `path` durable (its name needs `fsync_dir` too)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_atomically(
     path: str | os.PathLike,
     data: bytes | str,

@@ -10,6 +10,7 @@ import pytest
 
 from broker.log import LogConfig, LogManager
 from broker.log.checkpoint import LEADER_EPOCH_FILE
+from broker.server.partition import Leadership, Partition
 from tests.helpers.log_batches import append, batch, batch_offsets, data_of
 
 N = 50
@@ -95,8 +96,9 @@ def test_the_first_flush_syncs_each_log_dir_once_for_all_its_new_logs(tmp_path, 
     fsyncs.clear()
     for each in m.logs():
         each.flush()
-    # Per log: its .log file and its directory; the log dir once for all of them.
-    assert len(fsyncs) == 2 * N + 1
+    # Per log: its .log file, its leader-epoch file (written without a sync at the
+    # epoch's assignment) and its directory; the log dir once for all of them.
+    assert len(fsyncs) == 3 * N + 1
     fsyncs.clear()
     append(m.get("t", 0), batch(1), epoch=3)
     m.get("t", 0).flush()
@@ -126,9 +128,8 @@ def test_data_above_the_recovery_point_is_synced_at_restart(tmp_path, fsyncs):
 
 
 @pytest.mark.parametrize("lost", ["missing", "empty", "garbage"])
-def test_a_first_epoch_file_lost_in_a_power_failure_is_rebuilt(tmp_path, lost):
+def test_an_epoch_file_lost_in_a_power_failure_is_rebuilt(tmp_path, lost):
     log = one_written_leader(tmp_path, epoch=4)
-    log.flush()
     path = log.dir / LEADER_EPOCH_FILE
     if lost == "missing":
         path.unlink()
@@ -139,11 +140,21 @@ def test_a_first_epoch_file_lost_in_a_power_failure_is_rebuilt(tmp_path, lost):
     assert batch_offsets(data_of(again.get("t", 0).read(0, 1 << 20))) == [(0, 1)]
 
 
-def test_later_epoch_files_are_synced(tmp_path, fsyncs):
+def test_new_epochs_are_not_synced_until_a_flush(tmp_path, fsyncs):
     log = one_written_leader(tmp_path, epoch=4)
+    log.flush()
     fsyncs.clear()
     log.leader_epochs.assign(5, log.log_end_offset)
-    assert len(fsyncs) == 2  # the new file and its directory, before epoch 5 appends
+    append(log, batch(1), epoch=5)
+    assert fsyncs == []
+    log.flush()
+    # The .log, the epoch file and the directory (its rename), before the recovery point
+    # covers epoch 5's batch.
+    assert len(fsyncs) == 3
+    fsyncs.clear()
+    append(log, batch(1), epoch=5)
+    log.flush()
+    assert len(fsyncs) == 1  # no new epoch: the .log only
 
 
 def test_a_new_log_that_never_flushed_is_there_after_a_restart(tmp_path):
@@ -180,3 +191,23 @@ def test_a_restart_does_not_rewrite_checkpoints_that_hold_what_it_found(tmp_path
     writes.clear()
     loaded([tmp_path])
     assert writes == []
+
+
+def test_a_failover_to_n_partitions_syncs_nothing(tmp_path, fsyncs, writes):
+    """Issue 23: each new leader records its epoch (one file rename per partition), but a
+    failover of N partitions costs no disk sync; the next flush of each log does it."""
+    m = loaded([tmp_path])
+    written_leaders(m, N)
+    for each in m.logs():
+        each.flush()
+    partitions = [Partition(m.get("t", p), broker_id=1) for p in range(N)]
+    fsyncs.clear()
+    writes.clear()
+    for partition in partitions:
+        partition.make_leader(Leadership(1, 4, (1, 2), (1, 2, 3)), now_ms=0)
+    assert fsyncs == []
+    assert len(writes) == N
+    assert all(p.log.leader_epochs.entries == [(3, 0), (4, 2)] for p in partitions)
+    append(m.get("t", 0), batch(1), epoch=4)
+    m.get("t", 0).flush()
+    assert len(fsyncs) == 3  # the .log, the epoch file, the directory

@@ -177,10 +177,11 @@ def test_a_stale_file_is_cut_to_the_log_start_and_end(tmp_path):
     append(log, batch(4), epoch=1)
     append(log, batch(4), epoch=2)
     log.close()
-    (tmp_path / "t-0" / LEADER_EPOCH_FILE).write_text("0\n4\n0 0\n2 4\n3 9\n5 12\n")
-    again = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), log_start_offset=2)
+    (tmp_path / "t-0" / LEADER_EPOCH_FILE).write_text("0\n4\n1 0\n2 4\n3 9\n5 12\n")
+    # Recovery point at the log end (a clean stop): no batch is re-read.
+    again = Log.open(tmp_path / "t-0", "t", 0, LogConfig(), recovery_point=8, log_start_offset=2)
     assert again.log_start_offset == 2
-    assert again.leader_epochs.entries == [(0, 2), (2, 4)]
+    assert again.leader_epochs.entries == [(1, 2), (2, 4)]
 
 
 def test_a_full_truncation_forgets_every_epoch(tmp_path):

@@ -18,10 +18,13 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import NOT_ASKED, allowed, authorized_operations
 from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
+from broker.server.metadata import PartitionState
 from broker.server.request import RequestContext
 
 
-def _topic_entry(ctx: BrokerContext, name: str, auto_created: set[str], listener: str) -> dict:
+def _topic_entry(
+    ctx: BrokerContext, name: str, auto_created: set[str], reachable: frozenset[int]
+) -> dict:
     partitions = ctx.metadata.topics.get(name)
     if partitions is None:
         if not is_legal_topic_name(name):
@@ -31,32 +34,38 @@ def _topic_entry(ctx: BrokerContext, name: str, auto_created: set[str], listener
         else:
             code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return {"error_code": code, "name": name, "is_internal": False, "partitions": []}
+    live = ctx.metadata.brokers
     return {
         "error_code": ErrorCode.NONE,
         "name": name,
         "is_internal": name in ctx.metadata.internal_topics,
         "partitions": [
-            _partition_entry(ctx, p, listener)
+            _partition_entry(p, live, reachable)
             for p in sorted(partitions.values(), key=lambda s: s.partition)
         ],
         "topic_authorized_operations": NOT_ASKED,
     }
 
 
-def _partition_entry(ctx: BrokerContext, p, listener: str) -> dict:
+def _partition_entry(p: PartitionState, live: dict, reachable: frozenset[int]) -> dict:
+    """One partition: a dict of fields already held (the replica tuples encode as
+    arrays); which brokers are live and reachable was worked out once per request
+    (Metadata for thousands of partitions runs this per partition)."""
     leader, code = p.leader, ErrorCode.NONE
-    if not ctx.metadata.is_online(p):  # no leader, or its broker is gone
-        leader, code = -1, ErrorCode.LEADER_NOT_AVAILABLE
-    elif ctx.metadata.brokers[leader].address(listener) is None:
-        leader, code = -1, ErrorCode.LISTENER_NOT_FOUND
+    if leader not in reachable:
+        if leader < 0 or leader not in live:  # no leader, or its broker is gone
+            code = ErrorCode.LEADER_NOT_AVAILABLE
+        else:  # live, but with no endpoint on the listener the request came in on
+            code = ErrorCode.LISTENER_NOT_FOUND
+        leader = -1
     return {
         "error_code": code,
         "partition_index": p.partition,
         "leader_id": leader,
         "leader_epoch": p.leader_epoch,
-        "replica_nodes": list(p.replicas),
-        "isr_nodes": list(p.isr),
-        "offline_replicas": list(p.offline_replicas),
+        "replica_nodes": p.replicas,
+        "isr_nodes": p.isr,
+        "offline_replicas": p.offline_replicas,
     }
 
 
@@ -97,7 +106,9 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
                 # the answer says LEADER_NOT_AVAILABLE meanwhile, as Kafka's does.
                 ctx.admin.auto_create(name)
                 auto_created.add(name)
-    topics = [_topic_entry(ctx, n, auto_created, listener) for n in names]
+    brokers = _brokers(ctx, listener)
+    reachable = frozenset(b["node_id"] for b in brokers)
+    topics = [_topic_entry(ctx, n, auto_created, reachable) for n in names]
     if body.get("include_topic_authorized_operations"):
         for topic in topics:
             topic["topic_authorized_operations"] = authorized_operations(
@@ -109,7 +120,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     refusal = ErrorCode.TOPIC_AUTHORIZATION_FAILED
     return {
         "throttle_time_ms": 0,
-        "brokers": _brokers(ctx, listener),
+        "brokers": brokers,
         "cluster_id": ctx.metadata.cluster_id,
         "controller_id": ctx.metadata.controller_id,
         "topics": topics
