@@ -670,7 +670,8 @@ SERVER_CONFIG = (
         "transactional.id.expiration.ms",
         "long",
         604800000,
-        "Idle producer ids are forgotten after this long.",
+        "Idle producer ids are forgotten after this long; so is a transactional id with "
+        "no open transaction and no change for this long (its state record is removed).",
         validator=at_least(1),
         group="producers",
     )
@@ -691,6 +692,72 @@ SERVER_CONFIG = (
         "retried duplicates (the clients keep at most 5 in flight).",
         validator=between(1, 1000),
         group="producers",
+    )
+    # Transactions (KIP-98): declared for the transaction coordinator
+    # (broker/transactions/, docs/contracts/transactions.md), not wired into the broker yet.
+    .define(
+        "transaction.state.log.num.partitions",
+        "int",
+        50,
+        "Partitions of __transaction_state; the coordinator of a transactional id is the "
+        "leader of its partition (Java's String.hashCode of the id, modulo this). Fixed "
+        "once the topic exists.",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.state.log.replication.factor",
+        "int",
+        3,
+        "Replication factor of __transaction_state; fewer when fewer brokers are alive at "
+        "its creation.",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.state.log.min.isr",
+        "int",
+        2,
+        "min.insync.replicas of __transaction_state: a state change is acknowledged only "
+        "when this many replicas have it.",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.state.log.segment.bytes",
+        "int",
+        104857600,
+        "Segment size of __transaction_state (smaller segments compact sooner and load faster).",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.max.timeout.ms",
+        "int",
+        900000,
+        "Longest transaction.timeout.ms a producer may ask for in InitProducerId (else "
+        "INVALID_TRANSACTION_TIMEOUT), so a hung producer cannot hold back read_committed "
+        "consumers for longer.",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+        "int",
+        10000,
+        "How often open transactions are checked against their timeout; one past it is "
+        "aborted and its producer fenced.",
+        validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.remove.expired.transaction.cleanup.interval.ms",
+        "int",
+        3600000,
+        "How often transactional ids idle longer than transactional.id.expiration.ms are "
+        "removed from __transaction_state.",
+        validator=at_least(1),
+        group="transactions",
     )
     .define(
         "zookeeper.connect",

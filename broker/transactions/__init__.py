@@ -1,0 +1,1 @@
+"""The transaction coordinator's pure core (KIP-98): states, records, decisions (see README.md)."""
