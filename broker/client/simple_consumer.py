@@ -204,8 +204,14 @@ class SimpleConsumer:
         max_wait_ms: int = 0,
         min_bytes: int = 0,
         retry_for_s: float | None = None,
+        max_bytes: int | None = None,
     ) -> dict[tuple[str, int], FetchResult]:
         """Fetch many partitions with one Fetch request per leader.
+
+        Each request asks for at most each partition's `max_bytes` and `max_bytes` here in
+        all (None: the sum of its partitions'); the leader fills it in the order given
+        (docs/contracts/fetch.md, "Size limits"), so a partition may come back without
+        records when the answer was full: ask again, putting it first.
 
         Returns a result for every request. Errors are not raised here: a partition
         whose error is final (or still retriable at the deadline) has `.error` set;
@@ -221,7 +227,7 @@ class SimpleConsumer:
         last_error: Exception | None = None
         while True:
             retry, refresh, last_error = self._fetch_round(
-                pending, results, max_wait_ms, min_bytes, last_error
+                pending, results, max_wait_ms, min_bytes, last_error, max_bytes
             )
             if not retry:
                 break
@@ -239,7 +245,7 @@ class SimpleConsumer:
                     last_error = exc
         return results
 
-    def _fetch_round(self, pending, results, max_wait_ms, min_bytes, last_error):
+    def _fetch_round(self, pending, results, max_wait_ms, min_bytes, last_error, max_bytes):
         """One attempt at every pending partition; returns (keys to retry, refresh?, error)."""
         retry: list[tuple[str, int]] = []
         refresh = False
@@ -275,7 +281,8 @@ class SimpleConsumer:
             try:
                 conn = self.cluster.connection(leader)
                 version = conn.version_for(FETCH)
-                cid = conn.send(FETCH, self._fetch_body(reqs, max_wait_ms, min_bytes), version)
+                body = self._fetch_body(reqs, max_wait_ms, min_bytes, max_bytes)
+                cid = conn.send(FETCH, body, version)
                 sent.append((leader, conn, cid, reqs))
             except UNREACHABLE as exc:
                 self.cluster.drop_connection(leader)
@@ -324,7 +331,11 @@ class SimpleConsumer:
             retry += list(offsets)
         return retry, refresh, last_error
 
-    def _fetch_body(self, reqs: list[FetchRequest], max_wait_ms: int, min_bytes: int) -> dict:
+    def _fetch_body(
+        self, reqs: list[FetchRequest], max_wait_ms: int, min_bytes: int, max_bytes: int | None
+    ) -> dict:
+        if max_bytes is None:
+            max_bytes = sum(r.max_bytes for r in reqs)
         topics: dict[str, list[dict]] = {}
         for r in reqs:
             topics.setdefault(r.topic, []).append(
@@ -340,7 +351,7 @@ class SimpleConsumer:
             "replica_id": -1,
             "max_wait_ms": max_wait_ms,
             "min_bytes": min_bytes,
-            "max_bytes": min(sum(r.max_bytes for r in reqs), _INT32_MAX),
+            "max_bytes": min(max_bytes, _INT32_MAX),
             "isolation_level": 0,
             # session 0 / epoch -1: a full fetch, no fetch session kept by the broker.
             "session_id": 0,

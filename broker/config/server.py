@@ -828,8 +828,8 @@ SERVER_CONFIG = (
         "replica.fetch.max.bytes",
         "int",
         1048576,
-        "Bytes per partition a follower asks for in each fetch (the first batch comes whole "
-        "even when larger).",
+        "Record bytes per partition a follower asks for in each fetch (a larger first batch "
+        "comes whole when it is the first data of the answer: docs/contracts/fetch.md).",
         validator=at_least(1),
         group="cluster",
     )
@@ -837,7 +837,8 @@ SERVER_CONFIG = (
         "replica.fetch.response.max.bytes",
         "int",
         10485760,
-        "Bytes a follower's fetch asks for in all.",
+        "Record bytes a follower's fetch asks for over all its partitions (a larger first "
+        "batch of the first partition with data still comes whole).",
         validator=at_least(1),
         group="cluster",
     )

@@ -365,10 +365,13 @@ class Log:
         return _new_segment(self._dir, base_offset, self._config)
 
     # -- reading ----------------------------------------------------------------------
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> ReadResult:
-        """Whole batches from the one holding `offset`, across segments, up to `max_bytes`
-        but always the first batch (KIP-74), never a batch whose base offset is at or past
-        `max_offset` (the high watermark)."""
+    def read(
+        self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding `offset`, across segments, up to `max_bytes`,
+        never a batch whose base offset is at or past `max_offset` (the high watermark).
+        A first batch larger than `max_bytes` comes whole with `min_one` (KIP-74), else
+        nothing comes (docs/contracts/fetch.md, "Size limits")."""
         self._check_live()
         end_offset = self.log_end_offset
         if offset < self._log_start_offset or offset > end_offset:
@@ -405,7 +408,7 @@ class Log:
                 cut = end
             else:
                 cut = segment.boundary_before(start + budget, start, end, window)
-                if cut == start and not regions:
+                if cut == start and not regions and min_one:
                     cut = start + first.size
                 stops_here = True
             if cut > start:

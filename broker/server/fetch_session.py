@@ -21,6 +21,13 @@ records, an error, or a high watermark / last stable offset / log start offset t
 was not yet told. A partition with data beyond the fetch offset the session holds stays in
 `news` after an answer (not all of it was taken yet); the others leave it.
 
+`news` is kept in order, and an incremental fetch reads it in that order, so the size
+limits (`max_bytes`, docs/contracts/fetch.md) fill the answer from its front. As Kafka
+does with a session's partitions, one that returned records goes to the back: a partition
+left out because the answer was full keeps its place and moves up, so it comes first
+(and then gets at least its first batch) within as many fetches as there are partitions
+ahead of it; none starves.
+
 Kafka's cache limits apply (`max.incremental.fetch.session.cache.slots`,
 `min.incremental.fetch.session.eviction.ms`): a full cache admits a new session only by
 evicting one that has been unused for the eviction time, or else the least valuable one it
@@ -68,8 +75,9 @@ class FetchSession:
     partitions: dict[TopicPartition, dict] = field(default_factory=dict)
     # Per partition, (high watermark, last stable offset, log start offset) last answered.
     told: dict[TopicPartition, tuple[int, int, int]] = field(default_factory=dict)
-    # Partitions that may have something to answer.
-    news: set[TopicPartition] = field(default_factory=set)
+    # Partitions that may have something to answer, in the order the next incremental
+    # fetch reads them (a dict as an ordered set: the values are None).
+    news: dict[TopicPartition, None] = field(default_factory=dict)
     # Partitions changed since a parked fetch of this session last looked (drained by it).
     fresh: set[TopicPartition] = field(default_factory=set)
     epoch: int = 1  # the epoch the next incremental fetch must carry
@@ -82,13 +90,19 @@ class FetchSession:
         """Eviction preference: the smallest is evicted first."""
         return (self.privileged, len(self.partitions))
 
-    def settle(self, tp: TopicPartition, told: tuple[int, int, int], more: bool) -> None:
-        """`tp` was answered with `told`; `more`: data beyond its fetch offset remains."""
+    def settle(
+        self, tp: TopicPartition, told: tuple[int, int, int], more: bool, sent: bool = False
+    ) -> None:
+        """`tp` was answered with `told`; `more`: data beyond its fetch offset remains;
+        `sent`: the answer carried records of it (then it goes to the back of `news`)."""
         if tp not in self.partitions:
             return
         self.told[tp] = told
         if not more:
-            self.news.discard(tp)
+            self.news.pop(tp, None)
+        elif sent:
+            self.news.pop(tp, None)
+            self.news[tp] = None
 
 
 @dataclass
@@ -175,7 +189,7 @@ class FetchSessionCache:
         has news. Returns those sessions (their parked fetches should look)."""
         holders = self._holders.get(tp, ())
         for session in holders:
-            session.news.add(tp)
+            session.news.setdefault(tp)  # one already waiting keeps its place
             session.fresh.add(tp)
         return holders
 
@@ -224,14 +238,14 @@ class FetchSessionCache:
             self._holders.setdefault(tp, set()).add(session)
             self.partitions_cached += 1
         session.partitions[tp] = preq
-        session.news.add(tp)
+        session.news.setdefault(tp)
 
     def _drop(self, session: FetchSession, tp: TopicPartition) -> None:
         if session.partitions.pop(tp, None) is None:
             return
         self.partitions_cached -= 1
         session.told.pop(tp, None)
-        session.news.discard(tp)
+        session.news.pop(tp, None)
         session.fresh.discard(tp)
         holders = self._holders.get(tp)
         if holders is not None:

@@ -15,6 +15,14 @@ forgets those removed, truncating or paused; an idle fetcher's fetch names none.
 error (the leader restarted, or evicted it) falls back to a full fetch. The loop keeps
 these sets up to date as partitions change, so a fetch costs what changed, never a scan of
 every partition followed.
+
+A fetch asks for at most `replica.fetch.max.bytes` of each partition and
+`replica.fetch.response.max.bytes` in all; the leader fills the answer in order
+(docs/contracts/fetch.md, "Size limits"). Within a session the leader keeps that order
+fair; a full fetch (opening a session, or without one when the leader's cache has no
+slot) names first the partitions that went longest without records, as Kafka's fetcher
+moves a partition that got data to the end, so a backlog on one partition never starves
+the others.
 """
 
 from __future__ import annotations
@@ -161,6 +169,9 @@ class ReplicaFetcher:
         self.in_session: set[TopicPartition] = set()
         self.unsent: set[TopicPartition] = set()
         self.forget: set[TopicPartition] = set()  # to drop from the session
+        # When each partition last got records (a full fetch names the least recent first).
+        self.served: dict[TopicPartition, int] = {}
+        self._turns = 0
         self._changed = asyncio.Event()
         self.task: asyncio.Task | None = None
 
@@ -189,6 +200,7 @@ class ReplicaFetcher:
         self.paused.pop(tp, None)
         self.held_back.discard(tp)
         self.unsent.discard(tp)
+        self.served.pop(tp, None)
         self._leave(tp)
 
     def _leave(self, tp: TopicPartition) -> None:
@@ -326,7 +338,7 @@ class ReplicaFetcher:
             named = self.unsent - self.truncating - self.paused.keys() - self.held_back
             forgotten = set(self.forget)
         topics: dict[str, list[dict]] = {}
-        for tp in named:
+        for tp in sorted(named, key=lambda tp: self.served.get(tp, 0)) if full else named:
             partition = replicas.get(*tp)
             if partition is None:
                 self.remove(tp)
@@ -440,9 +452,10 @@ class ReplicaFetcher:
         if code == ErrorCode.NONE:
             records = answer["records"]
             try:
-                if records:
-                    partition.append_as_follower(records, now)
+                if records and partition.append_as_follower(records, now):
                     self._back(tp)  # a new fetch offset
+                    self._turns += 1
+                    self.served[tp] = self._turns
             except CorruptRecordError as exc:
                 log.error("%s-%d: %s", *tp, exc)
                 self._pause(tp)

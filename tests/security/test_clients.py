@@ -22,6 +22,7 @@ import uuid
 import kafka
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer, KafkaProducer
 
 from broker.processes import BrokerProcess, free_port
@@ -32,6 +33,7 @@ from broker.security.credentials import user_entry
 from broker.security.scram import MECHANISMS, make_credential
 from tests.helpers.certs import TestCA
 from tests.helpers.cluster import wait_for
+from tests.helpers.fetch_limits import load
 from tests.helpers.metrics import scrape
 from tests.helpers.wire import recv_exact
 
@@ -385,3 +387,40 @@ def test_clients_reauthenticate_within_the_session_lifetime(tmp_path):
         log = b.process.log_text()
     assert "expired without re-authentication" not in log
     assert "closing connection" not in log
+
+
+def test_fetch_limits_hold_over_tls(secure):
+    """The TLS path copies file regions instead of sendfile: the same answers, so
+    librdkafka with receive.message.max.bytes = fetch.max.bytes + 512 reads partitions
+    holding many times that, batches over max.partition.fetch.bytes included
+    (docs/contracts/fetch.md)."""
+    topic = _topic()
+    layout = {0: [1_000] * 20 + [7_000] * 3, 1: [9_000, 500] * 10}
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{secure.plain_port}"})
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])[topic].result(10)
+    sent = load("127.0.0.1", secure.plain_port, topic, layout)
+    problems: list[str] = []
+    consumer = Consumer(
+        {
+            **secure.tls(),
+            "group.id": "g-" + topic,
+            "enable.auto.commit": False,
+            "fetch.max.bytes": 10_000,
+            "receive.message.max.bytes": 10_512,
+            "message.max.bytes": 10_000,
+            "max.partition.fetch.bytes": 4_000,
+            "error_cb": lambda err: problems.append(str(err)),
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in layout])
+    got: dict[int, list[bytes]] = {p: [] for p in layout}
+    deadline = time.monotonic() + 30
+    try:
+        while sum(map(len, got.values())) < sum(map(len, sent.values())) and not problems:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in got.items()}
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error():
+                got[msg.partition()].append(msg.value())
+    finally:
+        consumer.close()
+    assert problems == [] and got == sent

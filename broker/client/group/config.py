@@ -133,10 +133,20 @@ CONSUMER_CONFIG = (
         group="fetching",
     )
     .define(
+        "fetch.max.bytes",
+        "int",
+        50 * 1024 * 1024,
+        "Most record bytes one fetch asks of a broker over all its partitions (the first "
+        "batch of the first partition with data comes whole even when larger).",
+        validator=at_least(0),
+        group="fetching",
+    )
+    .define(
         "max.partition.fetch.bytes",
         "int",
         1024 * 1024,
-        "Most bytes a fetch asks of one partition (at least one batch is always returned).",
+        "Most record bytes a fetch asks of one partition (its first batch comes whole even "
+        "when larger if it is the first data of the answer).",
         validator=at_least(1),
         group="fetching",
     )

@@ -7,10 +7,18 @@ A buffer holds the position it continues from; a seek or a rebalance that moves 
 position makes it stale and it is dropped. Once a partition's buffered records are all
 returned its position jumps to the fetch's next offset, which steps over control
 batches and offsets removed by compaction.
+
+A fetch asks for at most `max.partition.fetch.bytes` of each partition and
+`fetch.max.bytes` in all; the broker fills the answer in request order
+(docs/contracts/fetch.md, "Size limits"). As Kafka's consumer does, a partition that
+returned records goes to the back of the next request, so one left out when an answer
+was full comes first later on and is not starved. A partition whose answer holds no
+complete batch (a batch cut short at the end) is simply asked again.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from typing import NamedTuple
 
@@ -71,8 +79,13 @@ class Fetcher:
         self.simple = simple
         self.subscription = subscription
         self.max_partition_bytes: int = config["max.partition.fetch.bytes"]
+        self.max_bytes: int = config["fetch.max.bytes"]
         self.min_bytes: int = config["fetch.min.bytes"]
         self._buffers: dict[TopicPartition, _Buffer] = {}
+        # When each partition last returned records: the request puts the least recent
+        # first (never: 0, in assignment order).
+        self._served: dict[TopicPartition, int] = {}
+        self._turns = itertools.count(1)
 
     def drain(self, max_records: int) -> list[ConsumerRecord]:
         """Buffered records of assigned partitions, at most `max_records`."""
@@ -99,14 +112,21 @@ class Fetcher:
         """One fetch for every assigned partition with a position and nothing buffered.
         Returns the partitions whose position is out of range (to be reset). Raises the
         error of a partition that retrying cannot fix."""
-        requests = [
-            FetchRequest(tp.topic, tp.partition, state.position, self.max_partition_bytes)
+        wanted = [
+            (tp, state)
             for tp, state in self.subscription.assignment.items()
             if state.position is not None and tp not in self._buffers
         ]
+        wanted.sort(key=lambda item: self._served.get(item[0], 0))
+        requests = [
+            FetchRequest(tp.topic, tp.partition, state.position, self.max_partition_bytes)
+            for tp, state in wanted
+        ]
         if not requests:
             return []
-        results = self.simple.fetch_many(requests, max_wait_ms, self.min_bytes, retry_for_s)
+        results = self.simple.fetch_many(
+            requests, max_wait_ms, self.min_bytes, retry_for_s, max_bytes=self.max_bytes
+        )
         out_of_range = []
         for (topic, partition), result in results.items():
             tp = TopicPartition(topic, partition)
@@ -117,6 +137,8 @@ class Fetcher:
                 out_of_range.append(tp)
             elif result.error == ErrorCode.NONE:
                 records = records_of(result)
+                if result.next_offset > result.fetch_offset:
+                    self._served[tp] = next(self._turns)
                 if records or result.next_offset > state.position:
                     self._buffers[tp] = _Buffer(deque(records), state.position, result.next_offset)
             elif not (
@@ -128,3 +150,4 @@ class Fetcher:
 
     def forget(self, tp: TopicPartition) -> None:
         self._buffers.pop(tp, None)
+        self._served.pop(tp, None)

@@ -155,7 +155,7 @@ class DelayedFetch(DelayedOperation):
             preq = self._request_of(tp)
             if preq is None:
                 continue
-            entry = self._read(tp, preq, 0x7FFFFFFF, first=True)
+            entry = self._read(tp, preq, preq["partition_max_bytes"], min_one=True)
             if entry["error_code"] != ErrorCode.NONE:
                 return self.complete(self._answer(final=True))
             size = sum(len(r) for r in entry["records"])
@@ -181,14 +181,14 @@ class DelayedFetch(DelayedOperation):
             return self.plan.partitions
         return [(tp, session.partitions[tp]) for tp in session.news]
 
-    def _read(self, tp: TopicPartition, preq: dict, remaining: int, first: bool) -> dict:
+    def _read(self, tp: TopicPartition, preq: dict, limit: int, min_one: bool) -> dict:
         self.reads += 1
         entry = _fetch_partition(
             self.ctx,
             tp[0],
             preq,
-            remaining,
-            first=first,
+            limit,
+            min_one=min_one,
             replica_id=self.body.get("replica_id", -1),
         )
         if self.version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
@@ -203,15 +203,16 @@ class DelayedFetch(DelayedOperation):
 
     def _answer(self, final: bool) -> dict | None:
         """The response, or None when fewer than min_bytes are there and not `final`."""
-        remaining = self.body.get("max_bytes", 0x7FFFFFFF)
+        budget = ResponseBudget(self.body.get("max_bytes", 0x7FFFFFFF))
         total = 0
         any_error = False
         read: list[tuple[TopicPartition, dict, dict]] = []
         for tp, preq in self._covered():
-            entry = self._read(tp, preq, remaining, first=(total == 0))
+            limit = budget.limit(preq["partition_max_bytes"])
+            entry = self._read(tp, preq, limit, min_one=budget.min_one)
             size = sum(len(r) for r in entry["records"])
+            budget.took(size)
             total += size
-            remaining = max(0, remaining - size)
             any_error |= entry["error_code"] != ErrorCode.NONE
             read.append((tp, preq, entry))
             self._bytes[tp] = size
@@ -231,7 +232,7 @@ class DelayedFetch(DelayedOperation):
             size = sum(len(r) for r in entry["records"])
             if session is not None:
                 new = size or entry["error_code"] or session.told.get(tp) != told
-                session.settle(tp, told, self._more(tp, preq, entry))
+                session.settle(tp, told, self._more(tp, preq, entry), sent=bool(size))
                 if not (full or new):
                     continue
             by_topic.setdefault(tp[0], []).append(entry)
@@ -260,13 +261,37 @@ class DelayedFetch(DelayedOperation):
         return readable > preq["fetch_offset"]
 
 
+class ResponseBudget:
+    """Kafka's size rule for one Fetch answer (docs/contracts/fetch.md, "Size limits"),
+    partition by partition in answer order: each may take up to its `partition_max_bytes`
+    and what the request's `max_bytes` has left; until a partition has returned records,
+    its first batch comes whole even past both (KIP-74: a fetch always makes progress);
+    after that a partition whose next batch does not fit gets none.
+
+    Sans-I/O: `limit` and `min_one` before reading a partition, `took` after it."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.remaining = max(0, max_bytes)
+        self.min_one = True
+
+    def limit(self, partition_max_bytes: int) -> int:
+        return max(0, min(partition_max_bytes, self.remaining))
+
+    def took(self, size: int) -> None:
+        self.remaining = max(0, self.remaining - size)
+        if size:
+            self.min_one = False
+
+
 def _named(body: dict) -> int:
     return sum(len(t["partitions"]) for t in body["topics"])
 
 
 def _fetch_partition(
-    ctx: BrokerContext, topic: str, preq: dict, remaining: int, first: bool, replica_id: int = -1
+    ctx: BrokerContext, topic: str, preq: dict, limit: int, min_one: bool, replica_id: int = -1
 ) -> dict:
+    """One partition's answer: whole batches from `fetch_offset`, at most `limit` bytes
+    (`min_one`: the first batch comes whole even past it; ResponseBudget says which)."""
     index = preq["partition"]
     partition = ctx.replicas.get(topic, index)
     if partition is None:
@@ -284,15 +309,13 @@ def _fetch_partition(
     # Between the readable end and the log end is not out of range: just nothing yet.
     if partition.log.log_end_offset >= offset >= readable:
         return _empty(index, ErrorCode.NONE, hw, log_start)
-    limit = min(preq["partition_max_bytes"], remaining)
-    if limit <= 0 and not first:
+    if limit <= 0 and not min_one:  # the response is full
         return _empty(index, ErrorCode.NONE, hw, log_start)
     throttled = replica_id >= 0 and _leader_throttles(ctx, partition, replica_id)
     if throttled and ctx.leader_quota.exceeded():
         return _empty(index, ErrorCode.NONE, hw, log_start)
     try:
-        # KIP-74: the first batch of the response comes whole even past the limits.
-        result = partition.log.read(offset, max(limit, 1), max_offset=readable)
+        result = partition.log.read(offset, limit, max_offset=readable, min_one=min_one)
     except OffsetOutOfRange:
         return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start)
     entry = _empty(index, ErrorCode.NONE, hw, log_start)
