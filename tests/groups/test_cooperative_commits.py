@@ -1,10 +1,10 @@
 """librdkafka (confluent-kafka) cooperative-sticky consumers committing through a
 rebalance (docs/contracts/consumer-groups.md, "Offset commits, state by state"): a first
-member consumes and commits all along; a second joins; the first gives up half its
-partitions in two incremental rebalances, committing from its revocation callback, by
-hand (`commit(asynchronous=False)`) or by librdkafka's auto-commit, which commits what
-it revokes. No REBALANCE_IN_PROGRESS reaches either application, the revocations'
-commits land, and every record is consumed exactly once between the two."""
+member consumes; a second joins; the first gives up half its partitions in two
+incremental rebalances, committing from its revocation callback, by hand
+(`commit(asynchronous=False)`) or by librdkafka's auto-commit, which commits what it
+revokes. No REBALANCE_IN_PROGRESS reaches either application, the revocations' commits
+land, and every record is consumed exactly once between the two."""
 
 from __future__ import annotations
 
