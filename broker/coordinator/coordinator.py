@@ -25,6 +25,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from broker.coordinator.commit_rules import decide_offset_commit
 from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
 from broker.coordinator.manager import GroupMetadataManager
 from broker.coordinator.offsets_topic import CommittedOffset
@@ -632,24 +633,12 @@ class GroupCoordinator:
         if error != E.NONE:
             return every(error)
         group = self.manager.get(group_id)
+        decision = decide_offset_commit(group, generation_id, member_id, group_instance_id)
+        if isinstance(decision, ErrorCode):
+            return every(decision)
         if group is None:
-            if generation_id >= 0:
-                # A generation of a group this coordinator does not have.
-                return every(E.ILLEGAL_GENERATION)
             group = self.manager.add(Group(group_id, state_timestamp_ms=self.now_ms()))
-        if group.is_(S.DEAD):
-            return every(E.COORDINATOR_NOT_AVAILABLE)
-        if group.is_static_member_fenced(member_id, group_instance_id):
-            return every(E.FENCED_INSTANCE_ID)
-        if generation_id < 0 and group.is_(S.EMPTY):
-            pass  # a consumer that assigns itself partitions and keeps offsets here
-        elif group.is_(S.COMPLETING_REBALANCE):
-            return every(E.REBALANCE_IN_PROGRESS)
-        elif member_id not in group.members:
-            return every(E.UNKNOWN_MEMBER_ID)
-        elif generation_id != group.generation_id:
-            return every(E.ILLEGAL_GENERATION)
-        else:
+        if decision.heartbeat:
             self._heartbeat(group, group.members[member_id])
         return self._store_offsets(group, offsets)
 

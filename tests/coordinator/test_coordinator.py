@@ -3,11 +3,11 @@ __consumer_offsets on disk, a hand-driven clock for sessions and rebalance timeo
 
 from __future__ import annotations
 
-import pytest
-
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.protocol.errors import ErrorCode as E
 from tests.helpers.groups import (
+    DELAY,
+    SETTINGS,
     commit,
     commit_errors,
     committed,
@@ -24,46 +24,12 @@ from tests.helpers.groups import (
     list_groups,
     ready,
     run_loop,
+    stable_group,
     subscription,
     sync,
 )
 from tests.helpers.inprocess_broker import InProcessBroker
 from tests.helpers.server_requests import create
-
-DELAY = 3000
-SETTINGS = {
-    "group.initial.rebalance.delay.ms": str(DELAY),
-    "group.min.session.timeout.ms": "1000",
-    "offsets.topic.num.partitions": "4",
-}
-
-
-@pytest.fixture
-def broker(tmp_path):
-    b = InProcessBroker(tmp_path / "logs", **SETTINGS)
-    create(b, "t", partitions=4)
-    create(b, "u", partitions=1)
-    ready(b)
-    yield b
-    b.close()
-
-
-def stable_group(broker, group="g", members=2, **kw):
-    """`members` dynamic members through one rebalance, the leader's assignment synced:
-    (generation, [member ids], leader id)."""
-    joins = [join_new(broker, group, **kw) for _ in range(members)]
-    broker.advance(DELAY)
-    broker.advance(DELAY)  # a new member during the delay extends it once
-    answers = [j.result() for j in joins]
-    assert all(a["error_code"] == 0 for a in answers), answers
-    generation = answers[0]["generation_id"]
-    leader = answers[0]["leader"]
-    ids = [a["member_id"] for a in answers]
-    assignments = {m: f"assignment-of-{m}".encode() for m in ids}
-    syncs = [sync(broker, group, generation, m, assignments if m == leader else None) for m in ids]
-    assert all(s.result()["error_code"] == 0 for s in syncs)
-    return generation, ids, leader
-
 
 # -- joining ------------------------------------------------------------------------------
 

@@ -21,6 +21,14 @@ from broker.protocol.apis import (
 from broker.protocol.consumer_protocol import encode_subscription
 from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
 
+# Group settings of the in-process coordinator tests (tests/coordinator/conftest.py).
+DELAY = 3000  # group.initial.rebalance.delay.ms
+SETTINGS = {
+    "group.initial.rebalance.delay.ms": str(DELAY),
+    "group.min.session.timeout.ms": "1000",
+    "offsets.topic.num.partitions": "4",
+}
+
 
 def subscription(*topics: str) -> bytes:
     """A consumer subscription (v0) to `topics`."""
@@ -273,3 +281,20 @@ def delete_offsets(broker, group: str, partitions: list[tuple[str, int]]) -> Ans
         "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
     }
     return Answer(broker, OFFSET_DELETE, 0, broker.send(OFFSET_DELETE, 0, body))
+
+
+def stable_group(broker, group="g", members=2, **kw):
+    """`members` dynamic members through one rebalance, the leader's assignment synced:
+    (generation, [member ids], leader id). For a broker with SETTINGS."""
+    joins = [join_new(broker, group, **kw) for _ in range(members)]
+    broker.advance(DELAY)
+    broker.advance(DELAY)  # a new member during the delay extends it once
+    answers = [j.result() for j in joins]
+    assert all(a["error_code"] == 0 for a in answers), answers
+    generation = answers[0]["generation_id"]
+    leader = answers[0]["leader"]
+    ids = [a["member_id"] for a in answers]
+    assignments = {m: f"assignment-of-{m}".encode() for m in ids}
+    syncs = [sync(broker, group, generation, m, assignments if m == leader else None) for m in ids]
+    assert all(s.result()["error_code"] == 0 for s in syncs)
+    return generation, ids, leader
