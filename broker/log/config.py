@@ -4,6 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker.records.log_validator import (
+    GZIP_DEFAULT_LEVEL,
+    LONG_MAX,
+    LZ4_DEFAULT_LEVEL,
+    PRODUCER,
+    ZSTD_DEFAULT_LEVEL,
+)
 from broker.util.clock import DAY_MS, HOUR_MS
 
 # Index entries hold positions and relative offsets as int32.
@@ -61,6 +68,29 @@ class LogConfig:
     # log.cleaner.min.compaction.lag.ms / min.compaction.lag.ms: records younger than this
     # stay uncompacted.
     min_compaction_lag_ms: int = 0
+    # -- append validation: compression and timestamps --
+    # (broker/records/log_validator.py applies them; docs/contracts/log.md, "Append
+    # validation"). compression.type: the codec the leader stores batches with; `producer`
+    # keeps each batch's own, `uncompressed` stores none; the levels are KIP-390's.
+    compression_type: str = PRODUCER
+    compression_gzip_level: int = GZIP_DEFAULT_LEVEL
+    compression_lz4_level: int = LZ4_DEFAULT_LEVEL
+    compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
+    # message.timestamp.{difference,before,after}.max.ms: how far a CreateTime record's
+    # timestamp may lie before / after the leader's clock (LONG_MAX: no limit).
+    timestamp_difference_max_ms: int = LONG_MAX
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
+
+    @property
+    def timestamp_window(self) -> tuple[int, int]:
+        """(before, after) as applied: a new key left at its default falls back to the
+        deprecated difference.max.ms, as Kafka 3.6+ does while both exist."""
+        before, after = self.timestamp_before_max_ms, self.timestamp_after_max_ms
+        return (
+            self.timestamp_difference_max_ms if before == LONG_MAX else before,
+            self.timestamp_difference_max_ms if after == LONG_MAX else after,
+        )
 
     @property
     def compact(self) -> bool:
