@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from broker.records.log_validator import (
+    COMPRESSION_TYPES,
     GZIP_DEFAULT_LEVEL,
     LONG_MAX,
     LZ4_DEFAULT_LEVEL,
     PRODUCER,
     ZSTD_DEFAULT_LEVEL,
+    AppendRules,
+    compression_level,
 )
 from broker.util.clock import DAY_MS, HOUR_MS
 
@@ -90,6 +94,26 @@ class LogConfig:
         return (
             self.timestamp_difference_max_ms if before == LONG_MAX else before,
             self.timestamp_difference_max_ms if after == LONG_MAX else after,
+        )
+
+    @cached_property
+    def append_rules(self) -> AppendRules:
+        """What this config asks of a produced batch's records (keys, the CreateTime
+        window, the codec); computed once per config, not per produce."""
+        codec = COMPRESSION_TYPES[self.compression_type]
+        before, after = self.timestamp_window
+        return AppendRules(
+            codec=codec,
+            level=compression_level(
+                codec,
+                self.compression_gzip_level,
+                self.compression_lz4_level,
+                self.compression_zstd_level,
+            ),
+            before_max_ms=before,
+            after_max_ms=after,
+            log_append_time=self.log_append_time,
+            compacted=self.compact,
         )
 
     @property

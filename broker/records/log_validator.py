@@ -72,8 +72,8 @@ class AppendRules:
     after_max_ms: int = LONG_MAX
     # message.timestamp.type=LogAppendTime: timestamps are the broker's, not checked.
     log_append_time: bool = False
-    # "topic-partition" of a compacted topic (records need a key), else None.
-    compacted: str | None = None
+    # cleanup.policy includes compact: every record needs a key.
+    compacted: bool = False
 
     @property
     def checks_timestamps(self) -> bool:
@@ -91,11 +91,15 @@ class AppendRules:
     def needs_records(self, header: BatchHeader) -> bool:
         """Whether the records must be walked one by one (not only framed): keys,
         timestamps or a rebuild. False for the default rules, which keep the fast path."""
-        return (
-            self.compacted is not None
-            or self.checks_timestamps
-            or self.target_codec(header) != header.codec
-        )
+        if self.compacted or self.checks_timestamps:
+            return True
+        return self.codec is not None and self.target_codec(header) != header.codec
+
+    @property
+    def checks_batch_header(self) -> bool:
+        """Whether a batch that is not walked still needs refused_records (the producer's
+        LogAppendTime mark in a LogAppendTime topic)."""
+        return self.log_append_time
 
 
 def gzip_level_problem(level: int) -> str | None:
@@ -120,7 +124,11 @@ def compression_level(codec: int | None, gzip: int, lz4: int, zstd: int) -> int 
 
 
 def refused_records(
-    header: BatchHeader, spans: list[RecordSpan] | None, rules: AppendRules, now_ms: int
+    header: BatchHeader,
+    spans: list[RecordSpan] | None,
+    rules: AppendRules,
+    now_ms: int,
+    partition_name: str,
 ) -> Refusal | None:
     """LogValidator's per-record checks: None, or the Refusal naming every refused record.
 
@@ -145,11 +153,11 @@ def refused_records(
         checks_timestamps = rules.checks_timestamps
         no_key = (
             f"Compacted topic cannot accept message without key in topic partition "
-            f"{rules.compacted}."
+            f"{partition_name}."
         )
         base = header.base_timestamp
         for i, span in enumerate(spans):
-            if rules.compacted is not None and span[6] is None:  # key
+            if rules.compacted and span[6] is None:  # key
                 errors.append((i, no_key))
             elif checks_timestamps:
                 # Every record of a LogAppendTime batch reads the batch's maxTimestamp.

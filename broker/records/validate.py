@@ -91,6 +91,7 @@ def validate_append(
     max_uncompressed_bytes: int = DEFAULT_MAX_SIZE,
     produce_version: int | None = None,
     parse_every_record: bool = False,
+    partition_name: str = "",
 ) -> Validated:
     """Check one partition's records from Produce v3+ and apply the topic's `rules`
     (log_validator.py: keys, CreateTime window at `now_ms`, compression.type).
@@ -102,6 +103,7 @@ def validate_append(
     decompression done to check the records of a compressed batch. With
     `parse_every_record` each record's fields are decoded (Kafka's LogValidator does);
     otherwise only the record framing is walked (see README: record validation).
+    `partition_name` ("topic-partition") is named in record errors.
     """
     view = memoryview(buf)
     end = len(view)
@@ -167,7 +169,7 @@ def validate_append(
         )
     _check_batch_fields(header)
     rebuilt = _check_records(
-        view, header, max_uncompressed_bytes, parse_every_record, rules, now_ms
+        view, header, max_uncompressed_bytes, parse_every_record, rules, now_ms, partition_name
     )
     if rebuilt is None:
         return Validated(buf, [(0, header)])  # as produced: the fast path
@@ -219,6 +221,7 @@ def _check_records(
     parse_every_record: bool,
     rules: AppendRules,
     now_ms: int,
+    partition_name: str,
 ) -> tuple[bytes, BatchHeader] | None:
     """Kafka reads every record of a produced batch; a batch its consumers cannot read
     must not reach the log, since we store it as produced and serve it to everyone.
@@ -241,7 +244,14 @@ def _check_records(
             spans = scan_records(records, header.records_count)
     except (CompressionError, CorruptRecordError) as exc:
         raise RecordsError(ErrorCode.INVALID_RECORD, f"Found invalid record set: {exc}") from exc
-    refusal = refused_records(header, spans, rules, now_ms)
+    if not walk:
+        # The default rules' fast path: the batch is appended as produced.
+        if rules.checks_batch_header:
+            refusal = refused_records(header, None, rules, now_ms, partition_name)
+            if refusal is not None:
+                raise RecordsError(*refusal)
+        return None
+    refusal = refused_records(header, spans, rules, now_ms, partition_name)
     if refusal is not None:
         raise RecordsError(*refusal)
     codec = rules.target_codec(header)

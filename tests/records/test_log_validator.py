@@ -31,7 +31,6 @@ from broker.records.log_validator import (
 )
 from broker.records.spans import scan_records
 from broker.records.validate import RecordsError, validate_append
-from broker.server.handlers.produce import append_rules
 from broker.server.topic_config import apply_overrides
 
 NOW = 1_700_000_000_000
@@ -48,7 +47,7 @@ def batch(codec=CODEC_NONE, timestamps=(NOW, NOW + 1, NOW + 2), **kwargs) -> byt
 
 
 def validate(raw: bytes, rules: AppendRules, now: int = NOW, max_bytes: int = MAX):
-    return validate_append(raw, max_bytes, rules, now)
+    return validate_append(raw, max_bytes, rules, now, partition_name="t-0")
 
 
 def refusal(raw: bytes, rules: AppendRules, **kw) -> RecordsError:
@@ -204,14 +203,14 @@ def test_a_producer_log_append_time_batch_in_a_create_time_topic_is_judged_by_ma
 def test_key_errors_come_first_and_timestamp_errors_set_the_code():
     records = [(None, b"a", NOW, []), (b"k", b"b", NOW - 9_000, []), (None, b"c", NOW - 9_000, [])]
     raw = build_batch(records)
-    rules = AppendRules(compacted="t-0", before_max_ms=1_000)
+    rules = AppendRules(compacted=True, before_max_ms=1_000)
     error = refusal(raw, rules)
     assert error.error_code == ErrorCode.INVALID_TIMESTAMP
     assert [i for i, _ in error.record_errors] == [0, 1, 2]
     assert (
         "without key" in error.record_errors[0][1] and "out of range" in error.record_errors[1][1]
     )
-    keyless = refusal(build_batch(records[:1]), AppendRules(compacted="t-0"))
+    keyless = refusal(build_batch(records[:1]), AppendRules(compacted=True))
     assert keyless.error_code == ErrorCode.INVALID_RECORD
 
 
@@ -227,7 +226,7 @@ def test_the_deprecated_difference_applies_where_the_new_keys_are_unset():
         {"message.timestamp.difference.max.ms": "500", "message.timestamp.after.max.ms": "7"},
     )
     assert both.timestamp_window == (500, 7)
-    rules = append_rules(both, "t", 0)
+    rules = both.append_rules
     assert (rules.before_max_ms, rules.after_max_ms, rules.codec) == (500, 7, None)
 
 
@@ -235,15 +234,12 @@ def test_compression_keys_become_rules():
     config = apply_overrides(
         LogConfig(), {"compression.type": "zstd", "compression.zstd.level": "-7"}
     )
-    rules = append_rules(config, "t", 0)
+    rules = config.append_rules
     assert (rules.codec, rules.level) == (CODEC_ZSTD, -7)
-    assert (
-        append_rules(
-            apply_overrides(LogConfig(), {"compression.type": "uncompressed"}), "t", 0
-        ).codec
-        == 0
-    )
-    assert append_rules(LogConfig(cleanup_policy=("compact",)), "t", 3).compacted == "t-3"
+    uncompressed = apply_overrides(LogConfig(), {"compression.type": "uncompressed"})
+    assert uncompressed.append_rules.codec == CODEC_NONE
+    assert LogConfig(cleanup_policy=("compact",)).append_rules.compacted
+    assert LogConfig().append_rules == AppendRules()  # the fast path's rules
 
 
 @pytest.mark.parametrize(

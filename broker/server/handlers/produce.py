@@ -11,10 +11,8 @@ that clients probing for overlap find Produce, but answered with UNSUPPORTED_VER
 
 from __future__ import annotations
 
-from broker.log.config import LogConfig
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
-from broker.records.log_validator import COMPRESSION_TYPES, AppendRules, compression_level
 from broker.records.validate import RecordsError, validate_append
 from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
@@ -132,15 +130,19 @@ def _produce_partition(
     if partition is None:
         return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
     records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
+    received = len(records)
     config = partition.log.config
     try:
+        # The topic's rules (docs/contracts/log.md, "Append validation") may rebuild the
+        # batch with the topic's codec: `records` is then the rebuilt batch.
         records, batches = validate_append(
             records,
             config.max_message_bytes,
-            append_rules(config, topic, index),
+            config.append_rules,
             now,
             produce_version=version,
             parse_every_record=ctx.config["produce.record.validation"] == "full",
+            partition_name=f"{topic}-{index}",
         )
     except RecordsError as exc:
         answer = _partition_response(
@@ -150,7 +152,7 @@ def _produce_partition(
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
         return _partition_response(index, result.error, message=result.message), -1
-    ctx.metrics.produced(topic, len(records), sum(h.last_offset_delta + 1 for _, h in batches))
+    ctx.metrics.produced(topic, received, sum(h.last_offset_delta + 1 for _, h in batches))
     answer = _partition_response(
         index,
         ErrorCode.NONE,
@@ -159,26 +161,6 @@ def _produce_partition(
         log_append_time_ms=result.log_append_time_ms,
     )
     return answer, result.next_offset
-
-
-def append_rules(config: LogConfig, topic: str, index: int) -> AppendRules:
-    """What the topic's config asks of a produced batch's records (docs/contracts/log.md,
-    "Append validation"): keys on compacted topics, the CreateTime window, the codec."""
-    codec = COMPRESSION_TYPES[config.compression_type]
-    before, after = config.timestamp_window
-    return AppendRules(
-        codec=codec,
-        level=compression_level(
-            codec,
-            config.compression_gzip_level,
-            config.compression_lz4_level,
-            config.compression_zstd_level,
-        ),
-        before_max_ms=before,
-        after_max_ms=after,
-        log_append_time=config.log_append_time,
-        compacted=f"{topic}-{index}" if config.compact else None,
-    )
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
