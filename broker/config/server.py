@@ -28,11 +28,20 @@ from broker.config.listeners import (
 )
 from broker.log.cleaner import CleanerConfig
 from broker.log.config import (
-    LONG_MAX,
     MESSAGE_FORMAT_VERSION_DEFAULT,
     LogConfig,
     cleanup_policy_problem,
     message_format_version_problem,
+)
+from broker.records.log_validator import (
+    COMPRESSION_TYPES,
+    GZIP_DEFAULT_LEVEL,
+    LONG_MAX,
+    LZ4_DEFAULT_LEVEL,
+    LZ4_LEVELS,
+    ZSTD_DEFAULT_LEVEL,
+    ZSTD_LEVELS,
+    gzip_level_problem,
 )
 from broker.security.acl import AclError, parse_principal
 from broker.security.authorizer import parse_super_users
@@ -540,6 +549,81 @@ SERVER_CONFIG = (
         "`LogAppendTime` stamps each batch with the broker's clock when it is appended "
         "(topic override: message.timestamp.type).",
         validator=one_of("CreateTime", "LogAppendTime"),
+        group="log",
+        dynamic=True,
+    )
+    # -- append validation: compression and timestamps (broker/records/log_validator.py) --
+    .define(
+        "compression.type",
+        "string",
+        "producer",
+        "The codec the leader stores batches with: `producer` keeps each batch's own; "
+        "`uncompressed`, `gzip`, `snappy`, `lz4` or `zstd` recompresses batches written "
+        'with another (docs/contracts/log.md, "Append validation"; topic override: '
+        "compression.type).",
+        validator=one_of(*COMPRESSION_TYPES),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "compression.gzip.level",
+        "int",
+        GZIP_DEFAULT_LEVEL,
+        "gzip level of batches the leader recompresses to gzip: 1..9, or -1 for zlib's "
+        "default (6) (KIP-390; topic override: compression.gzip.level).",
+        validator=gzip_level_problem,
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "compression.lz4.level",
+        "int",
+        LZ4_DEFAULT_LEVEL,
+        "lz4 level of batches the leader recompresses to lz4: 1..17; 9 uses LZ4's fast "
+        "compressor, any other level its high-compression one, as Kafka (KIP-390).",
+        validator=between(*LZ4_LEVELS),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "compression.zstd.level",
+        "int",
+        ZSTD_DEFAULT_LEVEL,
+        "zstd level of batches the leader recompresses to zstd: -131072..22 (KIP-390).",
+        validator=between(*ZSTD_LEVELS),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.message.timestamp.difference.max.ms",
+        "long",
+        LONG_MAX,
+        "Deprecated (Kafka 3.6): the before and after window of both "
+        "log.message.timestamp.before.max.ms and .after.max.ms while those are at their "
+        "default (topic override: message.timestamp.difference.max.ms).",
+        validator=at_least(0),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.message.timestamp.before.max.ms",
+        "long",
+        LONG_MAX,
+        "With CreateTime, a record whose timestamp is more than this before the leader's "
+        "clock is refused (INVALID_TIMESTAMP for its partition; KIP-937; topic override: "
+        "message.timestamp.before.max.ms).",
+        validator=at_least(0),
+        group="log",
+        dynamic=True,
+    )
+    .define(
+        "log.message.timestamp.after.max.ms",
+        "long",
+        LONG_MAX,
+        "With CreateTime, a record whose timestamp is more than this after the leader's "
+        "clock is refused (INVALID_TIMESTAMP; KIP-937; topic override: "
+        "message.timestamp.after.max.ms).",
+        validator=at_least(0),
         group="log",
         dynamic=True,
     )
@@ -1232,6 +1316,14 @@ class BrokerConfig:
             segment_index_bytes=v["log.index.size.max.bytes"],
             preallocate=v["log.preallocate"],
             max_compaction_lag_ms=v["log.cleaner.max.compaction.lag.ms"],
+            # -- append validation: compression and timestamps --
+            compression_type=v["compression.type"],
+            compression_gzip_level=v["compression.gzip.level"],
+            compression_lz4_level=v["compression.lz4.level"],
+            compression_zstd_level=v["compression.zstd.level"],
+            timestamp_difference_max_ms=v["log.message.timestamp.difference.max.ms"],
+            timestamp_before_max_ms=v["log.message.timestamp.before.max.ms"],
+            timestamp_after_max_ms=v["log.message.timestamp.after.max.ms"],
         )
 
     @property

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import cached_property
 
+from broker.records.log_validator import (
+    COMPRESSION_TYPES,
+    GZIP_DEFAULT_LEVEL,
+    LONG_MAX,
+    LZ4_DEFAULT_LEVEL,
+    PRODUCER,
+    ZSTD_DEFAULT_LEVEL,
+    AppendRules,
+    compression_level,
+)
 from broker.util.clock import DAY_MS, HOUR_MS
 
 # Index entries hold positions and relative offsets as int32.
 INT32_MAX = 2**31 - 1
-# Kafka's Long.MAX_VALUE: the "never" of its time and count limits.
-LONG_MAX = 2**63 - 1
 # The cleanup policies (Kafka's names).
 DELETE, COMPACT = "delete", "compact"
 CLEANUP_POLICIES = (DELETE, COMPACT)
@@ -133,6 +142,49 @@ class LogConfig:
     # first batch is older than this is compacted whatever the dirty ratio (KIP-354),
     # and a compacted log's active segment rolls by then.
     max_compaction_lag_ms: int = LONG_MAX
+    # -- append validation: compression and timestamps --
+    # (broker/records/log_validator.py applies them; docs/contracts/log.md, "Append
+    # validation"). compression.type: the codec the leader stores batches with; `producer`
+    # keeps each batch's own, `uncompressed` stores none; the levels are KIP-390's.
+    compression_type: str = PRODUCER
+    compression_gzip_level: int = GZIP_DEFAULT_LEVEL
+    compression_lz4_level: int = LZ4_DEFAULT_LEVEL
+    compression_zstd_level: int = ZSTD_DEFAULT_LEVEL
+    # message.timestamp.{difference,before,after}.max.ms: how far a CreateTime record's
+    # timestamp may lie before / after the leader's clock (LONG_MAX: no limit).
+    timestamp_difference_max_ms: int = LONG_MAX
+    timestamp_before_max_ms: int = LONG_MAX
+    timestamp_after_max_ms: int = LONG_MAX
+
+    @property
+    def timestamp_window(self) -> tuple[int, int]:
+        """(before, after) as applied: a new key left at its default falls back to the
+        deprecated difference.max.ms, as Kafka 3.6+ does while both exist."""
+        before, after = self.timestamp_before_max_ms, self.timestamp_after_max_ms
+        return (
+            self.timestamp_difference_max_ms if before == LONG_MAX else before,
+            self.timestamp_difference_max_ms if after == LONG_MAX else after,
+        )
+
+    @cached_property
+    def append_rules(self) -> AppendRules:
+        """What this config asks of a produced batch's records (keys, the CreateTime
+        window, the codec); computed once per config, not per produce."""
+        codec = COMPRESSION_TYPES[self.compression_type]
+        before, after = self.timestamp_window
+        return AppendRules(
+            codec=codec,
+            level=compression_level(
+                codec,
+                self.compression_gzip_level,
+                self.compression_lz4_level,
+                self.compression_zstd_level,
+            ),
+            before_max_ms=before,
+            after_max_ms=after,
+            log_append_time=self.log_append_time,
+            compacted=self.compact,
+        )
 
     @property
     def compact(self) -> bool:

@@ -10,6 +10,8 @@ See README.md in this directory for the reasoning behind each choice.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import MAGIC_V2, CorruptRecordError, check_record_framing, parse_records
 from broker.records.compression import DEFAULT_MAX_SIZE, CompressionError, decompress
@@ -25,6 +27,7 @@ from broker.records.header import (
     parse_header,
     read_offset_and_length,
 )
+from broker.records.log_validator import AppendRules, recompress, refused_records
 from broker.records.spans import scan_records
 
 # Kafka's batch iterator refuses a batchLength below the smallest v0 message
@@ -50,6 +53,14 @@ class RecordsError(Exception):
         return f"RecordsError({self.error_code}, {self.message!r})"
 
 
+class Validated(NamedTuple):
+    """A produced partition's records ready to append: the request's bytes, or the batch
+    rebuilt with the topic's codec; and [(position, header)] of its batch."""
+
+    records: bytes | bytearray
+    batches: list[tuple[int, BatchHeader]]
+
+
 def validate_produce_records(
     buf: bytes,
     max_batch_bytes: int,
@@ -57,19 +68,42 @@ def validate_produce_records(
     max_uncompressed_bytes: int = DEFAULT_MAX_SIZE,
     produce_version: int | None = None,
     parse_every_record: bool = False,
-    compacted: str | None = None,
 ) -> list[tuple[int, BatchHeader]]:
-    """Check one partition's records from Produce v3+; returns [(position, header)].
+    """`validate_append` with the default rules (no key, timestamp or codec rule):
+    [(position, header)] of the one batch."""
+    return validate_append(
+        buf,
+        max_batch_bytes,
+        AppendRules(),
+        0,
+        max_uncompressed_bytes=max_uncompressed_bytes,
+        produce_version=produce_version,
+        parse_every_record=parse_every_record,
+    ).batches
 
-    Kafka allows exactly one v2 batch per partition in Produce v3+, so the list has
+
+def validate_append(
+    buf: bytes,
+    max_batch_bytes: int,
+    rules: AppendRules,
+    now_ms: int,
+    *,
+    max_uncompressed_bytes: int = DEFAULT_MAX_SIZE,
+    produce_version: int | None = None,
+    parse_every_record: bool = False,
+    partition_name: str = "",
+) -> Validated:
+    """Check one partition's records from Produce v3+ and apply the topic's `rules`
+    (log_validator.py: keys, CreateTime window at `now_ms`, compression.type).
+
+    Kafka allows exactly one v2 batch per partition in Produce v3+, so `batches` has
     one entry; it is a list so callers need not change if that ever relaxes.
     Raises RecordsError carrying the Kafka error code. `produce_version`, when given,
     refuses zstd below Produce v7 as Kafka does; `max_uncompressed_bytes` bounds the
     decompression done to check the records of a compressed batch. With
     `parse_every_record` each record's fields are decoded (Kafka's LogValidator does);
     otherwise only the record framing is walked (see README: record validation).
-    `compacted` names the topic partition when its topic is compacted: a record without
-    a key is then refused (INVALID_RECORD, as Kafka's LogValidator).
+    `partition_name` ("topic-partition") is named in record errors.
     """
     view = memoryview(buf)
     end = len(view)
@@ -134,8 +168,20 @@ def validate_produce_records(
             ErrorCode.CORRUPT_MESSAGE, f"Record is corrupt (stored crc = {header.crc})"
         )
     _check_batch_fields(header)
-    _check_records(view, header, max_uncompressed_bytes, parse_every_record, compacted)
-    return [(0, header)]
+    rebuilt = _check_records(
+        view, header, max_uncompressed_bytes, parse_every_record, rules, now_ms, partition_name
+    )
+    if rebuilt is None:
+        return Validated(buf, [(0, header)])  # as produced: the fast path
+    batch, header = rebuilt
+    if header.size > max_batch_bytes:
+        # Checked again after recompression, as Kafka's log does for a rebuilt batch.
+        raise RecordsError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"Message batch size is {header.size} bytes after recompression, which exceeds "
+            f"the maximum configured size of {max_batch_bytes}.",
+        )
+    return Validated(batch, [(0, header)])
 
 
 def _check_batch_fields(header: BatchHeader) -> None:
@@ -173,11 +219,17 @@ def _check_records(
     header: BatchHeader,
     max_uncompressed: int,
     parse_every_record: bool,
-    compacted: str | None,
-) -> None:
+    rules: AppendRules,
+    now_ms: int,
+    partition_name: str,
+) -> tuple[bytes, BatchHeader] | None:
     """Kafka reads every record of a produced batch; a batch its consumers cannot read
-    must not reach the log, since we store it as produced and serve it to everyone."""
+    must not reach the log, since we store it as produced and serve it to everyone.
+    One pass over the (decompressed) records serves the framing, the topic's per-record
+    rules and, when the codec must change, the rebuilt batch (returned; else None)."""
     data = view[HEADER_SIZE : header.size]
+    walk = rules.needs_records(header)
+    spans = None
     try:
         if header.codec == CODEC_NONE:
             records = data
@@ -185,28 +237,24 @@ def _check_records(
             records = decompress(header.codec, data, max_uncompressed)
         if parse_every_record:
             parse_records(bytes(records), header.records_count)
-        elif compacted is None:
+        elif not walk:
             check_record_framing(records, header.records_count)
-        if compacted is not None:
-            spans = scan_records(bytes(records), header.records_count)
+        if walk:
+            records = bytes(records)
+            spans = scan_records(records, header.records_count)
     except (CompressionError, CorruptRecordError) as exc:
         raise RecordsError(ErrorCode.INVALID_RECORD, f"Found invalid record set: {exc}") from exc
-    if compacted is not None:
-        _check_keys(spans, compacted)
-
-
-def _check_keys(spans, partition_name: str) -> None:
-    """A compacted topic keeps the latest record per key: a record without one cannot
-    be kept (Kafka's words and code: INVALID_RECORD, one record error per record)."""
-    message = (
-        f"Compacted topic cannot accept message without key in topic partition {partition_name}."
-    )
-    errors = [(i, message) for i, span in enumerate(spans) if span[6] is None]  # no key
-    if errors:
-        shown = ", ".join(f"record {i}: {text}" for i, text in errors[:3])
-        raise RecordsError(
-            ErrorCode.INVALID_RECORD,
-            f"One or more records have been rejected due to {len(errors)} record errors in "
-            f"total, and only showing the first three errors at most: [{shown}]",
-            errors,
-        )
+    if not walk:
+        # The default rules' fast path: the batch is appended as produced.
+        if rules.checks_batch_header:
+            refusal = refused_records(header, None, rules, now_ms, partition_name)
+            if refusal is not None:
+                raise RecordsError(*refusal)
+        return None
+    refusal = refused_records(header, spans, rules, now_ms, partition_name)
+    if refusal is not None:
+        raise RecordsError(*refusal)
+    codec = rules.target_codec(header)
+    if codec == header.codec:
+        return None
+    return recompress(header, records, spans, codec, rules.level)

@@ -8,6 +8,12 @@ from typing import Any
 
 from broker.config.definition import ConfigDef, ConfigError, at_least, between, one_of
 from broker.log.config import LogConfig, cleanup_policy_problem, message_format_version_problem
+from broker.records.log_validator import (
+    COMPRESSION_TYPES,
+    LZ4_LEVELS,
+    ZSTD_LEVELS,
+    gzip_level_problem,
+)
 from broker.server.replication_quota import (
     FOLLOWER_REPLICAS,
     LEADER_REPLICAS,
@@ -269,6 +275,71 @@ TOPIC_CONFIG = (
         False,
         "Tiered storage (Kafka 3.9+). Accepted, no effect: tiered storage is not supported.",
     )
+    # -- append validation: compression and timestamps (broker/records/log_validator.py) --
+    .define(
+        "compression.type",
+        "string",
+        None,
+        "Overrides compression.type: `producer`, `uncompressed`, `gzip`, `snappy`, `lz4` or "
+        "`zstd`.",
+        optional=True,
+        validator=one_of(*COMPRESSION_TYPES),
+        synonyms=("compression.type",),
+    )
+    .define(
+        "compression.gzip.level",
+        "int",
+        None,
+        "Overrides compression.gzip.level (1..9, or -1).",
+        optional=True,
+        validator=gzip_level_problem,
+        synonyms=("compression.gzip.level",),
+    )
+    .define(
+        "compression.lz4.level",
+        "int",
+        None,
+        "Overrides compression.lz4.level (1..17).",
+        optional=True,
+        validator=between(*LZ4_LEVELS),
+        synonyms=("compression.lz4.level",),
+    )
+    .define(
+        "compression.zstd.level",
+        "int",
+        None,
+        "Overrides compression.zstd.level (-131072..22).",
+        optional=True,
+        validator=between(*ZSTD_LEVELS),
+        synonyms=("compression.zstd.level",),
+    )
+    .define(
+        "message.timestamp.difference.max.ms",
+        "long",
+        None,
+        "Overrides log.message.timestamp.difference.max.ms (deprecated).",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.message.timestamp.difference.max.ms",),
+    )
+    .define(
+        "message.timestamp.before.max.ms",
+        "long",
+        None,
+        "Overrides log.message.timestamp.before.max.ms.",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.message.timestamp.before.max.ms",),
+    )
+    .define(
+        "message.timestamp.after.max.ms",
+        "long",
+        None,
+        "Overrides log.message.timestamp.after.max.ms.",
+        optional=True,
+        validator=at_least(0),
+        synonyms=("log.message.timestamp.after.max.ms",),
+    )
     # -- replication throttles (broker/server/replication_quota.py) --
     .define(
         LEADER_REPLICAS,
@@ -307,6 +378,14 @@ _LOG_FIELDS = {
     "index.interval.bytes": "index_interval_bytes",
     "preallocate": "preallocate",
     "file.delete.delay.ms": "file_delete_delay_ms",
+    # -- append validation: compression and timestamps --
+    "compression.type": "compression_type",
+    "compression.gzip.level": "compression_gzip_level",
+    "compression.lz4.level": "compression_lz4_level",
+    "compression.zstd.level": "compression_zstd_level",
+    "message.timestamp.difference.max.ms": "timestamp_difference_max_ms",
+    "message.timestamp.before.max.ms": "timestamp_before_max_ms",
+    "message.timestamp.after.max.ms": "timestamp_after_max_ms",
 }
 
 

@@ -54,6 +54,13 @@ GOOD = {
     "remote.log.delete.on.disable": "true",
     "leader.replication.throttled.replicas": "0:0",
     "follower.replication.throttled.replicas": "*",
+    "compression.type": "lz4",
+    "compression.gzip.level": "6",
+    "compression.lz4.level": "12",
+    "compression.zstd.level": "5",
+    "message.timestamp.difference.max.ms": "86400000",
+    "message.timestamp.before.max.ms": "3600000",
+    "message.timestamp.after.max.ms": "60000",
 }
 BAD = [
     ("max.compaction.lag.ms", "0"),
@@ -69,6 +76,10 @@ BAD = [
     ("local.retention.ms", "-3"),
     ("local.retention.bytes", "x"),
     ("leader.replication.throttled.replicas", "0-0"),
+    ("compression.type", "brotli"),
+    ("compression.gzip.level", "10"),
+    ("compression.zstd.level", "23"),
+    ("message.timestamp.before.max.ms", "-1"),
 ]
 TOPIC = ResourceType.TOPIC
 # AlterConfigs (the whole set) is what the round trips are about, deprecated or not.

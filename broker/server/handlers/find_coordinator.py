@@ -108,6 +108,9 @@ def _create_offsets_topic(ctx: BrokerContext) -> None:
         configs={
             "cleanup.policy": "compact",
             "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
+            # As Kafka: the coordinator's batches are stored as written, whatever the
+            # broker's compression.type.
+            "compression.type": "producer",
         },
     )
     manager.creating_topic = True

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
-from broker.records.validate import RecordsError, validate_produce_records
+from broker.records.validate import RecordsError, validate_append
 from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
 from broker.server.authorization import allowed
@@ -130,14 +130,19 @@ def _produce_partition(
     if partition is None:
         return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
     records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
+    received = len(records)
+    config = partition.log.config
     try:
-        batches = validate_produce_records(
+        # The topic's rules (docs/contracts/log.md, "Append validation") may rebuild the
+        # batch with the topic's codec: `records` is then the rebuilt batch.
+        records, batches = validate_append(
             records,
-            partition.log.config.max_message_bytes,
+            config.max_message_bytes,
+            config.append_rules,
+            now,
             produce_version=version,
             parse_every_record=ctx.config["produce.record.validation"] == "full",
-            # Log compaction: a compacted topic refuses records without a key.
-            compacted=f"{topic}-{index}" if partition.log.config.compact else None,
+            partition_name=f"{topic}-{index}",
         )
     except RecordsError as exc:
         answer = _partition_response(
@@ -147,7 +152,7 @@ def _produce_partition(
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
     if result.error != ErrorCode.NONE:
         return _partition_response(index, result.error, message=result.message), -1
-    ctx.metrics.produced(topic, len(records), sum(h.last_offset_delta + 1 for _, h in batches))
+    ctx.metrics.produced(topic, received, sum(h.last_offset_delta + 1 for _, h in batches))
     answer = _partition_response(
         index,
         ErrorCode.NONE,
