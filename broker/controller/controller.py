@@ -541,14 +541,23 @@ class Controller:
             for tp in pending:
                 log.error("%s-%d: could not write the partition state", *tp)
         ctx.states.update(written)
-        for tp, state in sorted(written.items()):
+        # One line per event at INFO; the per-partition states at DEBUG (Kafka's
+        # state-change log). A line per partition cost 7 % of the controller's CPU when a
+        # failover moved 3,000 leaders (docs/benchmarks.md).
+        if written:
+            leaders = sorted({state.leader for state in written.values()})
             log.info(
-                "%s-%d: leader %d, epoch %d, ISR %s",
-                *tp,
-                state.leader,
-                state.leader_epoch,
-                list(state.isr),
+                "%d partition states written; leaders now on brokers %s", len(written), leaders
             )
+        if log.isEnabledFor(logging.DEBUG):
+            for tp, state in sorted(written.items()):
+                log.debug(
+                    "%s-%d: leader %d, epoch %d, ISR %s",
+                    *tp,
+                    state.leader,
+                    state.leader_epoch,
+                    list(state.isr),
+                )
         self.send_leader_and_isr(sorted(written), new=new)
         return written
 
