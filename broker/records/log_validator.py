@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from broker.protocol.errors import ErrorCode
-from broker.records.batch import MAGIC_V2
 from broker.records.compression import compress
 from broker.records.header import (
     CODEC_GZIP,
@@ -23,14 +22,10 @@ from broker.records.header import (
     CODEC_NONE,
     CODEC_SNAPPY,
     CODEC_ZSTD,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
-    compute_crc,
-    set_crc,
-    write_header,
 )
+from broker.records.rewrite import framed
 from broker.records.spans import RecordSpan
 from broker.records.varint import decode_zigzag, encode_zigzag, zigzag
 
@@ -205,20 +200,7 @@ def recompress(
     if not header.attributes & TIMESTAMP_TYPE_LOG_APPEND and spans:
         max_timestamp = header.base_timestamp + max(span[5] for span in spans)
     section = compress(codec, records, level) if codec != CODEC_NONE else bytes(records)
-    size = HEADER_SIZE + len(section)
-    rebuilt = header._replace(
-        batch_length=size - LOG_OVERHEAD,
-        magic=MAGIC_V2,
-        crc=0,
-        attributes=attributes,
-        max_timestamp=max_timestamp,
-    )
-    out = bytearray(HEADER_SIZE)
-    out += section
-    write_header(out, 0, rebuilt)
-    crc = compute_crc(out, 0, size)
-    set_crc(out, 0, crc)
-    return bytes(out), rebuilt._replace(crc=crc)
+    return framed(header, section, attributes=attributes, max_timestamp=max_timestamp)
 
 
 def _renumber(records: bytes, spans: list[RecordSpan]) -> bytes:

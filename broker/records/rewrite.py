@@ -69,26 +69,28 @@ def rebuild_batch(
         body = _rebase_timestamps(records, kept, base_timestamp, horizon, log_append_time)
         base_timestamp = horizon
     codec = attributes & CODEC_MASK
-    return _batch(
+    return framed(
         header,
         compress(codec, body) if codec != CODEC_NONE else body,
         attributes=attributes,
         base_timestamp=base_timestamp,
         max_timestamp=max_timestamp,
         records_count=len(kept),
-    )
+    )[0]
 
 
-def _batch(header: BatchHeader, section: bytes, **changes) -> bytes:
-    """`header` with `changes`, its length and CRC made right for `section`, then `section`."""
+def framed(header: BatchHeader, section: bytes, **changes) -> tuple[bytes, BatchHeader]:
+    """`header` with `changes`, its length and CRC made right for `section`, then
+    `section`; and the header as written (the cleaner's rebuilds and the leader's
+    recompression both frame batches here)."""
     size = HEADER_SIZE + len(section)
     out = bytearray(HEADER_SIZE)
     out += section
-    write_header(
-        out, 0, header._replace(batch_length=size - LOG_OVERHEAD, magic=MAGIC_V2, crc=0, **changes)
-    )
-    set_crc(out, 0, compute_crc(out, 0, size))
-    return bytes(out)
+    written = header._replace(batch_length=size - LOG_OVERHEAD, magic=MAGIC_V2, crc=0, **changes)
+    write_header(out, 0, written)
+    crc = compute_crc(out, 0, size)
+    set_crc(out, 0, crc)
+    return bytes(out), written._replace(crc=crc)
 
 
 def _rebase_timestamps(
@@ -120,10 +122,10 @@ def empty_batch(header: BatchHeader) -> bytes:
     """The header of `header`'s batch with no records left (Kafka's writeEmptyHeader):
     same offsets, leader epoch and producer fields; no codec, no delete horizon; both
     timestamps the batch's maxTimestamp."""
-    return _batch(
+    return framed(
         header,
         b"",
         attributes=header.attributes & ~(CODEC_MASK | DELETE_HORIZON),
         base_timestamp=header.max_timestamp,
         records_count=0,
-    )
+    )[0]
