@@ -273,7 +273,9 @@ def add_partitions(
     )
 
 
-def _add(state: TxnCoordinatorState, req: AddPartitionsRequest, now_ms: int) -> Decision:
+def _transaction_of(state: TxnCoordinatorState, req) -> Decision | tuple:
+    """(owner, metadata) of the transaction `req` (AddPartitionsToTxn or EndTxn) names,
+    or the refusal Kafka answers first: no id, not here, another producer, an old epoch."""
     if not req.transactional_id:
         return Decision(E.INVALID_REQUEST)
     found = state.lookup(req.transactional_id)
@@ -284,6 +286,14 @@ def _add(state: TxnCoordinatorState, req: AddPartitionsRequest, now_ms: int) -> 
         return Decision(E.INVALID_PRODUCER_ID_MAPPING)
     if meta.producer_epoch != req.producer_epoch:
         return Decision(E.PRODUCER_FENCED)
+    return owner, meta
+
+
+def _add(state: TxnCoordinatorState, req: AddPartitionsRequest, now_ms: int) -> Decision:
+    found = _transaction_of(state, req)
+    if isinstance(found, Decision):
+        return found
+    owner, meta = found
     if meta.pending is not None or meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
         return Decision(E.CONCURRENT_TRANSACTIONS)
     if meta.state == S.ONGOING and req.partitions <= meta.partitions:
@@ -319,16 +329,10 @@ class EndTxnRequest:
 
 
 def end_txn(state: TxnCoordinatorState, req: EndTxnRequest, now_ms: int) -> Decision:
-    if not req.transactional_id:
-        return Decision(E.INVALID_REQUEST)
-    found = state.lookup(req.transactional_id)
-    if isinstance(found, ErrorCode):
-        return Decision(found)
+    found = _transaction_of(state, req)
+    if isinstance(found, Decision):
+        return found
     owner, meta = found
-    if meta is None or meta.producer_id != req.producer_id:
-        return Decision(E.INVALID_PRODUCER_ID_MAPPING)
-    if req.producer_epoch != meta.producer_epoch:
-        return Decision(E.PRODUCER_FENCED)
     if meta.pending is not None:
         return Decision(E.CONCURRENT_TRANSACTIONS)
     done, preparing = (
