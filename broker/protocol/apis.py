@@ -578,6 +578,138 @@ INIT_PRODUCER_ID_API = Api(
     ),
 )
 
+# -- Transactions (KIP-98; docs/contracts/transactions.md). AddPartitionsToTxn v4+ is the
+# brokers' batched form (KIP-890): clients use v0-v3 and its V3AndBelow fields.
+
+TXN_TOPIC_RESULTS = Array(Struct(
+    F("name", STRING),
+    F("results_by_partition", Array(Struct(
+        F("partition_index", INT32),
+        F("partition_error_code", INT16),
+    ))),
+))
+
+ADD_PARTITIONS_TO_TXN_API = Api(
+    24, "AddPartitionsToTxn", 0, 4, 3,
+    request=Struct(
+        F("transactions", Array(Struct(
+            F("transactional_id", STRING),
+            F("producer_id", INT64),
+            F("producer_epoch", INT16),
+            F("verify_only", BOOL, default=False),
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partitions", Array(INT32)),
+            ))),
+        )), "4+"),
+        F("v3_and_below_transactional_id", STRING, "0-3"),
+        F("v3_and_below_producer_id", INT64, "0-3"),
+        F("v3_and_below_producer_epoch", INT16, "0-3"),
+        F("v3_and_below_topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(INT32)),
+        )), "0-3"),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16, "4+", default=0),
+        F("results_by_transaction", Array(Struct(
+            F("transactional_id", STRING),
+            F("topic_results", TXN_TOPIC_RESULTS),
+        )), "4+"),
+        F("results_by_topic_v3_and_below", TXN_TOPIC_RESULTS, "0-3"),
+    ),
+)
+
+ADD_OFFSETS_TO_TXN_API = Api(
+    25, "AddOffsetsToTxn", 0, 3, 3,
+    request=Struct(
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("group_id", STRING),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+    ),
+)
+
+END_TXN_API = Api(
+    26, "EndTxn", 0, 3, 3,
+    request=Struct(
+        F("transactional_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("committed", BOOL),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+    ),
+)
+
+# Sent by a transaction coordinator to partition leaders (inter-broker).
+WRITE_TXN_MARKERS_API = Api(
+    27, "WriteTxnMarkers", 0, 1, 1,
+    request=Struct(
+        F("markers", Array(Struct(
+            F("producer_id", INT64),
+            F("producer_epoch", INT16),
+            F("transaction_result", BOOL),  # true: COMMIT, false: ABORT
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partition_indexes", Array(INT32)),
+            ))),
+            F("coordinator_epoch", INT32),
+        ))),
+    ),
+    response=Struct(
+        F("markers", Array(Struct(
+            F("producer_id", INT64),
+            F("topics", Array(Struct(
+                F("name", STRING),
+                F("partitions", Array(Struct(
+                    F("partition_index", INT32),
+                    F("error_code", INT16),
+                ))),
+            ))),
+        ))),
+    ),
+)
+
+TXN_OFFSET_COMMIT_API = Api(
+    28, "TxnOffsetCommit", 0, 3, 3,
+    request=Struct(
+        F("transactional_id", STRING),
+        F("group_id", STRING),
+        F("producer_id", INT64),
+        F("producer_epoch", INT16),
+        F("generation_id", INT32, "3+", default=-1),
+        F("member_id", STRING, "3+", default=""),
+        F("group_instance_id", STRING, "3+", nullable="3+", default=None),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("committed_offset", INT64),
+                F("committed_leader_epoch", INT32, "2+", default=-1),
+                F("committed_metadata", STRING, nullable="0+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+            ))),
+        ))),
+    ),
+)
+
 # -- Inter-broker APIs. Every broker of a cluster runs this code, so each is declared at
 # one version: the last one before the flexible versions, with everything the ZooKeeper
 # era needs (broker epochs, adding/removing replicas for reassignments, offline replicas,

@@ -15,9 +15,12 @@ from hypothesis import strategies as st
 from kafka.protocol import metadata as metadata_v
 from kafka.protocol.consumer import offsets
 from kafka.protocol.old import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     admin,
     api_versions,
     commit,
+    end_txn,
     fetch,
     find_coordinator,
     group,
@@ -28,6 +31,7 @@ from kafka.protocol.old import (
     produce,
     sasl_authenticate,
     sasl_handshake,
+    txn_offset_commit,
 )
 from kafka.protocol.old.types import Schema
 
@@ -60,13 +64,20 @@ KAFKA_PYTHON = {
     36: (sasl_authenticate.SaslAuthenticateRequest, sasl_authenticate.SaslAuthenticateResponse),
     42: (admin.DeleteGroupsRequest, admin.DeleteGroupsResponse),
     43: (admin.ElectLeadersRequest, admin.ElectLeadersResponse),
+    24: (
+        add_partitions_to_txn.AddPartitionsToTxnRequest,
+        add_partitions_to_txn.AddPartitionsToTxnResponse,
+    ),
+    25: (add_offsets_to_txn.AddOffsetsToTxnRequest, add_offsets_to_txn.AddOffsetsToTxnResponse),
+    26: (end_txn.EndTxnRequest, end_txn.EndTxnResponse),
+    28: (txn_offset_commit.TxnOffsetCommitRequest, txn_offset_commit.TxnOffsetCommitResponse),
     23: (
         offset_for_leader_epoch.OffsetForLeaderEpochRequest,
         offset_for_leader_epoch.OffsetForLeaderEpochResponse,
     ),
 }
 # Broker-to-broker only: kafka-python has no classes for them.
-INTER_BROKER = {4, 5, 6, 7}
+INTER_BROKER = {4, 5, 6, 7, 27}
 
 
 def _has(api_key: int, version: int) -> bool:
@@ -96,7 +107,7 @@ def test_kafka_python_covers_nearly_all_our_versions():
     assert [m for m in missing if m[0] not in INTER_BROKER] == [
         (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
         (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 4), (15, 5), (16, 2), (16, 3),
-        (16, 4), (19, 4), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
+        (16, 4), (19, 4), (24, 3), (24, 4), (25, 3), (26, 3), (28, 3), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
         (31, 2), (31, 3), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
         (35, 2), (35, 3), (35, 4), (36, 2), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 0), (44, 1), (45, 0), (46, 0), (47, 0), (50, 0), (51, 0), (60, 0),
@@ -273,10 +284,11 @@ def _generated_classes() -> dict[tuple[int, bool], type]:
 
 
 GENERATED_CLASSES = _generated_classes()
-# The group, cluster-operation and SCRAM-administration APIs (and SaslAuthenticate v2) at
+# The group, transaction, cluster-operation and SCRAM-administration APIs (and
+# SaslAuthenticate v2) at
 # the versions only the generated classes cover.
 GENERATED_ONLY = {
-    8, 9, 10, 11, 12, 13, 14, 15, 16, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47,
+    8, 9, 24, 25, 26, 28, 10, 11, 12, 13, 14, 15, 16, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47,
     50, 51, 60,
 }  # fmt: skip
 GENERATED = [
