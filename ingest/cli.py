@@ -1,4 +1,4 @@
-"""`python -m ingest run|rerun|history|audit|register --config conf/ingest.yaml [--set key=value ...]`."""
+"""`python -m ingest run|rerun|compact|history|audit|register --config conf/ingest.yaml [--set key=value ...]`."""
 
 from __future__ import annotations
 
@@ -166,6 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     reg.add_argument(
         "--all", action="store_true", help="register every finalized hour (a new metastore)"
     )
+    comp = sub.add_parser(
+        "compact", help="merge the small files of finalized hours (compaction.target.file.bytes)"
+    )
+    comp.add_argument(
+        "--topic",
+        action="append",
+        help="a topic to compact (repeatable; default: those compaction.topics matches)",
+    )
+    comp.add_argument("--from", dest="time_from", type=_parse_time, help="first hour (ISO, UTC)")
+    comp.add_argument("--to", dest="time_to", type=_parse_time, help="end (exclusive; ISO, UTC)")
+    comp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     sub.add_parser("config-docs", help="print the reference of conf/ingest.yaml's keys (Markdown)")
     aud = sub.add_parser("audit", help="audit the live runs and write _SUCCESS for complete hours")
     aud.add_argument(
@@ -221,6 +232,25 @@ def main(argv: list[str] | None = None) -> int:
                 _audit_and_finalize(config, job.open_root(config), results[-1].manifest, out, spark)
         finally:
             spark.stop()
+        return 0
+    if args.command == "compact":
+        from ingest import compact
+
+        # In process for a dry run (it only lists and reads footers); Spark tasks otherwise.
+        spark = None if args.dry_run else _session(config)
+        try:
+            result = compact.compact(
+                config,
+                topics=args.topic,
+                start_ms=args.time_from,
+                end_ms=args.time_to,
+                dry_run=args.dry_run,
+                spark=spark,
+            )
+        finally:
+            if spark is not None:
+                spark.stop()
+        print(result.text(), file=out)
         return 0
     fs = job.open_root(config)
     if args.command == "status":
