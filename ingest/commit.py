@@ -277,7 +277,10 @@ def rerun_target(fs: FileSystem, run_id: str) -> tuple[Manifest, list[str]]:
         holder = replaced_by[holder]
     m = load_manifest(fs, holder)
     markers = {layout.success_marker_beside(f.path) for p in m.partitions for f in p.files}
-    return m, [*m.files(), *sorted(markers)]
+    # Its own files only: a compacted file it wrote (ingest/compact.py) holds other runs'
+    # rows, and compact.rerun_rewrites decides what becomes of it.
+    own = [f.path for p in m.partitions for f in (*p.files, *p.error_files)]
+    return m, [*own, *sorted(markers)]
 
 
 # ---------------------------------------------------------------------------- commit
@@ -420,7 +423,7 @@ def _roll_forward(fs: FileSystem, intent: dict) -> None:
     for m in intent["moves"]:
         _finish_move(fs, m["staged"], m["final"], m["size"])
     for w in intent.get("writes", ()):  # after the moves: _SUCCESS back on the new files
-        fs.write_bytes(w["path"], w["data"].encode())
+        _place_write(fs, run, w["path"], w["data"].encode())
     _place_manifest(fs, run, Manifest.from_dict(intent["manifest"]).to_json())
     fs.delete(layout.run_dir(run), recursive=True)
     log.info("run %s committed: %d files", run, len(intent["moves"]))
@@ -451,6 +454,18 @@ def _finish_move(fs: FileSystem, staged: str, final: str, size: int) -> None:
             pass
     if fs.status(final) is None:
         raise CommitError(f"staged file {staged} is gone and {final} was never written")
+
+
+def _place_write(fs: FileSystem, run: str, path: str, data: bytes) -> None:
+    """Write ``path`` through the run's temp dir (a crash leaves no litter beside it);
+    a file already there is this roll-forward's earlier write, or newer (an audit's)."""
+    if fs.exists(path):
+        return
+    tmp = f"{layout.driver_tmp_dir(run)}/write.{secrets.token_hex(4)}"
+    with fs.open_write(tmp) as f:
+        f.write(data)
+    if not fs.rename_if_absent(tmp, path):
+        fs.delete(tmp)
 
 
 def _place_manifest(fs: FileSystem, run: str, data: bytes) -> None:
