@@ -236,19 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "compact":
         from ingest import compact
 
-        # In process for a dry run (it only lists and reads footers); Spark tasks otherwise.
-        spark = None if args.dry_run else _session(config)
-        try:
-            result = compact.compact(
-                config,
-                topics=args.topic,
-                start_ms=args.time_from,
-                end_ms=args.time_to,
-                dry_run=args.dry_run,
-                spark=spark,
-            )
-        finally:
-            if spark is not None:
+        what = {"topics": args.topic, "start_ms": args.time_from, "end_ms": args.time_to}
+        # The plan first, in process (it lists and reads footers): Spark only when there is
+        # something to write (the DAG's task runs every hour).
+        result = compact.compact(config, dry_run=True, **what)
+        if result.plans and not args.dry_run:
+            spark = _session(config)
+            try:
+                result = compact.compact(config, spark=spark, **what)
+            finally:
                 spark.stop()
         print(result.text(), file=out)
         return 0
@@ -261,13 +257,13 @@ def main(argv: list[str] | None = None) -> int:
         return {status.OK: 0, status.WARN: 0, status.BAD: 1}[status.worst(sections)]
     if args.command == "history":
         print(
-            f"{'run':<30} {'kind':<6} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",
+            f"{'run':<30} {'kind':<7} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",
             file=out,
         )
         for run in list_runs(fs):
             m = load_manifest(fs, run)
             print(
-                f"{run:<30} {m.kind:<6} {m.replaces or '-':<30} {len(m.partitions):>5} "
+                f"{run:<30} {m.kind:<7} {m.replaces or '-':<30} {len(m.partitions):>5} "
                 f"{sum(p.loaded for p in m.partitions):>10,} {sum(p.quarantined for p in m.partitions):>9,} "
                 f"{sum(1 for p in m.partitions if p.gap):>5}",
                 file=out,

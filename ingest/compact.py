@@ -554,6 +554,7 @@ def compact(
     fs = open_root(config, spark)
     existing = topics_under(fs)
     chosen = topics if topics is not None else select(existing, config["compaction.topics"])
+    unknown = [f"{t}: no {layout.topic_dir(t)} under the root" for t in chosen if t not in existing]
     chosen = [t for t in chosen if t in existing]
     if start_ms is None and end_ms is None and config["compaction.lookback.hours"] > 0:
         now = int(time.time() * 1000)
@@ -561,13 +562,13 @@ def compact(
     target = config["compaction.target.file.bytes"]
     if dry_run:
         plans, skipped = plan_root(fs, chosen, target, "<run>", start_ms, end_ms)
-        return CompactResult(None, plans, skipped)
+        return CompactResult(None, plans, unknown + skipped)
     with RunLock(fs, ttl_s=config["lock.stale.ms"] / 1000) as lock:
         recover(fs, lock)
         runs = list_runs(fs)
         run_id = layout.new_run_id(after=runs[-1] if runs else None)
         plans, skipped = plan_root(fs, chosen, target, run_id, start_ms, end_ms)
-        result = CompactResult(run_id, plans, skipped)
+        result = CompactResult(run_id, plans, unknown + skipped)
         if not plans:
             return result
         result.written = run_plans(spark, RootSettings.from_config(config), run_id, plans)
