@@ -599,7 +599,9 @@ def rerun_rewrites(
     too, written again without them (staged under the rerun's run). Returns the moves,
     the deletions and the manifest entries. CompactionError when some of the holder's
     rows are neither in its own files nor in a compacted file (nothing is guessed)."""
-    ranges = [(p.partition, p.first, p.next) for p in holder.partitions]
+    ranges: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
+    for p in holder.partitions:
+        ranges[p.topic].append((p.partition, p.first, p.next))
     history = _History(fs)
     expected: dict[str, int] = defaultdict(int)  # per directory: the holder's rows there
     present: dict[str, int] = defaultdict(int)
@@ -612,21 +614,18 @@ def rerun_rewrites(
     moves, deletes, entries = [], [], []
     for directory in sorted(expected):
         found = present[directory]
+        topic_ranges = ranges[directory.split("/")[1]]  # data/<topic>/...
         index = 0
         for st in data_files(fs, directory):
             if not is_compacted(st.path):
                 continue
             src = describe(history, st.path, st.size)
-
-            def ours(r: RangeCount) -> bool:
-                return any(r.partition == q and a <= r.first and r.next <= b for q, a, b in ranges)
-
-            mine = [r for r in src.ranges if ours(r)]
+            mine = [r for r in src.ranges if _within(r, topic_ranges)]
             if not mine:
                 continue
             found += sum(r.records for r in mine)
             deletes.append(st.path)
-            keep = [r for r in src.ranges if not ours(r)]
+            keep = [r for r in src.ranges if not _within(r, topic_ranges)]
             if not keep:
                 continue
             topic, ext = _name_parts(st.path)[0][0], st.path.rsplit(".", 1)[-1]
@@ -645,6 +644,12 @@ def rerun_rewrites(
                 "them exactly"
             )
     return moves, deletes, entries
+
+
+def _within(r: RangeCount, ranges: list[tuple[int, int, int]]) -> bool:
+    """A task range lies inside one of a run's (partition, first, next) ranges of the
+    same topic. Live files' ranges never overlap, so inside means "that run's rows"."""
+    return any(r.partition == q and a <= r.first and r.next <= b for q, a, b in ranges)
 
 
 def _levels(directory: str) -> tuple[str | None, str | None]:

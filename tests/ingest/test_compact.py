@@ -1,8 +1,8 @@
 """Hour compaction (ingest/compact.py): the plan as a pure function; compaction of
 Parquet and Avro hours row for row, with `_SUCCESS` kept; a crash at every filesystem
 operation of its commit (never a lost or doubled row, never inputs and outputs side by
-side); SIGKILL of a real compaction process; reruns of compacted hours; Spark reading an
-hour before and after."""
+side); SIGKILL of a real compaction process; reruns of compacted hours. With real Spark, a
+broker and the metastore: test_compact_end_to_end.py."""
 
 from __future__ import annotations
 
@@ -273,7 +273,7 @@ def test_manifest_round_trips_compacted_files(tmp_path):
     assert "compacted" not in json.loads(load_manifest(fs, run_id(1)).to_json())
 
 
-# ---------------------------------------------------------------------------- CLI, Spark
+# ---------------------------------------------------------------------------- CLI
 
 
 def test_cli_dry_run_prints_the_plan_and_changes_nothing(tmp_path, capsys):
@@ -287,34 +287,3 @@ def test_cli_dry_run_prints_the_plan_and_changes_nothing(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "would compact data/clicks/dt=2026-11-22/hr=02: 6 files" in out and "hr=01" not in out
     assert len(list_runs(fs)) == 3
-
-
-@pytest.fixture(scope="module")
-def spark():
-    """The load's own session builder (its Python workers are this environment's)."""
-    from ingest.spark_runner import spark_session
-
-    session = spark_session("local[1]", "compact-tests")
-    yield session
-    session.stop()
-
-
-def test_spark_reads_the_same_hour_after_compaction(tmp_path, spark):
-    """Compaction on Spark tasks (one per output) and the hour read by Spark SQL before
-    and after: the same rows, from fewer files."""
-    loaded_root(tmp_path)
-
-    def read(directory):
-        df = spark.read.parquet(str(tmp_path / directory))
-        got = sorted(
-            (r["_kafka_partition"], r["_kafka_offset"], r["page"], r["_kafka_key"])
-            for r in df.collect()
-        )
-        return got, len(df.inputFiles())
-
-    before = [read(d) for d in DIRS]
-    result = compact.compact(config(tmp_path), topics=[TOPIC], spark=spark)
-    assert len(result.written) == 2
-    after = [read(d) for d in DIRS]
-    assert [rows for rows, _ in after] == [rows for rows, _ in before]
-    assert [n for _, n in before] == [6, 6] and [n for _, n in after] == [1, 1]
