@@ -41,7 +41,7 @@ from fastavro.write import Writer as AvroContainerWriter
 
 from broker.util.clock import HOUR_MS
 from ingest import columns, layout
-from ingest.commit import CommitError, RunLock, commit, list_runs, load_manifest, recover
+from ingest.commit import RunLock, commit, list_runs, load_manifest, recover
 from ingest.fs import FileSystem, filesystem_for
 from ingest.manifest import CompactedFile, Manifest, RangeCount, utc_now_iso
 from ingest.writers import CountingFile
@@ -663,7 +663,6 @@ def _levels(directory: str) -> tuple[str | None, str | None]:
 
 
 __all__ = [
-    "CommitError",
     "CompactResult",
     "CompactionError",
     "OutputPlan",
