@@ -214,18 +214,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _command(args, parser, config, sys.stdout)
     except Unusable as exc:
-        logging.getLogger(__name__).debug("preflight", exc_info=True)
+        logging.getLogger(__name__).info("%s: %s", args.command, exc, extra=LOG_ONLY)
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except (ConfigError, ValueError) as exc:  # a mistake in what was asked for
-        logging.getLogger(__name__).exception("%s failed", args.command)
+        logging.getLogger(__name__).exception("%s failed", args.command, extra=LOG_ONLY)
         print(f"error: {first_line(exc)}", file=sys.stderr)
         return 2
     except Exception as exc:
-        logging.getLogger(__name__).exception("%s failed", args.command)
+        logging.getLogger(__name__).exception("%s failed", args.command, extra=LOG_ONLY)
         where = f" (traceback in {log_file})" if log_file else ""
         print(f"error: {type(exc).__name__}: {first_line(exc)}{where}", file=sys.stderr)
         return 1
+
+
+# A record for the log file only: the terminal has its one line already.
+LOG_ONLY = {"terminal": False}
 
 
 class _NoTraceback(logging.Formatter):
@@ -244,7 +248,9 @@ def _log_to_terminal() -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setLevel(logging.WARNING)
     handler.setFormatter(_NoTraceback("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    handler.addFilter(lambda record: getattr(record, "terminal", True))
+    # A no-op where logging is configured already (a caller running main in process).
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def _log_to_file(path: str) -> str | None:
@@ -270,6 +276,8 @@ def _command(args, parser, config, out) -> int:
         preflight.check_sources(config, select=args.command == "run")
     if args.command in ("run", "rerun", "audit", "register", "history"):
         preflight.check_root(config)
+    if args.command == "rerun" and args.run and args.run not in list_runs(job.open_root(config)):
+        raise ValueError(f"no committed run {args.run} under {config['root']}")
     if args.command == "register" and config["warehouse.registrar"] != "none":
         preflight.check_registry(config)
         preflight.check_metastore(config)
