@@ -67,8 +67,8 @@ def kafka_hourly_load():
         try:  # the brokers, the whitelist, the registry and the root, before spark-submit
             preflight.check_sources(config, select=True)
             preflight.check_root(config)
-        except preflight.Unusable as exc:
-            raise AirflowException(str(exc)) from None
+        except preflight.Unusable as exc:  # a service may come back; a whitelist will not
+            raise (AirflowException if exc.retryable else AirflowFailException)(str(exc)) from None
         baseline = runs.newest_run(open_root(config))
         log.info(
             "config %s, overrides %s; newest committed run before this load: %s",

@@ -275,7 +275,7 @@ def _command(args, parser, config, out) -> int:
     if args.command in ("run", "rerun", "audit"):
         preflight.check_sources(config, select=args.command == "run")
     if args.command in ("run", "rerun", "audit", "register", "history"):
-        preflight.check_root(config)
+        preflight.check_root(config, write=args.command != "history")
     if args.command == "rerun" and args.run and args.run not in list_runs(job.open_root(config)):
         raise ValueError(f"no committed run {args.run} under {config['root']}")
     if args.command == "register" and config["warehouse.registrar"] != "none":

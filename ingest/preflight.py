@@ -24,7 +24,13 @@ TIMEOUT_S = 5.0
 
 
 class Unusable(Exception):
-    """Something the load needs is not there; the message is the one line to show."""
+    """Something the load needs is not there; the message is the one line to show.
+    ``retryable``: a service that may come back (the DAG retries), not a mistake in the
+    settings (the DAG fails at once)."""
+
+    def __init__(self, message: str, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 def first_line(exc: BaseException) -> str:
@@ -58,7 +64,8 @@ def check_topics(config: dict[str, Any], topics: list[str]) -> list[str]:
     raise Unusable(
         f"topics.whitelist {config['topics.whitelist']} (less topics.blacklist "
         f"{config['topics.blacklist']}) matches none of the {len(topics)} topic(s) at "
-        f"{','.join(config['bootstrap.servers'])}" + (f": {sample}" if sample else "")
+        f"{','.join(config['bootstrap.servers'])}" + (f": {sample}" if sample else ""),
+        retryable=False,
     )
 
 
@@ -77,21 +84,23 @@ def check_registry(config: dict[str, Any], topics: list[str] | None = None) -> N
         ) from exc
 
 
-def check_root(config: dict[str, Any]) -> None:
-    """Unusable when the root cannot be listed and written. hdfs:// roots (Hadoop's API
-    needs the driver's JVM) are checked by the run itself."""
-    from ingest.fs import LocalFileSystem, WebHdfsFileSystem
+def check_root(config: dict[str, Any], write: bool = True) -> None:
+    """Unusable when the root cannot be listed (and, with ``write``, written). Roots that
+    Hadoop's API reaches (hdfs://, or root.filesystem: hadoop) need a JVM, which only the
+    run starts: the run checks them itself."""
     from ingest.job import open_root
 
     root = config["root"]
+    scheme = urlsplit(root).scheme
+    if config["root.filesystem"] == "hadoop" or scheme not in ("", "file", "webhdfs", "swebhdfs"):
+        return
     try:
         fs = open_root(config)
-        if not isinstance(fs, (LocalFileSystem, WebHdfsFileSystem)):
-            return
-        probe = f".ingest-preflight-{uuid.uuid4().hex[:8]}"
         fs.list("")
-        fs.write_bytes(probe, b"")
-        fs.delete(probe)
+        if write:
+            probe = f".ingest-preflight-{uuid.uuid4().hex[:8]}"
+            fs.write_bytes(probe, b"")
+            fs.delete(probe)
     except Exception as exc:
         raise Unusable(f"the root {root} (root) is not usable: {first_line(exc)}") from exc
 
