@@ -17,6 +17,14 @@ would be duplicates) and every partition of the topic has been loaded past its e
 (The rows' directory follows their event-time field, the audit their Kafka timestamp:
 with producers that stamp records with the event time, as the audited producer does,
 the two agree.)
+
+Late data (docs/contracts/audit.md, "Late data"): a run that adds records to a period
+that already has its ``_SUCCESS`` withdraws that marker in its own commit (ingest/job.py,
+``stale_markers``), so no ``_SUCCESS`` ever sits beside files it does not describe; the
+next audit audits the period again like any other, and finalize writes ``_SUCCESS`` once
+more with the new counts, the next revision and the records that came late. What a
+period was at its first ``_SUCCESS`` is kept in ``_REVISION`` beside the marker (a rerun
+deletes ``_SUCCESS``, never ``_REVISION``), so revisions only grow.
 """
 
 from __future__ import annotations
@@ -44,6 +52,8 @@ from schemas.serde import AvroDeserializer, AvroSerializer
 from schemas.windows import window_start
 
 PUBLISHED = "audit-published"
+# Beside a period's _SUCCESS: its revision and what it held when it was first finalized.
+REVISION = "_REVISION"
 
 
 @dataclass
@@ -78,6 +88,14 @@ class HourReport:
     reasons: list[str] = field(default_factory=list)
     period_ms: int = HOUR_MS
     marker: str = ""  # the _SUCCESS file finalize writes (relative to the root)
+    # 1 for the first _SUCCESS of the period, +1 for every later one (late data, reruns).
+    revision: int = 1
+    # Records (loaded + quarantined) accounted after the period's first _SUCCESS.
+    late: int = 0
+
+    @property
+    def accounted(self) -> int:
+        return self.loaded + self.quarantined
 
     @property
     def label(self) -> str:
@@ -130,7 +148,9 @@ class AuditReport:
     def from_dict(cls, d: dict) -> AuditReport:
         hours = []
         for h in d["hours"]:
-            fields = {k: v for k, v in h.items() if k not in ("completeness", "windows")}
+            fields = {
+                k: v for k, v in h.items() if k not in ("completeness", "windows", "accounted")
+            }
             hours.append(HourReport(**fields, windows=[WindowReport(**w) for w in h["windows"]]))
         return cls(d["run_id"], d["generated_at_ms"], d["threshold"], hours, d.get("gaps", {}))
 
@@ -138,12 +158,16 @@ class AuditReport:
         lines = [
             f"audit of run {self.run_id} (threshold {self.threshold:g})",
             f"{'topic':<20} {'hour':<16} {'produced':>10} {'loaded':>10} {'quarant.':>9} "
-            f"{'complete':>9}  notes",
+            f"{'complete':>9} {'late':>7}  notes",
         ]
         for h in self.hours:
+            notes = list(h.reasons)
+            if h.revision > 1:
+                notes.insert(0, f"revision {h.revision}")
             lines.append(
                 f"{h.topic:<20} {h.label:<16} {h.produced:>10,} {h.loaded:>10,} "
-                f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9}  {'; '.join(h.reasons)}"
+                f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9} {h.late:>7,}  "
+                f"{'; '.join(notes)}"
             )
         for topic, lost in sorted(self.gaps.items()):
             lines.append(f"gap: {topic} lost {lost:,} offsets to retention before they were loaded")
@@ -276,6 +300,12 @@ def audit(
             if not h.partitions_past:
                 h.reasons.append("not every partition is loaded past the period's end yet")
             h.complete = h.partitions_past and all(w.complete(threshold) for w in h.windows)
+            before = read_revision(fs, h.marker)
+            if before is not None:
+                h.revision = before["revision"] + 1
+                h.late = max(h.accounted - before["first_accounted"], 0)
+                if h.late:
+                    h.reasons.insert(0, f"{h.late:,} late record(s) since _SUCCESS")
             report.hours.append(h)
     return report
 
@@ -325,16 +355,65 @@ def write_report(fs: FileSystem, report: AuditReport) -> str:
     return path
 
 
+def revision_file(marker: str) -> str:
+    return f"{marker.rsplit('/', 1)[0]}/{REVISION}"
+
+
+def read_revision(fs: FileSystem, marker: str) -> dict | None:
+    """The period's ``_REVISION`` (None: never finalized): ``revision`` (of its newest
+    ``_SUCCESS``), ``first_accounted`` (records its first ``_SUCCESS`` counted) and
+    ``revisions`` (run, counts and late records of each)."""
+    try:
+        return json.loads(fs.read_bytes(revision_file(marker)))
+    except FileNotFoundError:
+        return None
+
+
 def finalize(fs: FileSystem, report: AuditReport) -> list[HourReport]:
-    """_SUCCESS (holding the period's report) for every complete period."""
+    """_SUCCESS (holding the period's report) for every complete period, after its
+    ``_REVISION``: a crash in between leaves a revision recorded that no _SUCCESS carries,
+    so the next one skips a number, never reuses one. Finalizing a report again (a retried
+    task) writes the same revision again."""
     done = []
     for h in report.complete_hours:
-        fs.write_bytes(
-            h.marker or layout.success_marker(h.topic, layout.Hour(h.dt, h.hr)),
-            json.dumps(h.to_dict(), indent=1).encode(),
-        )
+        marker = h.marker or layout.success_marker(h.topic, layout.Hour(h.dt, h.hr))
+        before = read_revision(fs, marker) or {
+            "revision": 0,
+            "first_accounted": h.accounted,
+            "revisions": [],
+        }
+        entry = {
+            "revision": h.revision,
+            "run_id": report.run_id,
+            "loaded": h.loaded,
+            "quarantined": h.quarantined,
+            "late": h.late,
+        }
+        revisions = [r for r in before["revisions"] if r["revision"] < h.revision] + [entry]
+        state = {
+            "revision": max(before["revision"], h.revision),
+            "first_accounted": before["first_accounted"],
+            "revisions": revisions,
+        }
+        fs.write_bytes(revision_file(marker), json.dumps(state, indent=1).encode())
+        fs.write_bytes(marker, json.dumps(h.to_dict(), indent=1).encode())
         done.append(h)
     return done
+
+
+def stale_markers(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> list[str]:
+    """The ``_SUCCESS`` markers a run's records make stale: those of the directories its
+    files go into, and the audit verdicts (``_audit/``) of the event hours its records
+    count in. The run's commit deletes them (docs/contracts/audit.md, "Late data")."""
+    periods = _Periods(config)
+    candidates = {
+        layout.success_marker_beside(f.path) for p in manifest.partitions for f in p.files
+    }
+    for w in manifest.windows:
+        if w.loaded + w.quarantined:
+            start = window_start(w.window_start_ms, periods.of(w.topic)[0])
+            candidates.add(periods.report(w.topic, start).marker)
+    return sorted(m for m in candidates if fs.exists(m))
 
 
 def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> int:

@@ -351,8 +351,12 @@ def _validate(fs: FileSystem, manifest: Manifest, moves: list[Move], replaces: l
             problems.append(f"a rerun replaces only data/ and errors/ files: {path}")
     if manifest.kind == "rerun":
         problems.extend(_rerun_problems(fs, manifest))
-    elif replaces:
-        problems.append("only a rerun replaces files")
+    else:
+        # A load deletes only the _SUCCESS markers its records make stale (late data into
+        # a finalized directory: docs/contracts/audit.md, "Late data"), never data.
+        for path in replaces:
+            if path.rsplit("/", 1)[-1] != layout.SUCCESS:
+                problems.append(f"only a rerun replaces files; a load withdraws _SUCCESS: {path}")
     if problems:
         raise CommitError("; ".join(problems))
 

@@ -369,6 +369,15 @@ INGEST_CONFIG = (
         group="metrics",
     )
     .define(
+        "log.file",
+        "string",
+        "var/log/ingest.log",
+        "Where `python -m ingest` appends its log, with the full traceback of an error "
+        "the terminal shows in one line; empty: no log file (tracebacks are then not kept).",
+        optional=True,
+        group="output",
+    )
+    .define(
         "warehouse.dir",
         "string",
         "",

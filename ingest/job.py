@@ -18,7 +18,7 @@ from typing import Any
 from broker.client.admin import AdminClient
 from broker.client.simple_consumer import SimpleConsumer
 from broker.util.clock import SECOND_MS
-from ingest import layout, metrics
+from ingest import audit, layout, metrics, warehouse
 from ingest.commit import (
     Recovery,
     RunLock,
@@ -194,15 +194,29 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
             for (topic, partition), offset in sorted(stored.items()):
                 if (topic, partition) not in planned:
                     manifest.partitions.append(PartitionLedger(topic, partition, offset, offset))
+            # Late data: the _SUCCESS of a finalized period this run adds records to goes
+            # in the same commit, before the files arrive (docs/contracts/audit.md).
+            stale = audit.stale_markers(config, fs, manifest)
             _crash_point("before-commit")
             commit(
                 _CrashAfterRenames(fs) if os.environ.get(CRASH_ENV) else fs,
                 manifest,
                 moves,
+                replaces=stale,
                 lock=lock,
             )
+            _follow_files(config, fs, manifest.run_id, stale)
             _publish_metrics(config, fs, manifest, results, ranges)
     return LoadResult(run_id, manifest, recovered, results)
+
+
+def _follow_files(config, fs: FileSystem, run_id: str, withdrawn: list[str]) -> None:
+    """Queue the registered directories whose files this run changed, so their table
+    follows the new files' schema at the next registration (the CLI's right after the
+    run, the DAG's register task) even if the audit does not finalize them again."""
+    if withdrawn:
+        log.info("run %s: _SUCCESS withdrawn from %d period(s)", run_id, len(withdrawn))
+        warehouse.enqueue(config, fs, withdrawn)
 
 
 def _publish_metrics(config, fs, manifest, results, ranges) -> None:
@@ -345,6 +359,9 @@ def rerun(
                     replaces=holder.run_id,
                 )
                 commit(fs, manifest, moves, replaces=replaced_paths, lock=lock)
+                _follow_files(
+                    config, fs, new_run, [p for p in replaced_paths if p.endswith(layout.SUCCESS)]
+                )
                 done.append(LoadResult(new_run, manifest, recovered, results))
             return done
 
