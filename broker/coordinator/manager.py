@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 from collections.abc import Callable
 
 from broker.coordinator.group import Group, GroupState, Member, PendingOffset
@@ -41,6 +40,7 @@ from broker.log.log import OffsetOutOfRange
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import DecodeError
 from broker.records.batch import CorruptRecordError, build_batch, decode_batch, iter_batches
+from broker.records.control import ControlType, control_type
 from broker.records.header import BatchHeader
 from broker.server.appends import append_records
 from broker.server.producer_state import INT32_MAX, ProducerStateTable
@@ -367,7 +367,7 @@ class LoadedPartition:
         commit of the partition was read; ABORT drops them (Kafka's load does the same)."""
         pending = self.pending.pop(header.producer_id, {})
         records = decode_batch(data, pos)[1]
-        if not records or not marker_commits(records[0].key):
+        if not records or control_type(records[0].key) is not ControlType.COMMIT:
             return
         for key, (committed, batch) in pending.items():
             seen = self.offsets.get(key)
@@ -396,12 +396,6 @@ class LoadedPartition:
             log.warning(
                 "%s-%d: a record that does not decode, skipped: %s", OFFSETS_TOPIC, index, exc
             )
-
-
-def marker_commits(key) -> bool:
-    """Whether a control record's key (int16 version, int16 type) is a COMMIT marker
-    (type 1; 0 is ABORT), as Kafka's ControlRecordType."""
-    return key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 1
 
 
 def _next_sequence(producers: ProducerStateTable, producer_id: int, epoch: int) -> int:

@@ -8,11 +8,10 @@ The markers here are appended to the log directly and the coordinator told of th
 
 from __future__ import annotations
 
-import struct
-
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.protocol.errors import ErrorCode as E
 from broker.records.batch import build_batch, iter_batches
+from broker.records.control import marker_record
 from broker.records.header import parse_header
 from broker.security.acl import Operation as Op
 from broker.security.acl import ResourceType as R
@@ -41,8 +40,7 @@ P = partition_for("g", 4)  # the group's offsets partition (SETTINGS: 4 of them)
 def append_marker(broker, producer_id: int, commit_: bool, epoch: int = 0, index: int = P):
     """A COMMIT/ABORT control batch on the offsets partition (what a partition leader
     appends for WriteTxnMarkers), then the coordinator told, as the handler does."""
-    key = struct.pack(">hh", 0, 1 if commit_ else 0)
-    value = struct.pack(">hi", 0, 0)  # version, coordinator epoch
+    key, value = marker_record(commit_, coordinator_epoch=0)
     batch = bytearray(
         build_batch(
             [(key, value, broker.clock.now, ())],
