@@ -1,0 +1,55 @@
+"""Transactional offset commits on a broker process (docs/contracts/consumer-groups.md,
+"Transactional offsets"): a TxnOffsetCommit sent raw stays invisible to OffsetFetch
+(confluent-kafka's committed() at read_uncommitted sees the last plain commit; a
+require_stable fetch is UNSTABLE_OFFSET_COMMIT) until the transaction's marker reaches the
+group's offsets partition (tests/coordinator/test_txn_offsets.py covers the marker's
+effects and the load in process)."""
+
+from __future__ import annotations
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from broker.protocol.apis import OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT
+from broker.protocol.errors import ErrorCode as E
+from tests.helpers.cluster import create_topic, fresh, wait_for
+from tests.helpers.group_state import connect, coordinator_of
+from tests.helpers.groups import commit_body, partition_errors, txn_commit_body
+
+pytestmark = pytest.mark.clients
+
+PID = 91_000
+
+
+def stable_fetch(conn, group: str, topic: str) -> tuple[int, int]:
+    """(offset, error) of partition 0 by OffsetFetch v7 with require_stable."""
+    body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+    answer = conn.request(OFFSET_FETCH, {**body, "require_stable": True}, 7)
+    (partition,) = answer["topics"][0]["partitions"]
+    return partition["committed_offset"], partition["error_code"]
+
+
+def test_txn_offset_commit_is_pending_until_its_transaction_ends(group_broker):
+    topic, group = fresh("txn-offsets"), fresh("txn-group")
+    create_topic(group_broker, topic, 1, factor=1)
+    wait_for(lambda: coordinator_of(group_broker.bootstrap, group) is not None, "a coordinator")
+    with connect(group_broker.bootstrap, client_id="txn-offsets") as conn:
+        plain = conn.request(OFFSET_COMMIT, commit_body(group, {(topic, 0): 5}), 7)
+        assert set(partition_errors(plain).values()) == {0}
+        body = txn_commit_body(group, {(topic, 0): 42}, PID, producer_epoch=0)
+        answer = conn.request(TXN_OFFSET_COMMIT, body, 3)
+        assert partition_errors(answer) == {(topic, 0): 0}
+        assert stable_fetch(conn, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": group_broker.bootstrap,
+            "group.id": group,
+            "isolation.level": "read_uncommitted",
+        }
+    )
+    try:
+        (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
+        assert tp.offset == 5  # the plain commit: the transaction has not ended
+    finally:
+        consumer.close()
