@@ -21,7 +21,7 @@ import heapq
 from collections.abc import Iterable, Iterator
 
 from broker.records.batch import Record, decode_batch, iter_batches
-from broker.records.control import ControlType, control_type
+from broker.records.control import parse_marker
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -57,7 +57,8 @@ def visible_records(
             while queue and queue[0][0] <= last_offset:
                 aborting.add(heapq.heappop(queue)[1])
             if header.is_control:
-                if header.producer_id in aborting and _is_abort_marker(buf, pos):
+                marker = parse_marker(buf, pos, header)
+                if header.producer_id in aborting and marker is not None and marker.is_abort:
                     aborting.discard(header.producer_id)
                 continue
             if header.is_transactional and header.producer_id in aborting:
@@ -67,8 +68,3 @@ def visible_records(
         for record in decode_batch(buf, pos)[1]:
             if record.offset >= start_offset:
                 yield record
-
-
-def _is_abort_marker(buf, pos: int) -> bool:
-    records = decode_batch(buf, pos)[1]
-    return bool(records) and control_type(records[0].key) is ControlType.ABORT

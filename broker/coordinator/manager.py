@@ -40,7 +40,7 @@ from broker.log.log import OffsetOutOfRange
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import DecodeError
 from broker.records.batch import CorruptRecordError, build_batch, decode_batch, iter_batches
-from broker.records.control import ControlType, control_type
+from broker.records.control import parse_marker
 from broker.records.header import BatchHeader
 from broker.server.appends import append_records
 from broker.server.producer_state import INT32_MAX, ProducerStateTable
@@ -366,8 +366,8 @@ class LoadedPartition:
         """A COMMIT marker applies the producer's pending commits, unless a later plain
         commit of the partition was read; ABORT drops them (Kafka's load does the same)."""
         pending = self.pending.pop(header.producer_id, {})
-        records = decode_batch(data, pos)[1]
-        if not records or control_type(records[0].key) is not ControlType.COMMIT:
+        marker = parse_marker(data, pos, header)
+        if marker is None or marker.is_abort:
             return
         for key, (committed, batch) in pending.items():
             seen = self.offsets.get(key)

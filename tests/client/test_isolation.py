@@ -14,7 +14,8 @@ from broker.client.isolation import (
 )
 from broker.client.simple_consumer import FetchResult
 from broker.records.batch import build_batch
-from broker.records.control import marker_record
+from broker.records.control import build_marker
+from broker.records.header import set_base_offset
 
 P1, P2, IDEMPOTENT = 7, 8, 9
 
@@ -31,15 +32,9 @@ def data(offset: int, *values: bytes, pid: int = -1, transactional: bool = True)
 
 
 def marker(offset: int, pid: int, commit: bool) -> bytes:
-    key, value = marker_record(commit, coordinator_epoch=3)
-    return build_batch(
-        [(key, value, 1000, ())],
-        base_offset=offset,
-        producer_id=pid,
-        producer_epoch=0,
-        transactional=True,
-        is_control=True,
-    )
+    batch = bytearray(build_marker(pid, 0, commit, coordinator_epoch=3, timestamp_ms=1000))
+    set_base_offset(batch, 0, offset)
+    return bytes(batch)
 
 
 # P1's first transaction aborted, P2's interleaved one committed, P1's second committed.

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.protocol.errors import ErrorCode as E
-from broker.records.batch import build_batch, iter_batches
-from broker.records.control import marker_record
+from broker.records.batch import iter_batches
+from broker.records.control import build_marker
 from broker.records.header import parse_header
 from broker.security.acl import Operation as Op
 from broker.security.acl import ResourceType as R
@@ -40,16 +40,7 @@ P = partition_for("g", 4)  # the group's offsets partition (SETTINGS: 4 of them)
 def append_marker(broker, producer_id: int, commit_: bool, epoch: int = 0, index: int = P):
     """A COMMIT/ABORT control batch on the offsets partition (what a partition leader
     appends for WriteTxnMarkers), then the coordinator told, as the handler does."""
-    key, value = marker_record(commit_, coordinator_epoch=0)
-    batch = bytearray(
-        build_batch(
-            [(key, value, broker.clock.now, ())],
-            producer_id=producer_id,
-            producer_epoch=epoch,
-            transactional=True,
-            is_control=True,
-        )
-    )
+    batch = bytearray(build_marker(producer_id, epoch, commit_, 0, broker.clock.now))
     partition = broker.state.replicas.get(OFFSETS_TOPIC, index)
     partition.log.append(batch, [(0, parse_header(batch))], partition.leader_epoch)
     partition.maybe_advance_high_watermark()
