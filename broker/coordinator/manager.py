@@ -181,6 +181,13 @@ class GroupMetadataManager:
         """The group has commits pending in the producer's transaction."""
         self.producer_groups.setdefault(producer_id, set()).add(group_id)
 
+    def _untrack_producer(self, producer_id: int, group_id: str) -> None:
+        groups = self.producer_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.producer_groups[producer_id]
+
     def complete_transaction(self, index: int, producer_id: int, committed: bool) -> int:
         """The producer's COMMIT/ABORT marker is on offsets partition `index`: apply or
         drop its pending commits of the groups there. A partition being loaded applies
@@ -189,15 +196,14 @@ class GroupMetadataManager:
         if index in self.loading:
             self.completions_after_load.setdefault(index, []).append((producer_id, committed))
             return 0
-        groups = self.producer_groups.get(producer_id, set())
         applied = 0
-        for group_id in [g for g in groups if self.partition_of(g) == index]:
-            groups.discard(group_id)
+        for group_id in list(self.producer_groups.get(producer_id, ())):
+            if self.partition_of(group_id) != index:
+                continue
+            self._untrack_producer(producer_id, group_id)
             group = self.groups.get(group_id)
             if group is not None and not group.is_(GroupState.DEAD):
                 applied += group.complete_txn_offsets(producer_id, committed)
-        if not groups:
-            self.producer_groups.pop(producer_id, None)
         return applied
 
     @staticmethod
@@ -268,6 +274,8 @@ class GroupMetadataManager:
         del self.owned[index]
         for group in [g for g in self.groups.values() if self.partition_of(g.group_id) == index]:
             del self.groups[group.group_id]
+            for producer_id in group.pending_txn_offsets:
+                self._untrack_producer(producer_id, group.group_id)
             if group.state is not GroupState.DEAD:
                 group.transition(GroupState.DEAD, self.broker.now_ms())
             self.on_unloaded(group)

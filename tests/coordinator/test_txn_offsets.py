@@ -251,3 +251,14 @@ def test_transactional_id_group_and_topics_are_authorized(tmp_path):
     allow(b, alice, Op.READ, R.TOPIC, "t")
     assert codes() == {("t", 0): 0, ("u", 0): E.TOPIC_AUTHORIZATION_FAILED}
     b.close()
+
+
+def test_losing_the_partition_forgets_its_pending_offsets(broker):
+    txn_commit(broker, "g", {("t", 0): 10}, PID).result()
+    manager = broker.state.groups.manager
+    assert manager.producer_groups == {PID: {"g"}}
+    broker.state.replicas.stop_replicas([(OFFSETS_TOPIC, P)], delete=False)
+    assert manager.producer_groups == {}
+    assert set(commit_errors(txn_commit(broker, "g", {("t", 0): 11}, PID)).values()) == {
+        E.NOT_COORDINATOR
+    }
