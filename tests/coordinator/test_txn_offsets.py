@@ -3,16 +3,13 @@
 pending until the transaction's marker, COMMIT applies them, ABORT drops them, and a
 load of __consumer_offsets rebuilds the same from the batches and control records.
 
-The markers here are appended to the log directly and the coordinator told of them
-(`complete_transaction`), as the WriteTxnMarkers handler does after its append."""
+The markers come through WriteTxnMarkers, as the transaction coordinator sends them."""
 
 from __future__ import annotations
 
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
 from broker.protocol.errors import ErrorCode as E
 from broker.records.batch import iter_batches
-from broker.records.control import build_marker
-from broker.records.header import parse_header
 from broker.security.acl import Operation as Op
 from broker.security.acl import ResourceType as R
 from tests.helpers.acls import ADMIN, AUTHORIZER_SETTINGS, allow, as_principal
@@ -31,20 +28,19 @@ from tests.helpers.groups import (
     txn_commit,
 )
 from tests.helpers.inprocess_broker import InProcessBroker
-from tests.helpers.server_requests import create
+from tests.helpers.server_requests import create, write_marker
 
 PID = 4000
 P = partition_for("g", 4)  # the group's offsets partition (SETTINGS: 4 of them)
 
 
 def append_marker(broker, producer_id: int, commit_: bool, epoch: int = 0, index: int = P):
-    """A COMMIT/ABORT control batch on the offsets partition (what a partition leader
-    appends for WriteTxnMarkers), then the coordinator told, as the handler does."""
-    batch = bytearray(build_marker(producer_id, epoch, commit_, 0, broker.clock.now))
-    partition = broker.state.replicas.get(OFFSETS_TOPIC, index)
-    partition.log.append(batch, [(0, parse_header(batch))], partition.leader_epoch)
-    partition.maybe_advance_high_watermark()
-    broker.state.groups.complete_transaction(index, producer_id, commit_)
+    """The transaction's COMMIT/ABORT marker on the offsets partition, through
+    WriteTxnMarkers (whose handler tells the group coordinator once it is replicated)."""
+    answer = write_marker(
+        broker, producer_id, OFFSETS_TOPIC, commit_, partitions=(index,), epoch=epoch
+    )
+    assert answer == [0]
 
 
 def stable_fetch(broker, group="g", partitions=None) -> dict[tuple[str, int], tuple[int, int]]:

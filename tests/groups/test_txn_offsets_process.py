@@ -2,23 +2,27 @@
 "Transactional offsets"): a TxnOffsetCommit sent raw stays invisible to OffsetFetch
 (confluent-kafka's committed() at read_uncommitted sees the last plain commit; a
 require_stable fetch is UNSTABLE_OFFSET_COMMIT) until the transaction's marker reaches the
-group's offsets partition (tests/coordinator/test_txn_offsets.py covers the marker's
-effects and the load in process)."""
+group's offsets partition through WriteTxnMarkers: COMMIT makes it the committed offset,
+ABORT drops it (tests/coordinator/test_txn_offsets.py covers the rules and the load in
+process)."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from broker.protocol.apis import OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT
+from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from broker.protocol.apis import OFFSET_COMMIT, OFFSET_FETCH, TXN_OFFSET_COMMIT, WRITE_TXN_MARKERS
 from broker.protocol.errors import ErrorCode as E
 from tests.helpers.cluster import create_topic, fresh, wait_for
 from tests.helpers.group_state import connect, coordinator_of
 from tests.helpers.groups import commit_body, partition_errors, txn_commit_body
+from tests.helpers.server_requests import marker_body
 
 pytestmark = pytest.mark.clients
 
 PID = 91_000
+OFFSETS_PARTITIONS = 50  # the shared broker's offsets.topic.num.partitions (the default)
 
 
 def stable_fetch(conn, group: str, topic: str) -> tuple[int, int]:
@@ -41,15 +45,33 @@ def test_txn_offset_commit_is_pending_until_its_transaction_ends(group_broker):
         assert partition_errors(answer) == {(topic, 0): 0}
         assert stable_fetch(conn, group, topic) == (-1, E.UNSTABLE_OFFSET_COMMIT)
 
+        assert committed(group_broker.bootstrap, group, topic) == 5
+
+        assert end_transaction(conn, group, commit=True) == [0]
+        assert stable_fetch(conn, group, topic) == (42, 0)
+        assert committed(group_broker.bootstrap, group, topic) == 42
+
+        body = txn_commit_body(group, {(topic, 0): 77}, PID, producer_epoch=0)
+        assert partition_errors(conn.request(TXN_OFFSET_COMMIT, body, 3)) == {(topic, 0): 0}
+        assert end_transaction(conn, group, commit=False) == [0]
+        assert stable_fetch(conn, group, topic) == (42, 0)
+        assert committed(group_broker.bootstrap, group, topic) == 42
+
+
+def end_transaction(conn, group: str, commit: bool) -> list[int]:
+    """The transaction coordinator's marker for PID on the group's offsets partition."""
+    index = partition_for(group, OFFSETS_PARTITIONS)
+    answer = conn.request(WRITE_TXN_MARKERS, marker_body(PID, OFFSETS_TOPIC, commit, (index,)))
+    return [p["error_code"] for p in answer["markers"][0]["topics"][0]["partitions"]]
+
+
+def committed(bootstrap: str, group: str, topic: str) -> int:
+    """confluent-kafka's committed() of partition 0 at read_uncommitted (no require_stable)."""
     consumer = Consumer(
-        {
-            "bootstrap.servers": group_broker.bootstrap,
-            "group.id": group,
-            "isolation.level": "read_uncommitted",
-        }
+        {"bootstrap.servers": bootstrap, "group.id": group, "isolation.level": "read_uncommitted"}
     )
     try:
         (tp,) = consumer.committed([TopicPartition(topic, 0)], timeout=10)
-        assert tp.offset == 5  # the plain commit: the transaction has not ended
+        return tp.offset
     finally:
         consumer.close()

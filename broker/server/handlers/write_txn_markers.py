@@ -11,6 +11,7 @@ INVALID_PRODUCER_EPOCH, an older coordinator epoch TRANSACTION_COORDINATOR_FENCE
 
 from __future__ import annotations
 
+from broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from broker.protocol.apis import WRITE_TXN_MARKERS_API
 from broker.protocol.errors import ErrorCode
 from broker.records.control import build_marker
@@ -46,6 +47,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     if not waiting:
         return response
     operation = DelayedMarkers(ctx, response, waiting, now + REPLICATION_TIMEOUT_MS)
+    operation.add_done_callback(lambda answered: _offsets_transactions_ended(ctx, body, answered))
     if ctx.produce_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
@@ -105,6 +107,23 @@ class DelayedMarkers(DelayedOperation):
         for _, answer, _ in self.waiting:
             answer["error_code"] = ErrorCode.REQUEST_TIMED_OUT
         return self.response
+
+
+def _offsets_transactions_ended(ctx: BrokerContext, body: dict, response: dict) -> None:
+    """Markers replicated on __consumer_offsets partitions end the producers'
+    transactional offset commits there: the group coordinator applies or drops them
+    (docs/contracts/consumer-groups.md, "Transactional offsets")."""
+    if ctx.groups is None:
+        return
+    for asked, answered in zip(body["markers"], response["markers"], strict=True):
+        for topic in answered["topics"]:
+            if topic["name"] != OFFSETS_TOPIC:
+                continue
+            for p in topic["partitions"]:
+                if p["error_code"] == ErrorCode.NONE:
+                    ctx.groups.complete_transaction(
+                        p["partition_index"], asked["producer_id"], asked["transaction_result"]
+                    )
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
