@@ -273,6 +273,23 @@ def add_partitions(
     )
 
 
+def verify_partitions(state: TxnCoordinatorState, req: AddPartitionsRequest) -> Decision:
+    """AddPartitionsToTxn v4 with verify_only (KIP-890 part 1, a partition leader asking
+    before a transactional produce): NONE for each partition in the open transaction,
+    INVALID_TXN_STATE for the others; nothing is written."""
+    found = _transaction_of(state, req)
+    if isinstance(found, Decision):
+        return Decision(found.error, partition_errors={tp: found.error for tp in req.partitions})
+    _, meta = found
+    ongoing = meta.state == S.ONGOING
+    return Decision(
+        partition_errors={
+            tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE
+            for tp in req.partitions
+        }
+    )
+
+
 def _transaction_of(state: TxnCoordinatorState, req) -> Decision | tuple:
     """(owner, metadata) of the transaction `req` (AddPartitionsToTxn or EndTxn) names,
     or the refusal Kafka answers first: no id, not here, another producer, an old epoch."""
