@@ -69,6 +69,7 @@ REQUEST_ACTIONS: dict[int, tuple[ResourceType, Operation, Callable[[dict], str]]
     ApiKey.STOP_REPLICA: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     ApiKey.UPDATE_METADATA: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     ApiKey.CONTROLLED_SHUTDOWN: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
+    ApiKey.WRITE_TXN_MARKERS: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     # a consumer group's membership
     ApiKey.JOIN_GROUP: (GROUP, Operation.READ, _group),
     ApiKey.SYNC_GROUP: (GROUP, Operation.READ, _group),
