@@ -1,0 +1,137 @@
+"""Transactions against a broker process: confluent-kafka's transactional producer
+(commit, abort, zombie fencing) and raw requests (Kafka's errors for bad input, the
+transaction timeout's abort), one broker shared by the module."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from confluent_kafka import KafkaException, Producer
+
+from broker.client.connection import BrokerConnection
+from broker.processes import BrokerProcess
+from broker.protocol.apis import (
+    ADD_PARTITIONS_TO_TXN,
+    CREATE_TOPICS,
+    END_TXN,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+)
+from broker.protocol.errors import ErrorCode as E
+from tests.helpers import transactions as tx
+from tests.helpers.cluster import wait_for
+from tests.helpers.confluent import consume
+
+SETTINGS = {
+    "transaction.state.log.num.partitions": "4",
+    "offsets.topic.num.partitions": "2",
+    # The timeout duty looks often, so a short transaction timeout shows soon.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    "num.partitions": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("txn-broker") / "logs", SETTINGS) as b:
+        yield b
+
+
+def _producer(bootstrap: str, txn_id: str, **extra) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 60000,
+            **extra,
+        }
+    )
+
+
+def _topic() -> str:
+    return f"txn-{uuid.uuid4().hex[:8]}"
+
+
+def test_commit_and_abort(txn_broker):
+    topic = _topic()
+    p = _producer(txn_broker.bootstrap, f"id-{topic}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"committed-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, f"aborted-{i}".encode(), partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    # A third transaction: the abort completed (its markers written), the id is usable.
+    p.begin_transaction()
+    p.produce(topic, b"committed-3", partition=0)
+    p.commit_transaction(30)
+    # A read_uncommitted consumer sees every data record (the markers are not records).
+    values = sorted(m.value() for m in consume(txn_broker.bootstrap, topic, 2, 6))
+    assert values == [b"aborted-0", b"aborted-1"] + [f"committed-{i}".encode() for i in range(4)]
+
+
+def test_a_second_producer_fences_the_first(txn_broker):
+    topic = _topic()
+    txn_id = f"id-{topic}"
+    zombie = _producer(txn_broker.bootstrap, txn_id)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie", partition=0)
+    zombie.flush(30)
+    successor = _producer(txn_broker.bootstrap, txn_id)
+    successor.init_transactions(30)  # aborts the zombie's transaction, bumps the epoch
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal(), raised.value
+    successor.begin_transaction()
+    successor.produce(topic, b"successor", partition=0)
+    successor.commit_transaction(30)
+
+
+def _request(address: str, api_key: int, body: dict, version: int | None = None) -> dict:
+    host, port = address.rsplit(":", 1)
+    connection = BrokerConnection(host, int(port))
+    try:
+        return connection.request(api_key, body, version)
+    finally:
+        connection.close()
+
+
+def test_bad_input_and_the_transaction_timeout_with_raw_requests(txn_broker):
+    address = txn_broker.bootstrap
+    txn_id = f"raw-{uuid.uuid4().hex[:8]}"
+    find = {"key": txn_id, "key_type": tx.TRANSACTION_KEY, "coordinator_keys": [txn_id]}
+    wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
+    init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id, timeout_ms=1000))
+    assert init["error_code"] == 0
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 5, True))
+    assert end["error_code"] == E.PRODUCER_FENCED
+    end = _request(address, END_TXN, tx.end_body(f"{txn_id}-unknown", pid, epoch, True))
+    assert end["error_code"] == E.INVALID_PRODUCER_ID_MAPPING
+    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True))
+    assert end["error_code"] == E.INVALID_TXN_STATE  # no transaction open
+
+    topic = _topic()
+    created = _request(address, CREATE_TOPICS, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False,
+    })  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+
+    def add() -> int:
+        body = tx.add_partitions_body(txn_id, pid, epoch, {topic: [0]})
+        got = _request(address, ADD_PARTITIONS_TO_TXN, body, version=3)  # a producer's
+        return got["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"
+        ]
+
+    assert add() == 0
+    # Past its 1 s timeout the coordinator aborts it under a bumped epoch: fenced.
+    wait_for(lambda: add() == E.PRODUCER_FENCED, "the timed-out transaction aborted")
