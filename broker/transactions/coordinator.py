@@ -483,6 +483,22 @@ class MarkerProgress:
     cancelled: bool = False
 
 
+def markers_due(state: TxnCoordinatorState, send: SendMarkers) -> bool:
+    """Whether `send`'s markers are still this coordinator's to send: its partition is
+    still loaded at the same coordinator epoch and the transaction still prepared (a
+    partition unloaded meanwhile is its next loader's business)."""
+    owner = state.partitions.get(
+        partition_for(send.transactional_id, state.config.state_partitions)
+    )
+    meta = owner.transactions.get(send.transactional_id) if owner else None
+    return (
+        meta is not None
+        and owner.coordinator_epoch == send.coordinator_epoch
+        and meta.producer_id == send.producer_id
+        and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+    )
+
+
 def markers_answered(
     state: TxnCoordinatorState, send: SendMarkers, errors: dict[TopicPartition, ErrorCode]
 ) -> MarkerProgress:

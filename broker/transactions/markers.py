@@ -90,6 +90,9 @@ class MarkerSender:
         for send, tps in due.items():
             if send not in self.waiting:
                 continue
+            if not core.markers_due(self.manager.state, send):
+                del self.waiting[send]  # unloaded, or a newer coordinator took over
+                continue
             live = frozenset(tp for tp in tps if metadata.partition(*tp) is not None)
             if live != tps:
                 gone[send] = {tp: ErrorCode.NONE for tp in tps - live}

@@ -278,3 +278,20 @@ def test_transactional_ids_need_their_acls(tmp_path, leaders):
             assert tx.add_offsets(b, "tx", pid, 1, "g") == E.GROUP_AUTHORIZATION_FAILED
     finally:
         _close(b)
+
+
+def test_markers_stop_once_the_state_partition_moves_away(broker, leaders):
+    manager = broker.state.transactions
+    pid = tx.init(broker, "tx")["producer_id"]
+    tx.add_partitions(broker, "tx", pid, 0, {"t": [0]})
+    leaders.down = True
+    assert tx.end(broker, "tx", pid, 0, commit=True) == 0
+    tx.run_loop(broker)
+    # Leadership moved: the next coordinator loads the PrepareCommit and sends them.
+    broker.state.replicas.stop_replicas([(TRANSACTION_STATE_TOPIC, partition_for("tx", 3))], False)
+    manager.leadership_changed(TRANSACTION_STATE_TOPIC, partition_for("tx", 3))
+    tx.run_loop(broker)
+    sent = len(leaders.requests)
+    tx.run_loop(broker)
+    assert len(leaders.requests) == sent and not manager.markers.waiting
+    assert tx.init(broker, "tx")["error_code"] == E.NOT_COORDINATOR
