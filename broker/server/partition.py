@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from broker.cluster import NO_LEADER
 from broker.log.log import Log
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.control import Marker, parse_marker
@@ -124,7 +125,7 @@ class Partition:
         hw = log.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
-        self.producers.rebuild(_recent_batches(log))
+        self._rebuild_producers()
         # Told (topic, partition) whenever the high watermark moves: completes waiting
         # fetches and acks=all produces.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
@@ -266,7 +267,24 @@ class Partition:
         return end - start
 
     def _transaction_ended(self, completed: CompletedTxn | None) -> None:
-        """A marker closed a transaction (leader and follower alike)."""
+        """A marker closed a transaction (leader and follower alike): an aborted one goes
+        in the aborted-transaction index, which read_committed fetches consult."""
+        if completed is not None and completed.aborted:
+            self.log.add_aborted_txn(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    completed.last_stable_offset,
+                )
+            )
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: the first offset of the oldest open
+        transaction, capped by the high watermark (what read_committed consumers read)."""
+        first = self.producers.first_unstable_offset()
+        return self.high_watermark if first is None else min(first, self.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at and after `offset` (a follower diverging from its leader)."""
@@ -275,7 +293,20 @@ class Partition:
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.producers = ProducerStateTable(self.producers.retain_batches)
-        self.producers.rebuild(_recent_batches(self.log))
+        self._rebuild_producers()
+
+    def start_over_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset` (a follower behind its leader's log
+        start): no producer or transaction of the old log is left."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        self.producers = ProducerStateTable(self.producers.retain_batches)
+
+    def _rebuild_producers(self) -> None:
+        """Producer state from the log's recent batches; the aborted transactions found
+        are indexed again where a crash or a truncation lost their entries."""
+        for completed in self.producers.rebuild(_recent_batches(self.log)):
+            self._transaction_ended(completed)
 
     # -- the ISR and the high watermark (leader) ----------------------------------------
     def record_follower_fetch(

@@ -35,12 +35,15 @@ class BatchMetadata(NamedTuple):
 
 
 class CompletedTxn(NamedTuple):
-    """A transaction a marker closed: its first offset here and the marker's offset."""
+    """A transaction a marker closed: its first offset here, the marker's offset, and
+    the last stable offset once it closed (the first offset of the oldest transaction
+    still open, else the offset after the marker): an aborted one's index entry."""
 
     producer_id: int
     first_offset: int
     last_offset: int
     aborted: bool
+    last_stable_offset: int
 
 
 @dataclass
@@ -142,7 +145,9 @@ class ProducerStateTable:
             start = self.ongoing.pop(pid, None)
             if start is None:
                 return None
-            return CompletedTxn(pid, start, first_offset, marker.is_abort)
+            stable = self.first_unstable_offset()
+            stable = first_offset + 1 if stable is None else stable
+            return CompletedTxn(pid, start, first_offset, marker.is_abort, stable)
         if header.is_transactional:
             self.ongoing.setdefault(pid, first_offset)
         entry.batches.append(

@@ -3,18 +3,21 @@ per-partition errors the coordinator acts on (docs/contracts/transactions.md, "M
 
 from __future__ import annotations
 
-from broker.protocol.apis import WRITE_TXN_MARKERS
+from broker.protocol.apis import FETCH, WRITE_TXN_MARKERS
 from broker.protocol.errors import ErrorCode
-from broker.records.batch import iter_batches
+from broker.records.batch import iter_batches, iter_records
 from broker.records.control import ControlType, parse_marker
 from broker.server.partition import Follower
-from tests.helpers.inprocess_broker import Respond
+from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
 from tests.helpers.server_requests import (
     create,
     fetch,
+    fetch_body,
+    list_offsets,
     marker_body,
     produce,
     txn_records,
+    values,
     write_marker,
 )
 
@@ -67,3 +70,65 @@ def test_acks_all_waits_for_the_in_sync_replicas(broker):
     partition.record_follower_fetch(1, 2, broker.clock())  # it has the marker now
     answered = outcome.operation.result
     assert answered["markers"][0]["topics"][0]["partitions"][0]["error_code"] == 0
+
+
+# -- the last stable offset and read_committed ------------------------------------------
+
+
+def _committed(broker, offset: int = 0, **kw) -> dict:
+    return fetch(broker, "t", offset, isolation_level=1, **kw)
+
+
+def test_read_committed_stops_at_the_open_transaction_and_learns_the_aborted(broker):
+    create(broker, "t")
+    produce(broker, "t", values(b"plain"))  # offset 0
+    produce(broker, "t", txn_records(PID, b"x", b"y"))  # 1-2, open
+    produce(broker, "t", values(b"after"))  # 3
+    p = _committed(broker)
+    assert (p["high_watermark"], p["last_stable_offset"]) == (4, 1)
+    assert [r.value for r in iter_records(p["records"])] == [b"plain"]
+    assert fetch(broker, "t", 0)["last_stable_offset"] == 1  # every fetch carries it
+    assert len(_committed(broker, 1)["records"]) == 0  # at the LSO: nothing yet, no error
+    assert list_offsets(broker, "t", -1, isolation_level=1)["offset"] == 1
+    assert list_offsets(broker, "t", -1)["offset"] == 4
+
+    assert write_marker(broker, PID, "t", commit=False) == [0]  # ABORT at 4
+    p = _committed(broker)
+    assert p["last_stable_offset"] == p["high_watermark"] == 5
+    assert p["aborted_transactions"] == [{"producer_id": PID, "first_offset": 1}]
+    assert fetch(broker, "t", 0)["aborted_transactions"] is None  # read_uncommitted
+    assert list_offsets(broker, "t", -1, isolation_level=1)["offset"] == 5
+    # A range past the aborted transaction names none.
+    assert _committed(broker, 5)["aborted_transactions"] is None
+    produce(broker, "t", values(b"later"))
+    assert _committed(broker, 5)["aborted_transactions"] == []
+
+
+def test_a_waiting_read_committed_fetch_wakes_when_the_lso_moves(broker):
+    create(broker, "t")
+    produce(broker, "t", txn_records(PID, b"x"))
+    outcome = broker.send(FETCH, 11, fetch_body("t", 0, max_wait_ms=5000, isolation_level=1))
+    assert isinstance(outcome, Wait)
+    assert write_marker(broker, PID, "t", commit=True) == [0]
+    assert outcome.operation.completed
+    (p,) = outcome.operation.result["responses"][0]["partitions"]
+    assert p["last_stable_offset"] == 2 and p["aborted_transactions"] == []
+
+
+def test_the_aborted_index_and_open_transactions_survive_a_restart(tmp_path):
+    broker = InProcessBroker(tmp_path / "logs")
+    create(broker, "t")
+    produce(broker, "t", txn_records(PID, b"x"))
+    write_marker(broker, PID, "t", commit=False)
+    produce(broker, "t", txn_records(PID + 1, b"open"))  # 2, left open
+    broker.close()  # no flush of the txnindex: the rebuild must not depend on it
+    (index,) = (tmp_path / "logs" / "t-0").glob("*.txnindex")
+    index.unlink()
+    broker = InProcessBroker(tmp_path / "logs")
+    try:
+        p = _committed(broker)
+        assert p["last_stable_offset"] == 2
+        assert p["aborted_transactions"] == [{"producer_id": PID, "first_offset": 0}]
+        assert index.exists()
+    finally:
+        broker.close()
