@@ -4,10 +4,11 @@ transaction timeout's abort), one broker shared by the module."""
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
@@ -21,7 +22,6 @@ from broker.protocol.apis import (
 from broker.protocol.errors import ErrorCode as E
 from tests.helpers import transactions as tx
 from tests.helpers.cluster import wait_for
-from tests.helpers.confluent import consume
 
 SETTINGS = {
     "transaction.state.log.num.partitions": "4",
@@ -70,9 +70,40 @@ def test_commit_and_abort(txn_broker):
     p.begin_transaction()
     p.produce(topic, b"committed-3", partition=0)
     p.commit_transaction(30)
-    # A read_uncommitted consumer sees every data record (the markers are not records).
-    values = sorted(m.value() for m in consume(txn_broker.bootstrap, topic, 2, 6))
-    assert values == [b"aborted-0", b"aborted-1"] + [f"committed-{i}".encode() for i in range(4)]
+    committed = [f"committed-{i}".encode() for i in range(4)]
+    # A read_uncommitted consumer sees every data record (the markers are not records);
+    # a read_committed one (librdkafka's default) skips the aborted ones.
+    values = sorted(m.value() for m in _read(txn_broker.bootstrap, topic, 2, 6, "read_uncommitted"))
+    assert values == [b"aborted-0", b"aborted-1", *committed]
+    values = sorted(m.value() for m in _read(txn_broker.bootstrap, topic, 2, 4, "read_committed"))
+    assert values == committed
+
+
+def _read(bootstrap: str, topic: str, partitions: int, expected: int, isolation: str) -> list:
+    """At least `expected` records and every partition's end, from offset 0."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign-only",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, eofs = [], set()
+    deadline = time.monotonic() + 30
+    while (len(got) < expected or len(eofs) < partitions) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            eofs.add(msg.partition())
+            continue
+        got.append(msg)
+    consumer.close()
+    return got
 
 
 def test_a_second_producer_fences_the_first(txn_broker):
@@ -91,6 +122,9 @@ def test_a_second_producer_fences_the_first(txn_broker):
     successor.begin_transaction()
     successor.produce(topic, b"successor", partition=0)
     successor.commit_transaction(30)
+    # The zombie's open transaction was aborted when the successor started.
+    got = _read(txn_broker.bootstrap, topic, 1, 1, "read_committed")
+    assert [m.value() for m in got] == [b"successor"]
 
 
 def _request(address: str, api_key: int, body: dict, version: int | None = None) -> dict:
