@@ -4,7 +4,8 @@ The coordinator decides what to send (`SendMarkers`) and what each answer means
 (`markers_answered`); this is the I/O between (docs/contracts/transactions.md, Markers):
 the partitions waiting for a marker are kept per transaction; each round finds their
 leaders in the metadata cache and sends one WriteTxnMarkers request per broker carrying
-every transaction's markers for it (`marker_requests`). Partitions to retry (no leader
+every transaction's markers for it (`marker_requests`), at most one request in flight per
+broker (markers for a broker still answering wait for its answer, then go together). Partitions to retry (no leader
 known, a leader that moved, a lost connection) wait RETRY_BACKOFF_MS for the next round,
 by which time the metadata cache may name another leader. A partition of a topic that no
 longer exists is done: nothing can be marked there (as Kafka).
@@ -48,6 +49,7 @@ class MarkerSender:
         self._wake: asyncio.Event | None = None
         self._task = None
         self._nodes: dict[int, NodeClient] = {}
+        self._busy: set[int] = set()  # brokers with a request in flight
         self._security = None
         self.requests_sent = 0  # WriteTxnMarkers requests (tests look)
         self.retry_backoff_ms = RETRY_BACKOFF_MS
@@ -78,12 +80,14 @@ class MarkerSender:
             if not due:
                 continue
             try:
-                await self._round(due)
+                self._round(due)
             except Exception:
                 log.exception("sending transaction markers failed; retrying")
                 self._retry({send: set(tps) for send, tps in due.items()})
 
-    async def _round(self, due: dict[SendMarkers, set[TopicPartition]]) -> None:
+    def _round(self, due: dict[SendMarkers, set[TopicPartition]]) -> None:
+        """Send what is due: one request per leader broker that has none in flight; the
+        markers for a broker still answering wait for its answer (then a new round)."""
         metadata = self.ctx.metadata
         gone: dict[SendMarkers, dict[TopicPartition, ErrorCode]] = {}
         sends = []
@@ -108,41 +112,53 @@ class MarkerSender:
             return state.leader
 
         # The pure core builds the bodies from SendMarkers; a round may send only some of
-        # a transaction's partitions, so each is narrowed to them.
-        narrowed = {
-            _narrow(send, tps): send for send, tps in sends
-        }  # producer ids are unique per round: one open transaction per producer id
+        # a transaction's partitions, so each is narrowed to them. A producer id is in a
+        # round once: one open transaction per producer id.
+        narrowed = {_narrow(send, tps): send for send, tps in sends}
         requests, no_leader = core.marker_requests(narrowed, leader_of)
         retry: dict[SendMarkers, set[TopicPartition]] = {}
         for part, tps in no_leader:
             retry.setdefault(narrowed[part], set()).update(tps)
-        by_pid = {part.producer_id: send for part, send in narrowed.items()}
-        results = await asyncio.gather(
-            *(self._send(broker, body) for broker, body in requests.items()),
-        )
-        for body, response in zip(requests.values(), results, strict=True):
-            if response is None:  # no answer: every partition of the request again
-                for marker in body["markers"]:
-                    send = by_pid[marker["producer_id"]]
-                    for t in marker["topics"]:
-                        retry.setdefault(send, set()).update(
-                            (t["name"], p) for p in t["partition_indexes"]
-                        )
-                continue
-            for marker in response["markers"]:
-                send = by_pid.get(marker["producer_id"])
-                if send is None:
-                    continue
-                errors = {
-                    (t["name"], p["partition_index"]): ErrorCode(p["error_code"])
-                    for t in marker["topics"]
-                    for p in t["partitions"]
-                }
-                progress = self._answered(send, errors)
-                if progress is not None and progress.retry:
-                    retry.setdefault(send, set()).update(progress.retry)
         if retry:
             self._retry(retry)
+        by_pid = {part.producer_id: send for part, send in narrowed.items()}
+        for broker, body in requests.items():
+            if broker in self._busy:
+                for send, tps in _partitions_of(body, by_pid).items():
+                    self._due.setdefault(send, set()).update(tps)
+                continue
+            self._busy.add(broker)
+            self.ctx.spawn(self._exchange(broker, body, by_pid))
+
+    async def _exchange(self, broker: int, body: dict, by_pid: dict[int, SendMarkers]) -> None:
+        """One WriteTxnMarkers request to `broker` and what its answer means."""
+        try:
+            response = await self._send(broker, body)
+            retry: dict[SendMarkers, set[TopicPartition]] = {}
+            if response is None:  # no answer: every partition of the request again
+                retry = _partitions_of(body, by_pid)
+            else:
+                for marker in response["markers"]:
+                    send = by_pid.get(marker["producer_id"])
+                    if send is None:
+                        continue
+                    errors = {
+                        (t["name"], p["partition_index"]): ErrorCode(p["error_code"])
+                        for t in marker["topics"]
+                        for p in t["partitions"]
+                    }
+                    progress = self._answered(send, errors)
+                    if progress is not None and progress.retry:
+                        retry.setdefault(send, set()).update(progress.retry)
+            if retry:
+                self._retry(retry)
+        except Exception:
+            log.exception("transaction markers to broker %d: the answer failed; retrying", broker)
+            self._retry(_partitions_of(body, by_pid))
+        finally:
+            self._busy.discard(broker)
+            if self._due:
+                self._wake.set()  # markers held back for this broker go now
 
     def _answered(self, send: SendMarkers, errors) -> core.MarkerProgress | None:
         if send not in self.waiting:
@@ -203,6 +219,16 @@ class MarkerSender:
         for node in self._nodes.values():
             node.close()
         self._nodes.clear()
+
+
+def _partitions_of(body: dict, by_pid: dict[int, SendMarkers]) -> dict:
+    """The partitions a WriteTxnMarkers request body carries, per transaction."""
+    found: dict[SendMarkers, set[TopicPartition]] = {}
+    for marker in body["markers"]:
+        send = by_pid[marker["producer_id"]]
+        for t in marker["topics"]:
+            found.setdefault(send, set()).update((t["name"], p) for p in t["partition_indexes"])
+    return found
 
 
 def _narrow(send: SendMarkers, partitions: frozenset[TopicPartition]) -> SendMarkers:

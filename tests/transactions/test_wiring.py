@@ -6,6 +6,8 @@ The decisions themselves are tested in test_coordinator.py."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.protocol.apis import ADD_PARTITIONS_TO_TXN, INIT_PRODUCER_ID
@@ -295,3 +297,33 @@ def test_markers_stop_once_the_state_partition_moves_away(broker, leaders):
     tx.run_loop(broker)
     assert len(leaders.requests) == sent and not manager.markers.waiting
     assert tx.init(broker, "tx")["error_code"] == E.NOT_COORDINATOR
+
+
+def test_one_request_in_flight_per_broker(broker, leaders):
+    gate = asyncio.Event()
+    answer = leaders.__call__
+
+    async def slow(node: int, body: dict) -> dict:
+        if len(leaders.requests) == 0:
+            leaders.requests.append((node, body))
+            await gate.wait()
+            leaders.requests.pop(0)
+        return await answer(node, body)
+
+    broker.state.transactions.markers.transport = slow
+    pids = {}
+    for txn_id in ("a", "b"):
+        tx.ready(broker, txn_id)
+        pids[txn_id] = tx.init(broker, txn_id)["producer_id"]
+        tx.add_partitions(broker, txn_id, pids[txn_id], 0, {"t": [0]})
+    assert tx.end(broker, "a", pids["a"], 0, commit=True) == 0
+    tx.run_loop(broker)
+    assert tx.end(broker, "b", pids["b"], 0, commit=True) == 0
+    tx.run_loop(broker)
+    # b's marker waits for the answer to a's request to the same broker.
+    assert [b["markers"][0]["producer_id"] for _, b in leaders.requests] == [pids["a"]]
+    gate.set()
+    tx.run_loop(broker)
+    sent = [[m["producer_id"] for m in b["markers"]] for _, b in leaders.requests]
+    assert sent == [[pids["a"]], [pids["b"]]]
+    assert _meta(broker, "a").state == _meta(broker, "b").state == TxnState.COMPLETE_COMMIT
