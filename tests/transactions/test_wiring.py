@@ -327,3 +327,15 @@ def test_one_request_in_flight_per_broker(broker, leaders):
     sent = [[m["producer_id"] for m in b["markers"]] for _, b in leaders.requests]
     assert sent == [[pids["a"]], [pids["b"]]]
     assert _meta(broker, "a").state == _meta(broker, "b").state == TxnState.COMPLETE_COMMIT
+
+
+def test_idle_transactional_ids_expire(broker):
+    pid = tx.init(broker, "tx")["producer_id"]
+    manager = broker.state.transactions
+    broker.clock.now += 604_800_000  # transactional.id.expiration.ms
+    assert manager.expire_transactional_ids() == 1
+    tx.run_loop(broker)
+    assert "tx" not in manager.state.partitions[partition_for("tx", 3)].transactions
+    assert tx.end(broker, "tx", pid, 0, commit=True) == E.INVALID_PRODUCER_ID_MAPPING
+    again = tx.init(broker, "tx")
+    assert again["producer_id"] != pid and again["producer_epoch"] == 0
