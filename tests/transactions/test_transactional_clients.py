@@ -1,5 +1,5 @@
 """Transactions against a broker process: confluent-kafka's transactional producer
-(commit, abort, zombie fencing) and raw requests (Kafka's errors for bad input, the
+(commit, abort, zombie fencing), kafka-python's (commit, abort), and raw requests (Kafka's errors for bad input, the
 transaction timeout's abort), one broker shared by the module."""
 
 from __future__ import annotations
@@ -169,3 +169,36 @@ def test_bad_input_and_the_transaction_timeout_with_raw_requests(txn_broker):
     assert add() == 0
     # Past its 1 s timeout the coordinator aborts it under a bumped epoch: fenced.
     wait_for(lambda: add() == E.PRODUCER_FENCED, "the timed-out transaction aborted")
+
+
+def test_kafka_python_commit_and_abort(txn_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    topic = _topic()
+    p = KafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=f"id-{topic}")
+    p.init_transactions()
+    for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
+        p.begin_transaction()
+        p.send(topic, value, partition=0)
+        if commit:
+            p.commit_transaction()
+        else:
+            p.flush()
+            p.abort_transaction()
+    p.close()
+    seen = {}
+    for isolation, count in (("read_uncommitted", 3), ("read_committed", 2)):
+        c = KafkaConsumer(bootstrap_servers=txn_broker.bootstrap, isolation_level=isolation)
+        c.assign([KTopicPartition(topic, 0)])
+        c.seek_to_beginning()
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < count and time.monotonic() < deadline:
+            for records in c.poll(500).values():
+                values.extend(r.value for r in records)
+        c.close()
+        seen[isolation] = values[:count]
+    # In log order: the aborted record lies between the committed ones, so the first two
+    # a read_committed consumer gets show it skipped.
+    assert seen == {"read_uncommitted": [b"c1", b"a1", b"c2"], "read_committed": [b"c1", b"c2"]}
