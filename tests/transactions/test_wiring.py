@@ -339,3 +339,19 @@ def test_idle_transactional_ids_expire(broker):
     assert tx.end(broker, "tx", pid, 0, commit=True) == E.INVALID_PRODUCER_ID_MAPPING
     again = tx.init(broker, "tx")
     assert again["producer_id"] != pid and again["producer_epoch"] == 0
+
+
+def test_init_waits_for_a_block_of_producer_ids(broker):
+    """A cluster broker between blocks of ids (ZooKeeper) decides once it has one."""
+
+    class BetweenBlocks:
+        def allocate(self):
+            return None
+
+        async def next_id(self):
+            return 4242
+
+    broker.state.producer_ids = BetweenBlocks()
+    got = tx.init(broker, "tx")
+    assert (got["error_code"], got["producer_id"], got["producer_epoch"]) == (0, 4242, 0)
+    assert _meta(broker).producer_id == 4242
