@@ -777,8 +777,8 @@ SERVER_CONFIG = (
         validator=between(1, 1000),
         group="producers",
     )
-    # Transactions (KIP-98): declared for the transaction coordinator
-    # (broker/transactions/, docs/contracts/transactions.md), not wired into the broker yet.
+    # Transactions (KIP-98): the transaction coordinator (broker/transactions/,
+    # docs/contracts/transactions.md).
     .define(
         "transaction.state.log.num.partitions",
         "int",
@@ -803,7 +803,8 @@ SERVER_CONFIG = (
         "int",
         2,
         "min.insync.replicas of __transaction_state: a state change is acknowledged only "
-        "when this many replicas have it.",
+        "when this many replicas have it (at most the replication factor the topic was "
+        "created with).",
         validator=at_least(1),
         group="transactions",
     )

@@ -565,10 +565,12 @@ DELETE_TOPICS_API = Api(
 )
 
 INIT_PRODUCER_ID_API = Api(
-    22, "InitProducerId", 0, 1, 2,
+    22, "InitProducerId", 0, 4, 2,
     request=Struct(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
+        F("producer_id", INT64, "3+", default=-1),
+        F("producer_epoch", INT16, "3+", default=-1),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),

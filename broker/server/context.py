@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from broker.server.modes.membership import ClusterMembership
     from broker.server.modes.topic_admin import TopicAdmin
     from broker.server.replication_quota import ReplicationQuota
+    from broker.transactions.manager import TransactionManager
 
 
 _running: set[asyncio.Task] = set()
@@ -60,6 +61,9 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache | None = None
     # The group coordinator (broker/coordinator/), for the offsets partitions led here.
     groups: GroupCoordinator | None = None
+    # The transaction coordinator (broker/transactions/), for the __transaction_state
+    # partitions led here.
+    transactions: TransactionManager | None = None
     # Topic overrides and dynamic broker configs in force (DescribeConfigs, AlterConfigs).
     configs: DynamicConfigs | None = None
     # What this broker, as a leader, sends to throttled followers (replication_quota.py).
