@@ -42,6 +42,8 @@ from typing import NamedTuple
 from broker.cluster import TopicPartition
 from broker.log.checkpoint import CLEANER_OFFSET_FILE, read_checkpoint, write_checkpoint
 from broker.log.compaction import (
+    NO_ABORTED,
+    AbortedRanges,
     CleanableRange,
     CleanStats,
     SegmentInfo,
@@ -126,6 +128,8 @@ class CleanJob:
     map_budget: int
     io_buffer_size: int
     stop: threading.Event
+    # The log's aborted transactions below the first uncleanable offset.
+    aborted: AbortedRanges = NO_ABORTED
 
     def run(self) -> CleanResult:
         """Build the offset map, then write each group of old segments as one `.cleaned`
@@ -164,7 +168,7 @@ class CleanJob:
             for header, batch, _ in self.read_batches(source):
                 if header.next_offset <= first_dirty:
                     continue
-                entries = map_batch(header, batch, first_dirty)
+                entries = map_batch(header, batch, first_dirty, self.aborted)
                 if not offset_map.put_all(entries):
                     if not mapped_any:
                         raise ValueError(
@@ -226,6 +230,7 @@ class CleanJob:
                     self.producer_last_offsets,
                     keep_empty=last_segment and last_batch,
                     stats=stats,
+                    aborted=self.aborted,
                 )
                 if outcome.horizon is not None and (
                     result.earliest_horizon is None or outcome.horizon < result.earliest_horizon
@@ -389,6 +394,9 @@ class LogCleaner:
             map_budget=self.config.dedupe_buffer_size // self.config.threads,
             io_buffer_size=self.config.io_buffer_size,
             stop=self._stop,
+            aborted=AbortedRanges(
+                chosen.aborted_transactions(chosen.log_start_offset, checked.first_uncleanable)
+            ),
         )
 
     # -- swapping in (event loop) ------------------------------------------------------

@@ -6,6 +6,9 @@ batches and the clock (no files, no threads; cleaner.py does the I/O).
 - `clean_batch`: what one batch becomes: itself, rebuilt with fewer records, an empty
   header, or nothing.
 - `group_segments`: which old segments are rewritten into one cleaned segment.
+- `AbortedRanges`: which data batches belong to aborted transactions (they go, and
+  their keys never enter the offset map: an aborted record must not supersede a
+  committed one).
 
 The rules are Kafka's (LogCleaner, LogCleanerManager, KIP-534 delete horizons); where
 we differ it is said below.
@@ -13,6 +16,7 @@ we differ it is said below.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -114,6 +118,33 @@ def max_compaction_delay(
     return clean_until - earliest
 
 
+class AbortedRanges:
+    """The aborted transactions of a log (its `.txnindex` entries: producer id, first
+    offset, marker offset), asked per batch: a transactional data batch of a producer
+    whose aborted transaction spans its base offset was aborted."""
+
+    def __init__(self, entries=()) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            self._by_producer.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset)
+            )
+        for ranges in self._by_producer.values():
+            ranges.sort()
+
+    def holds(self, header: BatchHeader) -> bool:
+        if header.is_control or not header.is_transactional:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (header.base_offset, 2**63)) - 1
+        return i >= 0 and ranges[i][0] <= header.base_offset < ranges[i][1]
+
+
+NO_ABORTED = AbortedRanges()
+
+
 def records_of(header: BatchHeader, batch) -> tuple[bytes, list[RecordSpan]]:
     """The uncompressed records section of a stored batch, and its record spans."""
     section = batch[HEADER_SIZE : header.size]
@@ -121,9 +152,12 @@ def records_of(header: BatchHeader, batch) -> tuple[bytes, list[RecordSpan]]:
     return records, scan_records(records, header.records_count)
 
 
-def map_batch(header: BatchHeader, batch, first_dirty: int) -> list[tuple[bytes, int]]:
-    """The (key, offset) of every keyed record of a data batch at or after `first_dirty`."""
-    if header.is_control or header.records_count == 0:
+def map_batch(
+    header: BatchHeader, batch, first_dirty: int, aborted: AbortedRanges = NO_ABORTED
+) -> list[tuple[bytes, int]]:
+    """The (key, offset) of every keyed record of a data batch at or after `first_dirty`
+    (none for a batch of an aborted transaction)."""
+    if header.is_control or header.records_count == 0 or aborted.holds(header):
         return []
     base = header.base_offset
     _, spans = records_of(header, batch)
@@ -161,12 +195,15 @@ def clean_batch(
     producer_last_offsets: Mapping[int, int],
     keep_empty: bool,
     stats: CleanStats,
+    aborted: AbortedRanges = NO_ABORTED,
 ) -> BatchOutcome:
     """What one stored batch becomes when its log is cleaned with `offset_map`, which
     holds the latest offset of every key below `map_end` (Kafka's
     shouldRetainRecord and filterTo):
 
-    - a batch at or past `map_end`, and a control batch, is kept as it is;
+    - a batch at or past `map_end`, and a control batch, is kept as it is (markers stay:
+      removing them safely needs Kafka's delete-horizon rule for markers, not done);
+    - a batch of an aborted transaction loses every record (Kafka's rule);
     - a record goes if it has no key (a compacted log holds keyed records only), if a
       later offset holds its key, or if it is a tombstone (null value) whose batch's
       delete horizon has passed;
@@ -190,6 +227,9 @@ def clean_batch(
     if header.base_offset >= map_end or header.is_control:
         stats.records_kept += header.records_count
         return BatchOutcome(batch, None)
+    if aborted.holds(header):
+        needed = keep_empty or _producer_last(header, producer_last_offsets)
+        return BatchOutcome(empty_batch(header) if needed else None, None)
     records, spans = records_of(header, batch)
     horizon = delete_horizon(header)
     tombstones_go = horizon is not None and now_ms >= horizon
