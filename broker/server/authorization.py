@@ -19,7 +19,8 @@ ListGroups DESCRIBE cluster or each group; DeleteGroups DELETE group; CreateTopi
 cluster or topic; DeleteTopics DELETE topic; CreatePartitions ALTER topic;
 DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
 or the cluster (broker resources); InitProducerId WRITE on the transactional id, else
-IDEMPOTENT_WRITE on the cluster or WRITE on some topic; DescribeCluster DESCRIBE cluster.
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic; DescribeCluster DESCRIBE cluster;
+DescribeProducers READ topic.
 """
 
 from __future__ import annotations
