@@ -14,10 +14,16 @@ from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as CTopicPartition
 from kafka import KafkaConsumer, TopicPartition
 
-from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
 from broker.protocol.apis import INIT_PRODUCER_ID
-from tests.helpers.server_requests import create, produce, txn_records, values, write_marker
+from tests.helpers.server_requests import (
+    Wire,
+    create,
+    produce,
+    txn_records,
+    values,
+    write_marker,
+)
 
 TOPIC = "txn-log"
 COMMITTED = [b"c0", b"b1", b"c1"]  # below the open transaction
@@ -25,18 +31,8 @@ EVERYTHING = [b"c0", b"a1", b"a2", b"b1", b"c1", b"open", b"c2"]
 LSO = 7  # the open transaction's first offset
 
 
-class _Wire:
-    """A BrokerConnection shaped like the in-process broker for the request helpers."""
-
-    def __init__(self, broker: BrokerProcess) -> None:
-        host, port = broker.bootstrap.rsplit(":", 1)
-        self.conn = BrokerConnection(host, int(port))
-
-    def call(self, api_key: int, version: int, body: dict) -> dict:
-        return self.conn.request(api_key, body, version)
-
-
-def _producer_id(wire: _Wire) -> int:
+def producer_id(wire: Wire) -> int:
+    """A producer id of its own (InitProducerId without a transactional id)."""
     answer = wire.call(INIT_PRODUCER_ID, 1, {"transactional_id": None, "transaction_timeout_ms": 0})
     assert answer["error_code"] == 0
     return answer["producer_id"]
@@ -47,9 +43,9 @@ def txn_broker(tmp_path_factory):
     """One broker for the module, holding (offset: value) 0 c0, 1-2 a1 a2 (aborted, its
     ABORT at 3), 4 b1 (committed at 5), 6 c1, 7 open (a transaction left open), 8 c2."""
     with BrokerProcess(tmp_path_factory.mktemp("txn") / "logs") as broker:
-        wire = _Wire(broker)
+        wire = Wire(broker.bootstrap)
         create(wire, TOPIC)
-        first, second = _producer_id(wire), _producer_id(wire)
+        first, second = producer_id(wire), producer_id(wire)
         assert produce(wire, TOPIC, values(b"c0"))["base_offset"] == 0
         produce(wire, TOPIC, txn_records(first, b"a1", b"a2"))
         assert write_marker(wire, first, TOPIC, commit=False) == [0]
@@ -60,7 +56,7 @@ def txn_broker(tmp_path_factory):
         produce(wire, TOPIC, values(b"c2"))
         broker.wire, broker.second = wire, second
         yield broker
-        wire.conn.close()
+        wire.close()
 
 
 def _confluent(bootstrap: str, isolation: str, expected: int) -> tuple[list[bytes], int]:
@@ -87,7 +83,9 @@ def _confluent(bootstrap: str, isolation: str, expected: int) -> tuple[list[byte
     return got, position.offset
 
 
-def _kafka_python(bootstrap: str, isolation: str) -> tuple[list[bytes], int, int]:
+def kafka_python(
+    bootstrap: str, isolation: str, topic: str = TOPIC
+) -> tuple[list[bytes], int, int]:
     """Every value it reads (it stops after 1.5 s without any), its position, and the end
     offset ListOffsets gives at that isolation level."""
     consumer = KafkaConsumer(
@@ -96,7 +94,7 @@ def _kafka_python(bootstrap: str, isolation: str) -> tuple[list[bytes], int, int
         consumer_timeout_ms=1500,
         isolation_level=isolation,
     )
-    tp = TopicPartition(TOPIC, 0)
+    tp = TopicPartition(topic, 0)
     consumer.assign([tp])
     consumer.seek_to_beginning()
     got = [m.value for m in consumer]
@@ -113,8 +111,8 @@ def test_confluent_read_committed_skips_aborted_and_stops_at_the_lso(txn_broker)
 
 
 def test_kafka_python_read_committed_skips_aborted_and_stops_at_the_lso(txn_broker):
-    assert _kafka_python(txn_broker.bootstrap, "read_committed") == (COMMITTED, LSO, LSO)
-    got, position, end = _kafka_python(txn_broker.bootstrap, "read_uncommitted")
+    assert kafka_python(txn_broker.bootstrap, "read_committed") == (COMMITTED, LSO, LSO)
+    got, position, end = kafka_python(txn_broker.bootstrap, "read_uncommitted")
     assert (got, position, end) == (EVERYTHING, 9, 9)
 
 
@@ -134,11 +132,11 @@ def test_kcat_read_committed(txn_broker):
 
 def test_after_a_sigkill_the_aborted_index_and_the_open_transaction_come_back(txn_broker):
     """Last in the module: it restarts the shared broker."""
-    txn_broker.wire.conn.close()
+    txn_broker.wire.close()
     txn_broker.kill()
     txn_broker.start()
-    wire = txn_broker.wire = _Wire(txn_broker)
-    assert _kafka_python(txn_broker.bootstrap, "read_committed") == (COMMITTED, LSO, LSO)
+    wire = txn_broker.wire = Wire(txn_broker.bootstrap)
+    assert kafka_python(txn_broker.bootstrap, "read_committed") == (COMMITTED, LSO, LSO)
     # Aborting the open transaction now lets read_committed readers past it, skipping it.
     assert write_marker(wire, txn_broker.second, TOPIC, commit=False) == [0]
     got, _ = _confluent(txn_broker.bootstrap, "read_committed", 4)
