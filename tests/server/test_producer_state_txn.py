@@ -90,3 +90,13 @@ def test_a_follower_keeps_the_same_transactions_and_aborted_index(tmp_path):
     assert follower.producers.first_unstable_offset() == 0
     leader.log.close()
     follower.log.close()
+
+
+def test_the_cleaner_keeps_a_fenced_producers_last_marker():
+    """A producer whose last entry is a marker of a new epoch (the coordinator fenced it)
+    has no data batch to keep: the marker is what holds its epoch (Kafka keeps it too)."""
+    table = ProducerStateTable()
+    table.record(_header(1, 0), 0, 0)
+    table.record(_header(1, 1, epoch=1, control=True), 1, 0, ABORT)
+    table.record(_header(2, 2), 2, 0)
+    assert table.last_offsets() == {1: 1, 2: 2}
