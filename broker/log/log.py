@@ -601,11 +601,16 @@ class Log:
 
     # -- compaction (the cleaner's side is cleaner.py) ---------------------------------
     def replace_segments(
-        self, old: list[LogSegment], new: LogSegment, now_ms: int | None = None
+        self,
+        old: list[LogSegment],
+        new: LogSegment,
+        now_ms: int | None = None,
+        aborted: list[AbortedTxn] | None = None,
     ) -> bool:
         """Swap the cleaned segment `new` (files named `.cleaned`, fsynced, ending where
         `old` ends) in for `old`, consecutive sealed segments of this log, with the
-        crash-safe sequence of swap.py; the old files are renamed `.deleted` and unlinked
+        crash-safe sequence of swap.py (`aborted`: the `.txnindex` entries `new` keeps);
+        the old files are renamed `.deleted` and unlinked
         after file_delete_delay_ms, so reads in flight finish. Readers see the old
         segments or the new one: the event loop runs the whole swap in one go.
 
@@ -625,10 +630,12 @@ class Log:
             for path in new.paths():
                 path.unlink(missing_ok=True)
             return False
-        # Offsets do not change and markers are kept, so the cleaned segment indexes its
-        # group's aborted transactions (a crash before this write loses them from the
-        # files; the partition's producer-state rebuild re-adds the recent ones).
-        aborted = [entry for segment in old for entry in segment.txn_index.entries]
+        # The cleaned segment indexes the aborted transactions whose markers it keeps
+        # (`aborted`; None: all of its group's, offsets do not change). A crash before
+        # this write loses them from the files; the partition's producer-state rebuild
+        # re-adds the recent ones.
+        if aborted is None:
+            aborted = [entry for segment in old for entry in segment.txn_index.entries]
         for _ in swap_steps(new, old):
             pass
         for segment in old:

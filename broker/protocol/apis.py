@@ -929,6 +929,36 @@ DESCRIBE_CLUSTER_API = Api(
     ),
 )
 
+# KIP-664: the producers a partition leader tracks (docs/contracts/log.md, "Transactions").
+DESCRIBE_PRODUCERS_API = Api(
+    61, "DescribeProducers", 0, 0, 0,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("active_producers", Array(Struct(
+                    F("producer_id", INT64),
+                    F("producer_epoch", INT32),
+                    F("last_sequence", INT32, default=-1),
+                    F("last_timestamp", INT64, default=-1),
+                    F("coordinator_epoch", INT32),
+                    F("current_txn_start_offset", INT64, default=-1),
+                ))),
+            ))),
+        ))),
+    ),
+)
+
 # -- configs (resource types: 2 topic, 4 broker, 8 broker logger) --
 
 DESCRIBE_CONFIGS_API = Api(

@@ -60,6 +60,8 @@ def parse_marker(buf, pos: int, header: BatchHeader) -> Marker | None:
     """The marker of the control batch at buf[pos:], or None when its key is not a
     transaction marker's (Kafka skips unknown control types too). Markers are never
     compressed, so this reads the record in place."""
+    if header.records_count == 0:  # emptied by the log cleaner: it ends nothing any more
+        return None
     data = bytes(memoryview(buf)[pos + HEADER_SIZE : pos + header.size])
     if header.codec != 0:
         raise CorruptRecordError(f"control batch at offset {header.base_offset} is compressed")

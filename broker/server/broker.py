@@ -126,14 +126,14 @@ def open_credentials(path: str | None) -> Credentials:
 
 
 def cleaner_view(replicas: ReplicaManager):
-    """What the log cleaner needs of each partition: it cleans below the high watermark
+    """What the log cleaner needs of each partition: it cleans below the last stable offset
     and keeps the last batch of every producer the partition still tracks."""
 
     def view(log) -> PartitionState | None:
         partition = replicas.partitions.get((log.topic, log.partition))
         if partition is None:
             return None
-        return PartitionState(partition.high_watermark, partition.producers.last_offsets())
+        return PartitionState(partition.last_stable_offset, partition.producers.last_offsets())
 
     return view
 

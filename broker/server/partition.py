@@ -284,7 +284,11 @@ class Partition:
         """Below it every transaction is decided: the first offset of the oldest open
         transaction, capped by the high watermark (what read_committed consumers read)."""
         first = self.producers.first_unstable_offset()
-        return self.high_watermark if first is None else min(first, self.high_watermark)
+        if first is None:
+            return self.high_watermark
+        # A transaction whose start retention deleted holds nothing below the log start
+        # (Kafka moves the first unstable offset up to it too).
+        return min(max(first, self.log.log_start_offset), self.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at and after `offset` (a follower diverging from its leader)."""

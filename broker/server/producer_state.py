@@ -54,6 +54,8 @@ class ProducerEntry:
     # The epoch of the coordinator that wrote this producer's last marker here: a marker
     # from an older one is TRANSACTION_COORDINATOR_FENCED.
     coordinator_epoch: int = -1
+    # Offset of its last marker while no data batch of its epoch came after (-1: none).
+    last_marker_offset: int = -1
 
     @property
     def last_seq(self) -> int | None:
@@ -142,6 +144,7 @@ class ProducerStateTable:
             if marker is None:
                 return None
             entry.coordinator_epoch = marker.coordinator_epoch
+            entry.last_marker_offset = first_offset
             start = self.ongoing.pop(pid, None)
             if start is None:
                 return None
@@ -182,8 +185,16 @@ class ProducerStateTable:
         return completed
 
     def last_offsets(self) -> dict[int, int]:
-        """Producer id -> last offset of its last batch (the log cleaner keeps that batch)."""
-        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+        """Producer id -> last offset of its last batch, or of its last marker when no data
+        batch of its epoch is known (a fenced producer's): the log cleaner keeps that
+        batch, so the producer's sequence and epoch survive (Kafka's rule)."""
+        found = {}
+        for pid, e in self.producers.items():
+            if e.batches:
+                found[pid] = e.batches[-1].last_offset
+            elif e.last_marker_offset >= 0:
+                found[pid] = e.last_marker_offset
+        return found
 
     def expire(self, now_ms: int, expiration_ms: int) -> None:
         # A producer with an open transaction stays: its marker is still to come.

@@ -1,7 +1,9 @@
-"""Request bodies for the in-process tests, keyed as the API declarations are."""
+"""Request bodies for the in-process tests, keyed as the API declarations are; `Wire`
+sends the same through a socket to a broker process."""
 
 from __future__ import annotations
 
+from broker.client.connection import BrokerConnection
 from broker.protocol.apis import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE, WRITE_TXN_MARKERS
 from broker.records.batch import build_batch
 
@@ -97,3 +99,18 @@ def write_marker(broker, producer_id: int, topic: str, commit: bool, **kw) -> li
     """The error code of each partition's marker (answered at once on one broker)."""
     answer = broker.call(WRITE_TXN_MARKERS, 1, marker_body(producer_id, topic, commit, **kw))
     return [p["error_code"] for p in answer["markers"][0]["topics"][0]["partitions"]]
+
+
+class Wire:
+    """A connection to a broker process with the in-process broker's `call`, so the
+    helpers above work against real brokers (`bootstrap` is "host:port")."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.conn = BrokerConnection(host, int(port))
+
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        return self.conn.request(api_key, body, version)
+
+    def close(self) -> None:
+        self.conn.close()

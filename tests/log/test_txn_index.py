@@ -38,3 +38,24 @@ def test_truncation_and_a_torn_tail(tmp_path):
         f.write(b"\x00\x00\x01")  # a crash mid-entry
     assert TransactionIndex(path).entries == [AbortedTxn(1, 0, 5, 6)]
     assert path.stat().st_size == ENTRY_SIZE
+
+
+def test_the_index_goes_with_its_segment_and_is_cut_with_the_log(tmp_path):
+    from broker.records.control import build_marker
+    from tests.helpers.clock import Clock
+    from tests.helpers.log_batches import append, batch, open_log
+
+    clock = Clock(10**12)
+    log = open_log(tmp_path, clock, retention_ms=1_000, file_delete_delay_ms=0)
+    append(log, batch(tag=1))  # 0
+    append(log, build_marker(5, 0, False, 0, 1_000))  # 1
+    log.add_aborted_txn(AbortedTxn(5, 0, 1, 2))
+    (index,) = (tmp_path / "t-0").glob("*.txnindex")
+    log.roll()
+    append(log, batch(tag=2))  # 2, in the second segment
+    log.truncate_to(2)  # nothing of the first segment goes
+    assert log.aborted_transactions(0, 3) == [AbortedTxn(5, 0, 1, 2)]
+    log.delete_expired(clock())  # the first segment is old: it goes with its index
+    log.collect_deleted(clock())
+    assert not index.exists() and not list((tmp_path / "t-0").glob("*.txnindex*"))
+    log.close()

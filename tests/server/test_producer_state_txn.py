@@ -53,3 +53,50 @@ def test_an_open_transaction_keeps_its_producer_from_expiring():
     table.record(_header(2, 1, txn=False), 1, 0)
     table.expire(now_ms=10_000, expiration_ms=1)
     assert set(table.producers) == {1}
+
+
+def test_a_follower_keeps_the_same_transactions_and_aborted_index(tmp_path):
+    """A leader appends a transaction and its ABORT; a follower copies the bytes: it has
+    the same open transactions, LSO inputs and .txnindex, and keeps them when truncated."""
+    from broker.log.config import LogConfig
+    from broker.log.log import Log
+    from broker.log.txn_index import AbortedTxn
+    from broker.records.batch import build_batch
+    from broker.records.control import build_marker
+    from broker.records.header import parse_header
+    from broker.server.partition import Leadership, Partition
+
+    leader = Partition(Log.open(tmp_path / "a" / "t-0", "t", 0, LogConfig()), broker_id=0)
+    leader.make_leader(Leadership(0, 1, (0,), (0, 1)), now_ms=0)
+    follower = Partition(Log.open(tmp_path / "b" / "t-0", "t", 0, LogConfig()), broker_id=1)
+    follower.make_follower(Leadership(0, 1, (0,), (0, 1)))
+
+    def txn(pid: int) -> bytes:
+        return build_batch([(None, b"x", 1, [])], producer_id=pid, producer_epoch=0,
+                           base_sequence=0, transactional=True)  # fmt: skip
+
+    # 0: producer 5's transaction, 1: its ABORT, 2: producer 6's, left open.
+    for data in (txn(5), build_marker(5, 0, False, 2, 1), txn(6)):
+        buf = bytearray(data)
+        assert leader.append_as_leader(buf, [(0, parse_header(buf))], now_ms=0).error == 0
+    copied = b"".join(r.read() for r in leader.log.read(0, 1 << 20).regions)
+    follower.append_as_follower(copied, now_ms=0)
+    expected = [AbortedTxn(5, 0, 1, 2)]
+    for replica in (leader, follower):
+        assert replica.log.aborted_transactions(0, 10) == expected
+        assert replica.producers.first_unstable_offset() == 2
+    follower.truncate_to(1)  # the marker goes: its entry too, the transaction is open again
+    assert follower.log.aborted_transactions(0, 10) == []
+    assert follower.producers.first_unstable_offset() == 0
+    leader.log.close()
+    follower.log.close()
+
+
+def test_the_cleaner_keeps_a_fenced_producers_last_marker():
+    """A producer whose last entry is a marker of a new epoch (the coordinator fenced it)
+    has no data batch to keep: the marker is what holds its epoch (Kafka keeps it too)."""
+    table = ProducerStateTable()
+    table.record(_header(1, 0), 0, 0)
+    table.record(_header(1, 1, epoch=1, control=True), 1, 0, ABORT)
+    table.record(_header(2, 2), 2, 0)
+    assert table.last_offsets() == {1: 1, 2: 2}

@@ -3,7 +3,7 @@ per-partition errors the coordinator acts on (docs/contracts/transactions.md, "M
 
 from __future__ import annotations
 
-from broker.protocol.apis import FETCH, WRITE_TXN_MARKERS
+from broker.protocol.apis import DESCRIBE_PRODUCERS, FETCH, WRITE_TXN_MARKERS
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import iter_batches, iter_records
 from broker.records.control import ControlType, parse_marker
@@ -132,3 +132,22 @@ def test_the_aborted_index_and_open_transactions_survive_a_restart(tmp_path):
         assert index.exists()
     finally:
         broker.close()
+
+
+def test_describe_producers_shows_the_open_transaction(broker):
+    create(broker, "t")
+    produce(broker, "t", values(b"plain"))
+    produce(broker, "t", txn_records(PID, b"a", epoch=2))  # 1, closed below
+    write_marker(broker, PID, "t", commit=True, epoch=2, coordinator_epoch=6)
+    produce(broker, "t", txn_records(PID + 1, b"b", b"c"))  # 3-4, open
+    body = {"topics": [{"name": "t", "partition_indexes": [0, 5]}, {"name": "nope",
+            "partition_indexes": [0]}]}  # fmt: skip
+    answer = broker.call(DESCRIBE_PRODUCERS, 0, body)["topics"]
+    (p0, p5), (missing,) = answer[0]["partitions"], answer[1]["partitions"]
+    assert p5["error_code"] == missing["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    got = [
+        (p["producer_id"], p["producer_epoch"], p["last_sequence"], p["coordinator_epoch"],
+         p["current_txn_start_offset"])
+        for p in p0["active_producers"]
+    ]  # fmt: skip
+    assert got == [(PID, 2, 0, 6, -1), (PID + 1, 0, 1, -1, 3)]
