@@ -17,6 +17,7 @@ from pathlib import Path
 from broker.cluster import TopicPartition
 from broker.log.checkpoint import (
     HIGH_WATERMARK_FILE,
+    LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     read_checkpoint,
@@ -69,6 +70,11 @@ class LogManager:
         self._unsynced_dirs: set[Path] = set()
         # What each checkpoint file was last written with (`checkpoint` skips equal ones).
         self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}
+        # Logs whose leader epochs changed since their file was last written: `checkpoint`
+        # writes them in one batch, off the path of the LeaderAndIsr that changed them
+        # (leader_epoch.py; docs/contracts/log.md, "Leader epochs").
+        self._dirty_epochs: set[Log] = set()
+        self.epoch_files_written = 0
         self._last_retention_check = now_ms()
         # Told the seconds each log flush took (the broker's metrics).
         self.on_flush: Callable[[float], None] = lambda seconds: None
@@ -114,6 +120,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(key, 0),
                 )
                 self._logs[key].on_flush = self._flushed
+                self._track_epochs(self._logs[key])
                 self._dir_of[key] = log_dir
                 self._counts[log_dir] += 1
         # Recovery flushed every log to its end: record that before anything else happens.
@@ -151,12 +158,19 @@ class LogManager:
             now_ms=self._now_ms,
         )
         created.on_flush = self._flushed
+        self._track_epochs(created)
         self._unsynced_dirs.add(log_dir)
         created.sync_parent = lambda: self._sync_dir(log_dir)
         self._logs[key] = created
         self._dir_of[key] = log_dir
         self._counts[log_dir] += 1
         return created
+
+    def _track_epochs(self, each: Log) -> None:
+        epochs = each.leader_epochs
+        epochs.on_dirty = lambda _: self._dirty_epochs.add(each)
+        if epochs.dirty:  # changed while opening (cut to the recovered log)
+            self._dirty_epochs.add(each)
 
     def _sync_dir(self, log_dir: Path) -> None:
         """fsync `log_dir` if it gained partition directories since it was last synced."""
@@ -185,6 +199,7 @@ class LogManager:
             return False
         self._counts[self._dir_of.pop(key)] -= 1
         self._high_watermarks.pop(key, None)
+        self._dirty_epochs.discard(doomed)
         doomed.delete()
         if doomed.pending_deletions:
             self._deleting.append(doomed)
@@ -195,6 +210,7 @@ class LogManager:
         keys = [k for k in self._logs if k[0] == topic]
         for key in keys:
             doomed = self._logs.pop(key)
+            self._dirty_epochs.discard(doomed)
             self._counts[self._dir_of.pop(key)] -= 1
             self._high_watermarks.pop(key, None)
             doomed.delete()
@@ -237,8 +253,10 @@ class LogManager:
     # -- checkpoints and shutdown -----------------------------------------------------
     def checkpoint(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Write each log dir's recovery points and log start offsets, and its high
-        watermarks when given. A file whose entries are those it was last written with
-        is left alone: an idle broker rewrites (and fsyncs) nothing."""
+        watermarks when given, and the leader-epoch files changed since they were last
+        written. A file whose entries are those it was last written with is left alone:
+        an idle broker rewrites (and fsyncs) nothing."""
+        self.write_leader_epochs()
         if high_watermarks is not None:
             self._high_watermarks = {k: v for k, v in high_watermarks.items() if k in self._logs}
         for log_dir in self.log_dirs:
@@ -254,6 +272,24 @@ class LogManager:
                     log_dir / HIGH_WATERMARK_FILE,
                     {k: hw for k, hw in high_watermarks.items() if k in here},
                 )
+
+    def write_leader_epochs(self) -> int:
+        """Write (without fsyncs) every leader-epoch file whose cache changed since it was
+        last written; a flush or close may have written some already. Returns how many
+        were written."""
+        written = 0
+        while self._dirty_epochs:
+            each = self._dirty_epochs.pop()
+            try:
+                if each.deleted or not each.leader_epochs.write():
+                    continue
+            except OSError:
+                self._dirty_epochs.add(each)  # still dirty: tried again next time
+                raise
+            written += 1
+            self.epoch_files_written += 1
+            self.on_checkpoint_written(LEADER_EPOCH_FILE)
+        return written
 
     def _write_if_changed(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
         # Only this manager writes these files while it runs, so what it wrote last is
