@@ -14,8 +14,8 @@ to detect that the log they read was truncated under them.
 
 The cache in memory is authoritative; the file lags it. A change (a new epoch, a
 truncation, retention) only marks the cache dirty and tells `on_dirty`: the log manager
-writes every dirty file in one batch with its checkpoints (`write`), atomically (renamed
-into place) and WITHOUT fsyncs. A leader election on thousands of partitions thus costs
+writes the dirty files (`write`) in slices from its once-a-second tick, atomically
+(renamed into place) and WITHOUT fsyncs. A leader election on thousands of partitions thus costs
 neither thousands of disk syncs nor thousands of file replacements while the election is
 being answered. Durability follows the log's recovery point instead
 (docs/contracts/log.md, "Leader epochs"):
@@ -36,7 +36,7 @@ being answered. Durability follows the log's recovery point instead
   exactly; a file that does not parse, or whose entries before that segment contradict
   the batches, is rebuilt from every batch.
 
-What a crash (of the process before the next batch of writes, or of the machine before
+What a crash (of the process before the file is written, or of the machine before
 the next flush) can still lose is an epoch that appended nothing: its entry starts at the
 log end and no batch carries it. That epoch then answers OffsetForLeaderEpoch as
 an epoch this log never saw, as Kafka answers after it drops such an entry at load, and
@@ -82,7 +82,7 @@ class LeaderEpochCache:
         # version not fsynced yet (see the module doc).
         self._dirty = False
         self._unsynced = False
-        # Told when the cache becomes dirty: whoever writes the files in batches (the
+        # Told when the cache becomes dirty: whoever writes the files later (the
         # log manager) notes it; until then, only `sync` (a flush, a close) writes it.
         self.on_dirty: Callable[[LeaderEpochCache], None] = _ignore
         for entry in entries:
@@ -326,7 +326,7 @@ class LeaderEpochCache:
         return [f"{e.epoch} {e.start_offset}" for e in self._entries]
 
     def _changed(self) -> None:
-        # The file is written later, in a batch (`write`), or by `sync` (module doc).
+        # The file is written later (`write`), or by `sync` (module doc).
         if not self._dirty:
             self._dirty = True
             self.on_dirty(self)

@@ -4,7 +4,7 @@ log gives exactly the epochs its batches carry (docs/contracts/log.md, "Leader e
 
 A crash is simulated as the tests of the durability costs do: files put back as a power
 failure can leave them. The epoch file is written in batches after the changes (by the
-log manager's checkpoint duty), so it can come back as its last synced version, any
+log manager's ticks), so it can come back as its last synced version, any
 version the cache held after it (whichever a batch happened to write), or not at all;
 the segments as they were at the last flush or at any later step. A process crash is
 the log manager abandoned without a close: every file as last written."""
@@ -217,7 +217,7 @@ def test_a_restart_after_the_process_died_syncs_the_epochs_it_keeps(
 
 def test_a_crash_before_the_deferred_write_recovers_the_same_epochs(tmp_path, monkeypatch):
     """Leadership changes on many partitions write no epoch file (the log manager writes
-    them in one batch with its checkpoints); a process that dies before that batch
+    them later, in slices, from its ticks); a process that dies before that write
     leaves the old files, and reopening gives back every epoch the batches carry.
     An epoch that led but appended nothing is the one thing such a crash loses (as a
     power failure can, docs/contracts/log.md): the controller brings it back."""
@@ -228,12 +228,12 @@ def test_a_crash_before_the_deferred_write_recovers_the_same_epochs(tmp_path, mo
     for each in logs:
         each.leader_epochs.assign(0, 0)
         append(each, batch(2), epoch=0)
-    manager.checkpoint()
+    manager.tick()
     assert manager.epoch_files_written == 6 and len(versions.written) == 6
     for each in logs:
         each.flush()
-    manager.checkpoint()
-    assert manager.epoch_files_written == 6, "a flush wrote them; nothing left to batch"
+    manager.tick()
+    assert manager.epoch_files_written == 6, "a flush wrote them; nothing left to write"
     # A failover: every partition gets a new epoch at its log end (make_leader); half of
     # them append in it, one appends in a third epoch too.
     for p, each in enumerate(logs):
@@ -244,7 +244,7 @@ def test_a_crash_before_the_deferred_write_recovers_the_same_epochs(tmp_path, mo
     append(logs[1], batch(1), epoch=6)
     assert versions.written == [], "no epoch file written by the leadership changes"
     before = {p: each.leader_epochs.entries for p, each in enumerate(logs)}
-    # The process dies here: no close, no checkpoint; every file as last written.
+    # The process dies here: no close, no tick; every file as last written.
     again = LogManager([tmp_path], config)
     again.load()
     for p, entries in before.items():
@@ -258,9 +258,9 @@ def test_a_crash_before_the_deferred_write_recovers_the_same_epochs(tmp_path, mo
     for each in again.logs():
         each.leader_epochs.assign(9, each.log_end_offset)
     expected = {each.partition: each.leader_epochs.entries for each in again.logs()}
-    again.checkpoint()
+    assert again.write_leader_epochs() == 6
     assert again.epoch_files_written - written == 6
-    again.checkpoint()
+    again.tick()
     assert again.epoch_files_written - written == 6, "unchanged files are not rewritten"
     third = LogManager([tmp_path], config)
     third.load()
