@@ -71,7 +71,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
             partitions.append(answer)
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
-                ctx.partition_changed(name, answer["index"])
+                ctx.partition_grew(name, answer["index"])
                 if acks == -1:
                     waiting[(name, answer["index"])] = (answer, next_offset)
         responses.append({"name": name, "partition_responses": partitions})
