@@ -77,12 +77,12 @@ class HourReport:
     loaded: int = 0
     quarantined: int = 0
     windows: list[WindowReport] = field(default_factory=list)
-    aborted: int = 0
     partitions_past: bool = False
     complete: bool = False
     reasons: list[str] = field(default_factory=list)
     period_ms: int = HOUR_MS
     marker: str = ""  # the _SUCCESS file finalize writes (relative to the root)
+    aborted: int = 0  # records of aborted transactions, accounted but not loaded
 
     @property
     def label(self) -> str:
