@@ -14,6 +14,9 @@ audited per event hour and the verdict goes to `data/<topic>/_audit/dt=/hr=/_SUC
 (layout.audit_marker), not into a data directory. A period is complete when every
 window of it is (accounted >= threshold x produced, and never more than produced: more
 would be duplicates) and every partition of the topic has been loaded past its end.
+Records of aborted transactions, which the load skips at read_committed, are accounted
+as aborted: producers counted them when their delivery succeeded, so they are neither
+loaded nor lost (docs/contracts/audit.md, "Transactions").
 (The rows' directory follows their event-time field, the audit their Kafka timestamp:
 with producers that stamp records with the event time, as the audited producer does,
 the two agree.)
@@ -63,10 +66,11 @@ class WindowReport:
     produced: int
     loaded: int
     quarantined: int
+    aborted: int = 0  # skipped: their transactions aborted (read_committed)
 
     @property
     def accounted(self) -> int:
-        return self.loaded + self.quarantined
+        return self.loaded + self.quarantined + self.aborted
 
     def complete(self, threshold: float) -> bool:
         return self.produced > 0 and threshold * self.produced <= self.accounted <= self.produced
@@ -88,14 +92,15 @@ class HourReport:
     reasons: list[str] = field(default_factory=list)
     period_ms: int = HOUR_MS
     marker: str = ""  # the _SUCCESS file finalize writes (relative to the root)
+    aborted: int = 0  # records of aborted transactions, accounted but not loaded
     # 1 for the first _SUCCESS of the period, +1 for every later one (late data, reruns).
     revision: int = 1
-    # Records (loaded + quarantined) accounted after the period's first _SUCCESS.
+    # Records (loaded + quarantined + aborted) accounted after the period's first _SUCCESS.
     late: int = 0
 
     @property
     def accounted(self) -> int:
-        return self.loaded + self.quarantined
+        return self.loaded + self.quarantined + self.aborted
 
     @property
     def label(self) -> str:
@@ -111,7 +116,7 @@ class HourReport:
 
     @property
     def completeness(self) -> float:
-        return (self.loaded + self.quarantined) / self.produced if self.produced else 0.0
+        return self.accounted / self.produced if self.produced else 0.0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -126,6 +131,8 @@ class AuditReport:
     threshold: float
     hours: list[HourReport] = field(default_factory=list)
     gaps: dict[str, int] = field(default_factory=dict)  # topic -> offsets lost to retention
+    # topic -> {"aborted": records, "markers": offsets}: skipped, neither lost nor gaps
+    transactions: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def complete_hours(self) -> list[HourReport]:
@@ -141,6 +148,7 @@ class AuditReport:
             "generated_at_ms": self.generated_at_ms,
             "threshold": self.threshold,
             "gaps": self.gaps,
+            "transactions": self.transactions,
             "hours": [h.to_dict() for h in self.hours],
         }
 
@@ -152,7 +160,14 @@ class AuditReport:
                 k: v for k, v in h.items() if k not in ("completeness", "windows", "accounted")
             }
             hours.append(HourReport(**fields, windows=[WindowReport(**w) for w in h["windows"]]))
-        return cls(d["run_id"], d["generated_at_ms"], d["threshold"], hours, d.get("gaps", {}))
+        return cls(
+            d["run_id"],
+            d["generated_at_ms"],
+            d["threshold"],
+            hours,
+            d.get("gaps", {}),
+            d.get("transactions", {}),
+        )
 
     def text(self) -> str:
         lines = [
@@ -171,6 +186,11 @@ class AuditReport:
             )
         for topic, lost in sorted(self.gaps.items()):
             lines.append(f"gap: {topic} lost {lost:,} offsets to retention before they were loaded")
+        for topic, t in sorted(self.transactions.items()):
+            lines.append(
+                f"transactions: {topic} skipped {t['aborted']:,} aborted records and "
+                f"{t['markers']:,} markers (not loaded, not lost, not gaps)"
+            )
         return "\n".join(lines)
 
 
@@ -256,17 +276,22 @@ def audit(
     manifests = current_manifests(fs)
     run_id = run_id or (manifests[-1].run_id if manifests else None)
     report = AuditReport(run_id, now_ms, threshold)
-    loaded: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    loaded: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
     committed_next: dict[tuple[str, int], int] = {}
     for m in manifests:
         for w in m.windows:
             loaded[(w.topic, w.window_start_ms)][0] += w.loaded
             loaded[(w.topic, w.window_start_ms)][1] += w.quarantined
+            loaded[(w.topic, w.window_start_ms)][2] += w.aborted
         for p in m.partitions:
             key = (p.topic, p.partition)
             committed_next[key] = max(committed_next.get(key, 0), p.next)
             if p.gap is not None and m.kind == "load":
                 report.gaps[p.topic] = report.gaps.get(p.topic, 0) + p.gap.size
+            if (p.aborted or p.markers) and m.kind == "load":
+                t = report.transactions.setdefault(p.topic, {"aborted": 0, "markers": 0})
+                t["aborted"] += p.aborted
+                t["markers"] += p.markers
     registry = RegistrySettings.from_config(config).client()
     produced = producer_counts(config, registry)
     periods = _Periods(config)
@@ -280,12 +305,15 @@ def audit(
             if fs.exists(h.marker):
                 continue
             for window in sorted(windows):
-                n_loaded, n_bad = loaded.get((topic, window), (0, 0))
-                w = WindowReport(topic, window, produced.get((topic, window), 0), n_loaded, n_bad)
+                n_loaded, n_bad, n_aborted = loaded.get((topic, window), (0, 0, 0))
+                w = WindowReport(
+                    topic, window, produced.get((topic, window), 0), n_loaded, n_bad, n_aborted
+                )
                 h.windows.append(w)
                 h.produced += w.produced
                 h.loaded += w.loaded
                 h.quarantined += w.quarantined
+                h.aborted += w.aborted
                 if w.produced == 0:
                     h.reasons.append(f"no producer count for window {_hhmm(window)}")
                 elif w.accounted > w.produced:
@@ -410,15 +438,16 @@ def stale_markers(config: dict[str, Any], fs: FileSystem, manifest: Manifest) ->
         layout.success_marker_beside(f.path) for p in manifest.partitions for f in p.files
     }
     for w in manifest.windows:
-        if w.loaded + w.quarantined:
+        if w.loaded + w.quarantined + w.aborted:
             start = window_start(w.window_start_ms, periods.of(w.topic)[0])
             candidates.add(periods.report(w.topic, start).marker)
     return sorted(m for m in candidates if fs.exists(m))
 
 
 def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> int:
-    """The loader's counts (loaded + quarantined) per (topic, window) as tier "hadoop", once
-    per load run (a marker in its history); reruns publish nothing: they change no count."""
+    """The loader's counts (loaded + quarantined + aborted) per (topic, window) as tier
+    "hadoop", once per load run (a marker in its history); reruns publish nothing: they
+    change no count."""
     marker = f"{layout.history_dir(manifest.run_id)}/{PUBLISHED}"
     if manifest.kind != "load" or not manifest.windows or fs.exists(marker):
         return 0
@@ -439,7 +468,8 @@ def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Mani
                         "topic": w.topic,
                         "window_start_ms": w.window_start_ms,
                         "window_ms": manifest.window_ms,
-                        "count": w.loaded + w.quarantined,
+                        # what the load accounts for, as the audit compares it
+                        "count": w.loaded + w.quarantined + w.aborted,
                         "emitted_at_ms": now,
                     },
                     topic,

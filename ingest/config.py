@@ -101,6 +101,17 @@ INGEST_CONFIG = (
         group="sources",
     )
     .define(
+        "kafka.isolation.level",
+        "string",
+        "read_committed",
+        "read_committed: ranges end at each partition's last stable offset and the records "
+        "of aborted transactions are skipped (counted as aborted in the ledger, not loaded, "
+        "not lost); read_uncommitted: ranges end at the high watermark and every data record "
+        "is loaded, aborted ones too. Transaction markers are never loaded.",
+        validator=one_of("read_committed", "read_uncommitted"),
+        group="sources",
+    )
+    .define(
         "topics.whitelist",
         "list",
         [".*"],

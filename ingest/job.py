@@ -126,6 +126,7 @@ def _settings(config: dict[str, Any], run_id: str, topics: Iterable[str]) -> Tas
         webhdfs_user=config["webhdfs.user"] or None,
         webhdfs_kerberos=config["webhdfs.kerberos"],
         root_filesystem=config["root.filesystem"],
+        isolation_level=config["kafka.isolation.level"],
     )
 
 
@@ -160,7 +161,10 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
                     admin.list_topics(), config["topics.whitelist"], config["topics.blacklist"]
                 )
             with SimpleConsumer(
-                config["bootstrap.servers"], security=kafka_security(config)
+                config["bootstrap.servers"],
+                security=kafka_security(config),
+                # read_committed: ranges end at the last stable offset (plan.py)
+                isolation_level=config["kafka.isolation.level"],
             ) as consumer:
                 ranges = plan_ranges(
                     consumer,
@@ -258,7 +262,7 @@ def build_manifest(
         run_id, kind, utc_now_iso(), window_ms, previous_run=previous_run, replaces=replaces
     )
     moves: list[tuple[str, str]] = []
-    windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
     for rng in ranges:
         ledger = PartitionLedger(
             rng.topic,
@@ -276,6 +280,8 @@ def build_manifest(
             ledger.loaded += result.loaded
             ledger.quarantined += result.quarantined
             ledger.skipped += result.skipped
+            ledger.markers += result.markers
+            ledger.aborted += result.aborted
             schema_ids.update(result.schema_ids)
             for broker in result.read_from:
                 if not ledger.read_from or ledger.read_from[-1] != broker:
@@ -290,13 +296,13 @@ def build_manifest(
                 bad = result.quarantined_windows.get(window, 0)
                 windows[(rng.topic, window)][0] += count - bad
                 windows[(rng.topic, window)][1] += bad
+            for window, count in result.aborted_windows.items():
+                windows[(rng.topic, window)][2] += count
             if result.end < result.planned_end:
                 break
         ledger.schema_ids = sorted(schema_ids)
         manifest.partitions.append(ledger)
-    manifest.windows = [
-        WindowCount(t, w, loaded, bad) for (t, w), (loaded, bad) in sorted(windows.items())
-    ]
+    manifest.windows = [WindowCount(t, w, *counts) for (t, w), counts in sorted(windows.items())]
     return manifest, moves
 
 

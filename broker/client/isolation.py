@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator
 
 from broker.records.batch import Record, decode_batch, iter_batches
 from broker.records.control import parse_marker
+from broker.records.header import BatchHeader
 
 READ_UNCOMMITTED = 0
 READ_COMMITTED = 1
@@ -39,15 +40,20 @@ def isolation_level(name: str) -> int:
         ) from None
 
 
-def visible_records(
-    buf,
-    start_offset: int,
-    level: int = READ_UNCOMMITTED,
-    aborted: Iterable[tuple[int, int]] | None = None,
-) -> Iterator[Record]:
-    """The data records of the complete batches in a fetched buffer, from `start_offset`
-    on, that a consumer at `level` sees; `aborted` is the answer's (producer id, first
-    offset) list (None or empty: nothing was aborted in this range)."""
+# What a reader at some isolation level makes of each batch of a fetch answer.
+DATA = "data"  # records the reader sees
+CONTROL = "control"  # a COMMIT/ABORT marker: never records, at either level
+ABORTED = "aborted"  # records of an aborted transaction, left out at read_committed
+
+
+def classify_batches(
+    buf, level: int = READ_UNCOMMITTED, aborted: Iterable[tuple[int, int]] | None = None
+) -> Iterator[tuple[int, BatchHeader, str]]:
+    """(position, header, kind) of every complete batch in a fetched buffer, in order:
+    the one place the rule above is applied, for the record-by-record reader
+    (`visible_records`) and the columnar one (the hourly load, ingest/range_reader.py).
+    `aborted` is the answer's (producer id, first offset) list (None or empty: nothing
+    was aborted in this range)."""
     queue = [(first, pid) for pid, first in aborted or ()]
     heapq.heapify(queue)
     aborting: set[int] = set()
@@ -60,10 +66,24 @@ def visible_records(
                 marker = parse_marker(buf, pos, header)
                 if header.producer_id in aborting and marker is not None and marker.is_abort:
                     aborting.discard(header.producer_id)
+                yield pos, header, CONTROL
                 continue
             if header.is_transactional and header.producer_id in aborting:
+                yield pos, header, ABORTED
                 continue
-        if header.is_control or header.next_offset <= start_offset:
+        yield pos, header, CONTROL if header.is_control else DATA
+
+
+def visible_records(
+    buf,
+    start_offset: int,
+    level: int = READ_UNCOMMITTED,
+    aborted: Iterable[tuple[int, int]] | None = None,
+) -> Iterator[Record]:
+    """The data records of the complete batches in a fetched buffer, from `start_offset`
+    on, that a consumer at `level` sees."""
+    for pos, header, kind in classify_batches(buf, level, aborted):
+        if kind != DATA or header.next_offset <= start_offset:
             continue
         for record in decode_batch(buf, pos)[1]:
             if record.offset >= start_offset:

@@ -74,11 +74,13 @@ def list_offsets(
     return p
 
 
-def txn_records(producer_id: int, *values: bytes, epoch: int = 0, sequence: int = 0) -> bytes:
+def txn_records(
+    producer_id: int, *values: bytes, epoch: int = 0, sequence: int = 0, timestamp: int = 1_000
+) -> bytes:
     """A transactional batch of `values` from `producer_id` (as a transactional producer
     writes it after AddPartitionsToTxn)."""
     return build_batch(
-        [(None, v, 1_000 + i, []) for i, v in enumerate(values)],
+        [(None, v, timestamp + i, []) for i, v in enumerate(values)],
         producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
         transactional=True,
     )  # fmt: skip
