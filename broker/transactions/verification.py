@@ -37,6 +37,9 @@ class Plan:
     producer_id: int
     producer_epoch: int
     partitions: frozenset[TopicPartition]
+    # Every partition of the request with the producer's transactional batches: all wait
+    # for the answer, and are held meanwhile (see `plan`).
+    holding: frozenset[TopicPartition] = frozenset()
 
 
 def plan(
@@ -44,7 +47,10 @@ def plan(
     transaction_open: Callable[[TopicPartition, int], bool],
 ) -> Plan | ErrorCode | None:
     """`batches`: the headers of each partition led here (of authorized topics);
-    `transaction_open(tp, producer_id)`: the producer has a transaction open at tp.
+    `transaction_open(tp, producer_id)`: the producer has a transaction open at tp and
+    no batch of its to tp is held by an earlier Produce waiting for verification (a later
+    batch must not overtake it: connections read ahead past a waiting Produce, so it
+    waits too, and the answers come in order).
 
     None: nothing to verify. INVALID_PRODUCER_ID_MAPPING: the transactional batches
     carry more than one producer id (one transactional id has one producer; Kafka
@@ -54,6 +60,7 @@ def plan(
     producer_ids: set[int] = set()
     first: BatchHeader | None = None
     to_verify: set[TopicPartition] = set()
+    holding: set[TopicPartition] = set()
     for tp, headers in batches.items():
         transactional = [
             h for h in headers if h.is_transactional and h.producer_id != NO_PRODUCER_ID
@@ -61,6 +68,7 @@ def plan(
         if not transactional:
             continue
         producer_ids.update(h.producer_id for h in transactional)
+        holding.add(tp)
         if not transaction_open(tp, transactional[0].producer_id):
             to_verify.add(tp)
             first = first or transactional[0]
@@ -68,7 +76,7 @@ def plan(
         return ErrorCode.INVALID_PRODUCER_ID_MAPPING
     if not to_verify:
         return None
-    return Plan(first.producer_id, first.producer_epoch, frozenset(to_verify))
+    return Plan(first.producer_id, first.producer_epoch, frozenset(to_verify), frozenset(holding))
 
 
 # -- the guard: nothing closed the transaction while the coordinator was asked --------------

@@ -42,6 +42,25 @@ class PartitionVerifier:
         self.transport = transport or self._over_network
         self.queue = VerificationQueue()
         self.requests_sent = 0  # AddPartitionsToTxn requests (tests look)
+        # (partition, producer id) -> Produces waiting for verification that carry a
+        # batch of that producer to that partition (verification.plan).
+        self.held: dict[tuple[TopicPartition, int], int] = {}
+
+    def holds(self, tp: TopicPartition, producer_id: int) -> bool:
+        return (tp, producer_id) in self.held
+
+    def hold(self, producer_id: int, partitions) -> None:
+        for tp in partitions:
+            key = (tp, producer_id)
+            self.held[key] = self.held.get(key, 0) + 1
+
+    def release(self, producer_id: int, partitions) -> None:
+        for tp in partitions:
+            key = (tp, producer_id)
+            if self.held.get(key, 0) <= 1:
+                self.held.pop(key, None)
+            else:
+                self.held[key] -= 1
 
     def verify(
         self,

@@ -27,11 +27,16 @@ def test_only_batches_opening_a_transaction_are_verified():
     idempotent = header(build_batch([(None, b"i", 1, [])], producer_id=8, base_sequence=0))
     nothing_open = lambda tp, pid: False  # noqa: E731
     assert v.plan({A: [plain], B: [idempotent]}, nothing_open) is None
-    assert v.plan({A: [txn], B: [plain]}, nothing_open) == v.Plan(7, 3, frozenset({A}))
+    assert v.plan({A: [txn], B: [plain]}, nothing_open) == v.Plan(
+        7, 3, frozenset({A}), frozenset({A})
+    )
     # A transaction already open at A: continuing batches go without asking.
     open_at_a = lambda tp, pid: tp == A and pid == 7  # noqa: E731
     assert v.plan({A: [txn]}, open_at_a) is None
-    assert v.plan({A: [txn], B: [txn]}, open_at_a) == v.Plan(7, 3, frozenset({B}))
+    # Both wait for the answer about B (the batch to A must not be overtaken meanwhile).
+    assert v.plan({A: [txn], B: [txn]}, open_at_a) == v.Plan(
+        7, 3, frozenset({B}), frozenset({A, B})
+    )
     # One transactional id has one producer: two producer ids refuse the request.
     other = header(txn_records(9, b"y"))
     assert v.plan({A: [txn], B: [other]}, open_at_a) == E.INVALID_PRODUCER_ID_MAPPING

@@ -129,6 +129,21 @@ def test_questions_are_batched_per_coordinator(broker):
     assert _end(b) == 3
 
 
+def test_a_continuing_batch_does_not_overtake_one_waiting_for_verification(broker):
+    b = broker
+    pid = tx.init(b, "tx")["producer_id"]
+    tx.add_partitions(b, "tx", pid, 0, {"t": [0, 1]})
+    assert _answer(b, _send(b, "tx", {0: txn_records(pid, b"a")})) == {0: (0, 0)}
+    # t-0 continues, t-1 opens: the request waits for the answer about t-1 ...
+    first = _send(b, "tx", {0: txn_records(pid, b"b", sequence=1), 1: txn_records(pid, b"c")})
+    # ... and the next batch to t-0, read ahead on the same connection, waits behind it.
+    second = _send(b, "tx", {0: txn_records(pid, b"d", sequence=2)})
+    assert isinstance(first, Wait) and isinstance(second, Wait)
+    assert _answer(b, first) == {0: (0, 1), 1: (0, 0)}
+    assert _answer(b, second) == {0: (0, 2)}
+    assert b.state.transactions.verifier.held == {}
+
+
 def test_what_the_producer_is_told_when_verification_fails(broker):
     b = broker
     pid = tx.init(b, "tx")["producer_id"]

@@ -225,7 +225,8 @@ def _led_batches(ctx: BrokerContext, request: RequestContext, body: dict) -> dic
 
 def _transaction_open(ctx: BrokerContext):
     def is_open(tp, producer_id: int) -> bool:
-        return producer_id in ctx.replicas.get(*tp).producers.ongoing
+        ongoing = ctx.replicas.get(*tp).producers.ongoing
+        return producer_id in ongoing and not ctx.transactions.verifier.holds(tp, producer_id)
 
     return is_open
 
@@ -244,9 +245,9 @@ def _after_verification(
     guards = {
         tp: verification.guard_of(ctx.replicas.get(*tp).producers, pid) for tp in plan.partitions
     }
-    asked = ctx.transactions.verifier.verify(
-        transactional_id, pid, plan.producer_epoch, plan.partitions
-    )
+    verifier = ctx.transactions.verifier
+    verifier.hold(pid, plan.holding)
+    asked = verifier.verify(transactional_id, pid, plan.producer_epoch, plan.partitions)
     answer = Waiter()
 
     def refuse(code: ErrorCode):
@@ -262,6 +263,7 @@ def _after_verification(
         return check
 
     def verified(errors) -> None:
+        verifier.release(pid, plan.holding)
         try:
             if isinstance(errors, OperationFailed):
                 errors = dict.fromkeys(plan.partitions, ErrorCode.NETWORK_EXCEPTION)
