@@ -39,13 +39,14 @@ class Loopback:
         return self.broker.decode(self.api, self.version, outcome)
 
 
-def _open(path, **overrides) -> InProcessBroker:
+def _open(path, ready: bool = True, **overrides) -> InProcessBroker:
     b = InProcessBroker(path, **SETTINGS, **overrides)
     b.coordinator = Loopback(b, ADD_PARTITIONS_TO_TXN, 4)
     b.state.transactions.verifier.transport = b.coordinator
     b.state.transactions.markers.transport = Loopback(b, WRITE_TXN_MARKERS, 1)
     create(b, "t", partitions=2)
-    tx.ready(b)
+    if ready:
+        tx.ready(b)
     return b
 
 
@@ -188,5 +189,16 @@ def test_verification_can_be_turned_off(tmp_path):
         pid = tx.init(b, "tx")["producer_id"]
         outcome = _send(b, "tx", {0: txn_records(pid, b"x")})
         assert _answer(b, outcome) == {0: (0, 0)} and b.coordinator.requests == []
+    finally:
+        _close(b)
+
+
+def test_no_coordinator_known_is_retriable(tmp_path):
+    # No __transaction_state yet: no leader to ask; answered without a request.
+    b = _open(tmp_path / "logs", ready=False)
+    try:
+        outcome = _send(b, "tx", {0: txn_records(5, b"x")})
+        assert _answer(b, outcome) == {0: (E.NOT_ENOUGH_REPLICAS, -1)}
+        assert b.coordinator.requests == [] and _end(b) == 0
     finally:
         _close(b)
