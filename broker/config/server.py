@@ -845,6 +845,17 @@ SERVER_CONFIG = (
         group="transactions",
     )
     .define(
+        "transaction.partition.verification.enable",
+        "boolean",
+        True,
+        "Before a transactional producer's first batch at a partition is appended, the "
+        "partition's leader asks the transaction coordinator whether the partition is in "
+        "the producer's ongoing transaction (KIP-890 part 1) and refuses it if not "
+        "(INVALID_TXN_STATE), so a late or zombie batch cannot open a transaction nobody "
+        "will end.",
+        group="transactions",
+    )
+    .define(
         "zookeeper.connect",
         "string",
         "",

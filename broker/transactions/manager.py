@@ -59,6 +59,11 @@ class TransactionManager:
         from broker.transactions.markers import MarkerSender
 
         self.markers = MarkerSender(ctx, self)
+        # The produce path's questions to coordinators (KIP-890 part 1), on the same
+        # connections as the markers.
+        from broker.transactions.verifier import PartitionVerifier
+
+        self.verifier = PartitionVerifier(ctx, config.state_partitions, self.markers.peers)
 
     # -- which ids are ours -------------------------------------------------------------
     def partition_of(self, transactional_id: str) -> int:

@@ -10,8 +10,9 @@ known, a leader that moved, a lost connection) wait RETRY_BACKOFF_MS for the nex
 by which time the metadata cache may name another leader. A partition of a topic that no
 longer exists is done: nothing can be marked there (as Kafka).
 
-One `NodeClient` per destination broker, on the inter-broker listener, as the replica
-fetchers reach their leaders; the coordinator's own partitions go over the network too.
+One `NodeClient` per destination broker (peers.py, shared with the produce path's
+verification), on the inter-broker listener, as the replica fetchers reach their leaders;
+the coordinator's own partitions go over the network too.
 """
 
 from __future__ import annotations
@@ -21,12 +22,11 @@ import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from broker.inter_broker import NodeClient
-from broker.inter_broker.security import inter_broker_security
 from broker.protocol.apis import WRITE_TXN_MARKERS_API
 from broker.protocol.errors import ErrorCode
 from broker.transactions import coordinator as core
 from broker.transactions.coordinator import SendMarkers
+from broker.transactions.peers import PeerClients
 from broker.transactions.state import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -48,9 +48,8 @@ class MarkerSender:
         self._due: dict[SendMarkers, set[TopicPartition]] = {}  # to send in the next round
         self._wake: asyncio.Event | None = None
         self._task = None
-        self._nodes: dict[int, NodeClient] = {}
+        self.peers = PeerClients(ctx, f"transactions-{ctx.config.broker_id}")
         self._busy: set[int] = set()  # brokers with a request in flight
-        self._security = None
         self.requests_sent = 0  # WriteTxnMarkers requests (tests look)
         self.retry_backoff_ms = RETRY_BACKOFF_MS
 
@@ -193,32 +192,18 @@ class MarkerSender:
             return None
 
     async def _over_network(self, broker: int, body: dict) -> dict:
-        if self._security is None:
-            self._security = inter_broker_security(self.ctx.config)
-        registration = self.ctx.metadata.brokers.get(broker)
-        endpoint = registration.endpoint(self._security.listener) if registration else None
-        if endpoint is None:
-            raise ConnectionError(f"broker {broker} has no {self._security.listener} listener")
-        node = self._nodes.get(broker)
-        if node is None:
-            node = self._nodes[broker] = NodeClient(
-                broker,
-                endpoint,
-                client_id=f"txn-markers-{self.ctx.config.broker_id}",
-                security=self._security,
-            )
-        else:
-            node.update_endpoint(endpoint)
-        return await node.request(
-            WRITE_TXN_MARKERS_API.key, WRITE_TXN_MARKERS_API.max_version, body, REQUEST_TIMEOUT_S
+        return await self.peers.request(
+            broker,
+            WRITE_TXN_MARKERS_API.key,
+            WRITE_TXN_MARKERS_API.max_version,
+            body,
+            REQUEST_TIMEOUT_S,
         )
 
     def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-        for node in self._nodes.values():
-            node.close()
-        self._nodes.clear()
+        self.peers.close()
 
 
 def _partitions_of(body: dict, by_pid: dict[int, SendMarkers]) -> dict:
