@@ -3,13 +3,15 @@ test_eos_*.py: copies every record of an input topic to an output topic exactly 
 confluent-kafka (a read_committed consumer without auto commit, a transactional producer,
 the consumer's offsets committed in the producer's transaction with its group metadata).
 
-    python -m tests.transactions.eos_copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID TOTAL
+    python -m tests.transactions.eos_copier BOOTSTRAP INPUT OUTPUT GROUP TXN_ID TOTAL [HOLD_AT]
 
 It prints one line per step to stdout, flushed at once, for the test to follow:
 `open N` (records of the current transaction flushed, not committed yet: a kill now
 leaves a transaction for the next producer of the id to abort), `committed N` (the
 offsets consumed so far, committed) and `done` when its positions reach TOTAL; then it
-exits 0. Abortable errors are handled as confluent-kafka documents: abort, rewind the
+exits 0. With HOLD_AT, the first transaction after HOLD_AT records were committed holds
+its flushed records uncommitted for a minute (after its `open` line), so a test can kill
+it with a transaction surely open. Abortable errors are handled as confluent-kafka documents: abort, rewind the
 consumer to the committed offsets, go on.
 """
 
@@ -22,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 
 BATCH = 20
 PAUSE_S = 0.05  # between flushing a transaction's records and committing it
+HOLD_S = 60.0
 
 
 def _say(line: str) -> None:
@@ -36,7 +39,9 @@ def _rewind(consumer: Consumer) -> None:
         consumer.seek(tp)
 
 
-def main(bootstrap: str, source: str, target: str, group: str, txn_id: str, total: int) -> int:
+def main(
+    bootstrap: str, source: str, target: str, group: str, txn_id: str, total: int, hold_at: int
+) -> int:
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -59,6 +64,7 @@ def main(bootstrap: str, source: str, target: str, group: str, txn_id: str, tota
     )
     producer.init_transactions(60)  # fences a killed predecessor, aborting its transaction
     consumer.subscribe([source])
+    done = 0
     while True:
         messages = [m for m in consumer.consume(BATCH, timeout=0.5) if m.error() is None]
         if not messages:
@@ -69,7 +75,7 @@ def main(bootstrap: str, source: str, target: str, group: str, txn_id: str, tota
                 producer.produce(target, m.value(), key=m.key(), partition=m.partition())
             producer.flush(60)
             _say(f"open {len(messages)}")
-            time.sleep(PAUSE_S)
+            time.sleep(HOLD_S if 0 <= hold_at <= done else PAUSE_S)
             positions = consumer.position(consumer.assignment())
             producer.send_offsets_to_transaction(positions, consumer.consumer_group_metadata(), 60)
             while True:
@@ -97,4 +103,5 @@ def main(bootstrap: str, source: str, target: str, group: str, txn_id: str, tota
 
 if __name__ == "__main__":
     bootstrap, source, target, group, txn_id, total = sys.argv[1:7]
-    sys.exit(main(bootstrap, source, target, group, txn_id, int(total)))
+    hold_at = int(sys.argv[7]) if len(sys.argv) > 7 else -1
+    sys.exit(main(bootstrap, source, target, group, txn_id, int(total), hold_at))

@@ -28,10 +28,10 @@ PARTITIONS = 2
 class Copier:
     """One run of the copier process, its stdout followed line by line."""
 
-    def __init__(self, bootstrap: str, names: dict):
-        args = [names[k] for k in ("input", "output", "group", "txn_id")]
+    def __init__(self, bootstrap: str, names: dict, hold_at: int = -1):
+        args = [*(names[k] for k in ("input", "output", "group", "txn_id")), TOTAL, hold_at]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.transactions.eos_copier", bootstrap, *args, str(TOTAL)],
+            [sys.executable, "-m", "tests.transactions.eos_copier", bootstrap, *map(str, args)],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             text=True,
@@ -93,9 +93,10 @@ def test_a_killed_copier_restarted_copies_each_record_once(eos_broker):
     bootstrap = eos_broker.bootstrap
     n = names()
     fill_input(bootstrap, n["input"])
-    first = Copier(bootstrap, n)
+    first = Copier(bootstrap, n, hold_at=TOTAL // 3)
     first.until(first.committed_at_least(TOTAL // 3))
-    first.until(lambda line: line.startswith("open "))  # records written, not committed
+    # The next transaction's records are written and held uncommitted: kill it now.
+    first.until(lambda line: line.startswith("open "))
     first.kill()
     second = Copier(bootstrap, n)
     second.finish()
