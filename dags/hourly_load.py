@@ -15,15 +15,16 @@ from datetime import timedelta
 
 import pendulum
 from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference, Variable, dag, task
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
 from ingest_airflow import assets, gate, runs, settings
 from ingest_airflow import metrics as airflow_metrics
 from ingest_airflow.alerts import hourly_load_missed_deadline
 from ingest_airflow.spark import submit_ingest
 from prometheus_client import generate_latest
 
+from broker.config.definition import ConfigError
 from ingest import audit as ingest_audit
-from ingest import layout, warehouse
+from ingest import layout, preflight, warehouse
 from ingest import metrics as ingest_metrics
 from ingest.job import open_root
 
@@ -61,7 +62,15 @@ def kafka_hourly_load():
         """Resolve the settings once for the whole run and note the newest committed run,
         so the later tasks find the run this load commits."""
         resolved = settings.resolve()
-        config = resolved.load()
+        try:
+            config = resolved.load()
+        except ConfigError as exc:  # retrying does not fix a configuration
+            raise AirflowFailException(f"{resolved.config_path}: {exc}") from None
+        try:  # the brokers, the whitelist, the registry and the root, before spark-submit
+            preflight.check_sources(config, select=True)
+            preflight.check_root(config)
+        except preflight.Unusable as exc:  # a service may come back; a whitelist will not
+            raise (AirflowException if exc.retryable else AirflowFailException)(str(exc)) from None
         baseline = runs.newest_run(open_root(config))
         log.info(
             "config %s, overrides %s; newest committed run before this load: %s",
@@ -114,8 +123,10 @@ def kafka_hourly_load():
     @task(trigger_rule="all_done", outlets=[assets.ALIAS])
     def finalize(planned: dict, ti=None, outlet_events=None) -> list[str]:
         """_SUCCESS and an Asset event for every hour the audit found complete, whatever
-        its verdict on the others: one late hour must not hold back the rest. The hours
-        are queued for their tables, which the register task (in Spark) fills."""
+        its verdict on the others: one late hour must not hold back the rest. An hour that
+        late data re-opened gets its next revision and a new event, so downstream DAGs
+        scheduled on it run again. The hours are queued for their tables, which the
+        register task (in Spark) fills."""
         path = ti.xcom_pull(task_ids="audit", key="report_path")
         if not path:
             raise AirflowFailException("no audit report: the load or the audit failed")

@@ -14,9 +14,20 @@ audited per event hour and the verdict goes to `data/<topic>/_audit/dt=/hr=/_SUC
 (layout.audit_marker), not into a data directory. A period is complete when every
 window of it is (accounted >= threshold x produced, and never more than produced: more
 would be duplicates) and every partition of the topic has been loaded past its end.
+Records of aborted transactions, which the load skips at read_committed, are accounted
+as aborted: producers counted them when their delivery succeeded, so they are neither
+loaded nor lost (docs/contracts/audit.md, "Transactions").
 (The rows' directory follows their event-time field, the audit their Kafka timestamp:
 with producers that stamp records with the event time, as the audited producer does,
 the two agree.)
+
+Late data (docs/contracts/audit.md, "Late data"): a run that adds records to a period
+that already has its ``_SUCCESS`` withdraws that marker in its own commit (ingest/job.py,
+``stale_markers``), so no ``_SUCCESS`` ever sits beside files it does not describe; the
+next audit audits the period again like any other, and finalize writes ``_SUCCESS`` once
+more with the new counts, the next revision and the records that came late. What a
+period was at its first ``_SUCCESS`` is kept in ``_REVISION`` beside the marker (a rerun
+deletes ``_SUCCESS``, never ``_REVISION``), so revisions only grow.
 """
 
 from __future__ import annotations
@@ -44,6 +55,8 @@ from schemas.serde import AvroDeserializer, AvroSerializer
 from schemas.windows import window_start
 
 PUBLISHED = "audit-published"
+# Beside a period's _SUCCESS: its revision and what it held when it was first finalized.
+REVISION = "_REVISION"
 
 
 @dataclass
@@ -53,10 +66,11 @@ class WindowReport:
     produced: int
     loaded: int
     quarantined: int
+    aborted: int = 0  # skipped: their transactions aborted (read_committed)
 
     @property
     def accounted(self) -> int:
-        return self.loaded + self.quarantined
+        return self.loaded + self.quarantined + self.aborted
 
     def complete(self, threshold: float) -> bool:
         return self.produced > 0 and threshold * self.produced <= self.accounted <= self.produced
@@ -78,6 +92,15 @@ class HourReport:
     reasons: list[str] = field(default_factory=list)
     period_ms: int = HOUR_MS
     marker: str = ""  # the _SUCCESS file finalize writes (relative to the root)
+    aborted: int = 0  # records of aborted transactions, accounted but not loaded
+    # 1 for the first _SUCCESS of the period, +1 for every later one (late data, reruns).
+    revision: int = 1
+    # Records (loaded + quarantined + aborted) accounted after the period's first _SUCCESS.
+    late: int = 0
+
+    @property
+    def accounted(self) -> int:
+        return self.loaded + self.quarantined + self.aborted
 
     @property
     def label(self) -> str:
@@ -93,7 +116,7 @@ class HourReport:
 
     @property
     def completeness(self) -> float:
-        return (self.loaded + self.quarantined) / self.produced if self.produced else 0.0
+        return self.accounted / self.produced if self.produced else 0.0
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -108,6 +131,8 @@ class AuditReport:
     threshold: float
     hours: list[HourReport] = field(default_factory=list)
     gaps: dict[str, int] = field(default_factory=dict)  # topic -> offsets lost to retention
+    # topic -> {"aborted": records, "markers": offsets}: skipped, neither lost nor gaps
+    transactions: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def complete_hours(self) -> list[HourReport]:
@@ -123,6 +148,7 @@ class AuditReport:
             "generated_at_ms": self.generated_at_ms,
             "threshold": self.threshold,
             "gaps": self.gaps,
+            "transactions": self.transactions,
             "hours": [h.to_dict() for h in self.hours],
         }
 
@@ -130,23 +156,41 @@ class AuditReport:
     def from_dict(cls, d: dict) -> AuditReport:
         hours = []
         for h in d["hours"]:
-            fields = {k: v for k, v in h.items() if k not in ("completeness", "windows")}
+            fields = {
+                k: v for k, v in h.items() if k not in ("completeness", "windows", "accounted")
+            }
             hours.append(HourReport(**fields, windows=[WindowReport(**w) for w in h["windows"]]))
-        return cls(d["run_id"], d["generated_at_ms"], d["threshold"], hours, d.get("gaps", {}))
+        return cls(
+            d["run_id"],
+            d["generated_at_ms"],
+            d["threshold"],
+            hours,
+            d.get("gaps", {}),
+            d.get("transactions", {}),
+        )
 
     def text(self) -> str:
         lines = [
             f"audit of run {self.run_id} (threshold {self.threshold:g})",
             f"{'topic':<20} {'hour':<16} {'produced':>10} {'loaded':>10} {'quarant.':>9} "
-            f"{'complete':>9}  notes",
+            f"{'complete':>9} {'late':>7}  notes",
         ]
         for h in self.hours:
+            notes = list(h.reasons)
+            if h.revision > 1:
+                notes.insert(0, f"revision {h.revision}")
             lines.append(
                 f"{h.topic:<20} {h.label:<16} {h.produced:>10,} {h.loaded:>10,} "
-                f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9}  {'; '.join(h.reasons)}"
+                f"{h.quarantined:>9,} {'yes' if h.complete else 'NO':>9} {h.late:>7,}  "
+                f"{'; '.join(notes)}"
             )
         for topic, lost in sorted(self.gaps.items()):
             lines.append(f"gap: {topic} lost {lost:,} offsets to retention before they were loaded")
+        for topic, t in sorted(self.transactions.items()):
+            lines.append(
+                f"transactions: {topic} skipped {t['aborted']:,} aborted records and "
+                f"{t['markers']:,} markers (not loaded, not lost, not gaps)"
+            )
         return "\n".join(lines)
 
 
@@ -232,17 +276,22 @@ def audit(
     manifests = current_manifests(fs)
     run_id = run_id or (manifests[-1].run_id if manifests else None)
     report = AuditReport(run_id, now_ms, threshold)
-    loaded: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    loaded: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
     committed_next: dict[tuple[str, int], int] = {}
     for m in manifests:
         for w in m.windows:
             loaded[(w.topic, w.window_start_ms)][0] += w.loaded
             loaded[(w.topic, w.window_start_ms)][1] += w.quarantined
+            loaded[(w.topic, w.window_start_ms)][2] += w.aborted
         for p in m.partitions:
             key = (p.topic, p.partition)
             committed_next[key] = max(committed_next.get(key, 0), p.next)
             if p.gap is not None and m.kind == "load":
                 report.gaps[p.topic] = report.gaps.get(p.topic, 0) + p.gap.size
+            if (p.aborted or p.markers) and m.kind == "load":
+                t = report.transactions.setdefault(p.topic, {"aborted": 0, "markers": 0})
+                t["aborted"] += p.aborted
+                t["markers"] += p.markers
     registry = RegistrySettings.from_config(config).client()
     produced = producer_counts(config, registry)
     periods = _Periods(config)
@@ -256,12 +305,15 @@ def audit(
             if fs.exists(h.marker):
                 continue
             for window in sorted(windows):
-                n_loaded, n_bad = loaded.get((topic, window), (0, 0))
-                w = WindowReport(topic, window, produced.get((topic, window), 0), n_loaded, n_bad)
+                n_loaded, n_bad, n_aborted = loaded.get((topic, window), (0, 0, 0))
+                w = WindowReport(
+                    topic, window, produced.get((topic, window), 0), n_loaded, n_bad, n_aborted
+                )
                 h.windows.append(w)
                 h.produced += w.produced
                 h.loaded += w.loaded
                 h.quarantined += w.quarantined
+                h.aborted += w.aborted
                 if w.produced == 0:
                     h.reasons.append(f"no producer count for window {_hhmm(window)}")
                 elif w.accounted > w.produced:
@@ -276,6 +328,12 @@ def audit(
             if not h.partitions_past:
                 h.reasons.append("not every partition is loaded past the period's end yet")
             h.complete = h.partitions_past and all(w.complete(threshold) for w in h.windows)
+            before = read_revision(fs, h.marker)
+            if before is not None:
+                h.revision = before["revision"] + 1
+                h.late = max(h.accounted - before["first_accounted"], 0)
+                if h.late:
+                    h.reasons.insert(0, f"{h.late:,} late record(s) since _SUCCESS")
             report.hours.append(h)
     return report
 
@@ -325,21 +383,71 @@ def write_report(fs: FileSystem, report: AuditReport) -> str:
     return path
 
 
+def revision_file(marker: str) -> str:
+    return f"{marker.rsplit('/', 1)[0]}/{REVISION}"
+
+
+def read_revision(fs: FileSystem, marker: str) -> dict | None:
+    """The period's ``_REVISION`` (None: never finalized): ``revision`` (of its newest
+    ``_SUCCESS``), ``first_accounted`` (records its first ``_SUCCESS`` counted) and
+    ``revisions`` (run, counts and late records of each)."""
+    try:
+        return json.loads(fs.read_bytes(revision_file(marker)))
+    except FileNotFoundError:
+        return None
+
+
 def finalize(fs: FileSystem, report: AuditReport) -> list[HourReport]:
-    """_SUCCESS (holding the period's report) for every complete period."""
+    """_SUCCESS (holding the period's report) for every complete period, after its
+    ``_REVISION``: a crash in between leaves a revision recorded that no _SUCCESS carries,
+    so the next one skips a number, never reuses one. Finalizing a report again (a retried
+    task) writes the same revision again."""
     done = []
     for h in report.complete_hours:
-        fs.write_bytes(
-            h.marker or layout.success_marker(h.topic, layout.Hour(h.dt, h.hr)),
-            json.dumps(h.to_dict(), indent=1).encode(),
-        )
+        marker = h.marker or layout.success_marker(h.topic, layout.Hour(h.dt, h.hr))
+        before = read_revision(fs, marker) or {
+            "revision": 0,
+            "first_accounted": h.accounted,
+            "revisions": [],
+        }
+        entry = {
+            "revision": h.revision,
+            "run_id": report.run_id,
+            "loaded": h.loaded,
+            "quarantined": h.quarantined,
+            "late": h.late,
+        }
+        revisions = [r for r in before["revisions"] if r["revision"] < h.revision] + [entry]
+        state = {
+            "revision": max(before["revision"], h.revision),
+            "first_accounted": before["first_accounted"],
+            "revisions": revisions,
+        }
+        fs.write_bytes(revision_file(marker), json.dumps(state, indent=1).encode())
+        fs.write_bytes(marker, json.dumps(h.to_dict(), indent=1).encode())
         done.append(h)
     return done
 
 
+def stale_markers(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> list[str]:
+    """The ``_SUCCESS`` markers a run's records make stale: those of the directories its
+    files go into, and the audit verdicts (``_audit/``) of the event hours its records
+    count in. The run's commit deletes them (docs/contracts/audit.md, "Late data")."""
+    periods = _Periods(config)
+    candidates = {
+        layout.success_marker_beside(f.path) for p in manifest.partitions for f in p.files
+    }
+    for w in manifest.windows:
+        if w.loaded + w.quarantined + w.aborted:
+            start = window_start(w.window_start_ms, periods.of(w.topic)[0])
+            candidates.add(periods.report(w.topic, start).marker)
+    return sorted(m for m in candidates if fs.exists(m))
+
+
 def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Manifest) -> int:
-    """The loader's counts (loaded + quarantined) per (topic, window) as tier "hadoop", once
-    per load run (a marker in its history); reruns publish nothing: they change no count."""
+    """The loader's counts (loaded + quarantined + aborted) per (topic, window) as tier
+    "hadoop", once per load run (a marker in its history); reruns publish nothing: they
+    change no count."""
     marker = f"{layout.history_dir(manifest.run_id)}/{PUBLISHED}"
     if manifest.kind != "load" or not manifest.windows or fs.exists(marker):
         return 0
@@ -360,7 +468,8 @@ def publish_loaded_counts(config: dict[str, Any], fs: FileSystem, manifest: Mani
                         "topic": w.topic,
                         "window_start_ms": w.window_start_ms,
                         "window_ms": manifest.window_ms,
-                        "count": w.loaded + w.quarantined,
+                        # what the load accounts for, as the audit compares it
+                        "count": w.loaded + w.quarantined + w.aborted,
                         "emitted_at_ms": now,
                     },
                     topic,

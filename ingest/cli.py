@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from datetime import UTC, datetime
 from broker.config.definition import ConfigError
 from broker.util.clock import SECOND_MS
 from ingest.config import load_config, secrets_from_environment
+from ingest.preflight import first_line
 
 
 def _summary(manifest) -> str:
@@ -103,12 +105,21 @@ def _register(config, fs, out, spark=None, finalized=(), everything=False) -> bo
     """Queue the finalized hours for their tables and register what is queued (or every
     finalized hour); False when some stay queued. The data is committed either way."""
     from ingest import warehouse
+    from ingest.preflight import Unusable, check_metastore
 
     if config["warehouse.registrar"] == "none":
         return True
     warehouse.enqueue(config, fs, finalized)
     if not everything and not warehouse.pending(fs):
         return True
+    try:
+        # Before Spark asks the metastore: its client retries, then logs Java traces.
+        check_metastore(config)
+    except Unusable as exc:
+        queued = warehouse.pending(fs)
+        warehouse.mark_failed(fs, queued, str(exc))
+        print(f"error: {exc}; {len(queued)} hour(s) stay queued for their tables", file=sys.stderr)
+        return False
     session = spark or _session(config)
     try:
         if everything:
@@ -120,6 +131,19 @@ def _register(config, fs, out, spark=None, finalized=(), everything=False) -> bo
             session.stop()
     print(result.text(), file=out)
     return not result.failed
+
+
+# run, rerun, audit: the data is committed (and audited), but some finalized hours are
+# still queued for their tables (a metastore down, a table that cannot follow its files).
+TABLES_BEHIND = 4
+
+
+def _tables_behind(config) -> bool:
+    from ingest import job, warehouse
+
+    return config["warehouse.registrar"] != "none" and bool(
+        warehouse.pending(job.open_root(config))
+    )
 
 
 def _session(config):
@@ -189,18 +213,86 @@ def main(argv: list[str] | None = None) -> int:
 
         print(INGEST_CONFIG.to_markdown(), end="")
         return 0
-    logging.basicConfig(
-        level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_terminal()
     try:
         config = load_config(args.config, args.set, secrets_from_environment())
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    out = sys.stdout
-    from ingest import job
+    log_file = _log_to_file(config["log.file"])
+    from ingest.preflight import Unusable
+
+    try:
+        return _command(args, parser, config, sys.stdout)
+    except Unusable as exc:
+        logging.getLogger(__name__).info("%s: %s", args.command, exc, extra=LOG_ONLY)
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (ConfigError, ValueError) as exc:  # a mistake in what was asked for
+        logging.getLogger(__name__).exception("%s failed", args.command, extra=LOG_ONLY)
+        print(f"error: {first_line(exc)}", file=sys.stderr)
+        return 2
+    except Exception as exc:
+        logging.getLogger(__name__).exception("%s failed", args.command, extra=LOG_ONLY)
+        where = f" (traceback in {log_file})" if log_file else ""
+        print(f"error: {type(exc).__name__}: {first_line(exc)}{where}", file=sys.stderr)
+        return 1
+
+
+# A record for the log file only: the terminal has its one line already.
+LOG_ONLY = {"terminal": False}
+
+
+class _NoTraceback(logging.Formatter):
+    """The terminal gets one line per record; the traceback goes to the log file."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        saved = record.exc_info, record.exc_text
+        record.exc_info = record.exc_text = None
+        try:
+            return super().format(record)
+        finally:
+            record.exc_info, record.exc_text = saved
+
+
+def _log_to_terminal() -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(_NoTraceback("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(lambda record: getattr(record, "terminal", True))
+    # A no-op where logging is configured already (a caller running main in process).
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
+
+
+def _log_to_file(path: str) -> str | None:
+    if not path:
+        return None
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        handler = logging.FileHandler(path)
+    except OSError as exc:
+        print(f"warning: cannot write the log {path} (log.file): {exc.strerror}", file=sys.stderr)
+        return None
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger().addHandler(handler)
+    return path
+
+
+def _command(args, parser, config, out) -> int:
+    from ingest import job, preflight
     from ingest.commit import list_runs, load_manifest
 
+    # What a command needs, checked before Spark starts: one line each when missing.
+    if args.command in ("run", "rerun", "audit"):
+        preflight.check_sources(config, select=args.command == "run")
+    if args.command in ("run", "rerun", "audit", "register", "history", "compact"):
+        reads_only = args.command == "history" or getattr(args, "dry_run", False)
+        preflight.check_root(config, write=not reads_only)
+    if args.command == "rerun" and args.run and args.run not in list_runs(job.open_root(config)):
+        raise ValueError(f"no committed run {args.run} under {config['root']}")
+    if args.command == "register" and config["warehouse.registrar"] != "none":
+        preflight.check_registry(config)
+        preflight.check_metastore(config)
     if args.command == "run":
         spark = _session(config)
         try:
@@ -212,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
                 _audit_and_finalize(config, job.open_root(config), result.manifest, out, spark)
         finally:
             spark.stop()
-        return 0
+        return TABLES_BEHIND if _tables_behind(config) else 0
     if args.command == "rerun":
         if args.time_from is not None and args.time_to is None:
             parser.error("--from needs --to")
@@ -232,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
                 _audit_and_finalize(config, job.open_root(config), results[-1].manifest, out, spark)
         finally:
             spark.stop()
-        return 0
+        return TABLES_BEHIND if _tables_behind(config) else 0
     if args.command == "compact":
         from ingest import compact
 
@@ -280,5 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             print("nothing loaded yet", file=out)
             return 0
         incomplete = _audit_and_finalize(config, fs, load_manifest(fs, runs[-1]), out)
-        return 3 if incomplete and args.fail_incomplete else 0
+        if incomplete and args.fail_incomplete:
+            return 3
+        return TABLES_BEHIND if _tables_behind(config) else 0
     return 2

@@ -370,8 +370,12 @@ def _validate(
         problems.extend(_rerun_problems(fs, manifest))
     elif manifest.kind == "compact":
         problems.extend(_compact_problems(fs, manifest, replaces, writes))
-    elif replaces:
-        problems.append("only a rerun or a compaction replaces files")
+    else:
+        # A load deletes only the _SUCCESS markers its records make stale (late data into
+        # a finalized directory: docs/contracts/audit.md, "Late data"), never data.
+        for path in replaces:
+            if path.rsplit("/", 1)[-1] != layout.SUCCESS:
+                problems.append(f"only a rerun replaces files; a load withdraws _SUCCESS: {path}")
     if writes and manifest.kind != "compact":
         problems.append("only a compaction writes files besides its moves")
     for c in manifest.compacted:

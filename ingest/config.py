@@ -101,6 +101,17 @@ INGEST_CONFIG = (
         group="sources",
     )
     .define(
+        "kafka.isolation.level",
+        "string",
+        "read_committed",
+        "read_committed: ranges end at each partition's last stable offset and the records "
+        "of aborted transactions are skipped (counted as aborted in the ledger, not loaded, "
+        "not lost); read_uncommitted: ranges end at the high watermark and every data record "
+        "is loaded, aborted ones too. Transaction markers are never loaded.",
+        validator=one_of("read_committed", "read_uncommitted"),
+        group="sources",
+    )
+    .define(
         "topics.whitelist",
         "list",
         [".*"],
@@ -367,6 +378,15 @@ INGEST_CONFIG = (
         "kafka_hourly_load",
         "The job label of the pushed metrics.",
         group="metrics",
+    )
+    .define(
+        "log.file",
+        "string",
+        "var/log/ingest.log",
+        "Where `python -m ingest` appends its log, with the full traceback of an error "
+        "the terminal shows in one line; empty: no log file (tracebacks are then not kept).",
+        optional=True,
+        group="output",
     )
     .define(
         "warehouse.dir",

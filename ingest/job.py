@@ -18,7 +18,7 @@ from typing import Any
 from broker.client.admin import AdminClient
 from broker.client.simple_consumer import SimpleConsumer
 from broker.util.clock import SECOND_MS
-from ingest import layout, metrics
+from ingest import audit, layout, metrics, warehouse
 from ingest.commit import (
     Recovery,
     RunLock,
@@ -127,6 +127,7 @@ def _settings(config: dict[str, Any], run_id: str, topics: Iterable[str]) -> Tas
         webhdfs_user=config["webhdfs.user"] or None,
         webhdfs_kerberos=config["webhdfs.kerberos"],
         root_filesystem=config["root.filesystem"],
+        isolation_level=config["kafka.isolation.level"],
     )
 
 
@@ -161,7 +162,10 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
                     admin.list_topics(), config["topics.whitelist"], config["topics.blacklist"]
                 )
             with SimpleConsumer(
-                config["bootstrap.servers"], security=kafka_security(config)
+                config["bootstrap.servers"],
+                security=kafka_security(config),
+                # read_committed: ranges end at the last stable offset (plan.py)
+                isolation_level=config["kafka.isolation.level"],
             ) as consumer:
                 ranges = plan_ranges(
                     consumer,
@@ -195,15 +199,29 @@ def run_load(config: dict[str, Any], *, spark=None, show_progress: bool = True) 
             for (topic, partition), offset in sorted(stored.items()):
                 if (topic, partition) not in planned:
                     manifest.partitions.append(PartitionLedger(topic, partition, offset, offset))
+            # Late data: the _SUCCESS of a finalized period this run adds records to goes
+            # in the same commit, before the files arrive (docs/contracts/audit.md).
+            stale = audit.stale_markers(config, fs, manifest)
             _crash_point("before-commit")
             commit(
                 _CrashAfterRenames(fs) if os.environ.get(CRASH_ENV) else fs,
                 manifest,
                 moves,
+                replaces=stale,
                 lock=lock,
             )
+            _follow_files(config, fs, manifest.run_id, stale)
             _publish_metrics(config, fs, manifest, results, ranges)
     return LoadResult(run_id, manifest, recovered, results)
+
+
+def _follow_files(config, fs: FileSystem, run_id: str, withdrawn: list[str]) -> None:
+    """Queue the registered directories whose files this run changed, so their table
+    follows the new files' schema at the next registration (the CLI's right after the
+    run, the DAG's register task) even if the audit does not finalize them again."""
+    if withdrawn:
+        log.info("run %s: _SUCCESS withdrawn from %d period(s)", run_id, len(withdrawn))
+        warehouse.enqueue(config, fs, withdrawn)
 
 
 def _publish_metrics(config, fs, manifest, results, ranges) -> None:
@@ -245,7 +263,7 @@ def build_manifest(
         run_id, kind, utc_now_iso(), window_ms, previous_run=previous_run, replaces=replaces
     )
     moves: list[tuple[str, str]] = []
-    windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0])
+    windows: dict[tuple[str, int], list[int]] = defaultdict(lambda: [0, 0, 0])
     for rng in ranges:
         ledger = PartitionLedger(
             rng.topic,
@@ -263,6 +281,8 @@ def build_manifest(
             ledger.loaded += result.loaded
             ledger.quarantined += result.quarantined
             ledger.skipped += result.skipped
+            ledger.markers += result.markers
+            ledger.aborted += result.aborted
             schema_ids.update(result.schema_ids)
             for broker in result.read_from:
                 if not ledger.read_from or ledger.read_from[-1] != broker:
@@ -277,13 +297,13 @@ def build_manifest(
                 bad = result.quarantined_windows.get(window, 0)
                 windows[(rng.topic, window)][0] += count - bad
                 windows[(rng.topic, window)][1] += bad
+            for window, count in result.aborted_windows.items():
+                windows[(rng.topic, window)][2] += count
             if result.end < result.planned_end:
                 break
         ledger.schema_ids = sorted(schema_ids)
         manifest.partitions.append(ledger)
-    manifest.windows = [
-        WindowCount(t, w, loaded, bad) for (t, w), (loaded, bad) in sorted(windows.items())
-    ]
+    manifest.windows = [WindowCount(t, w, *counts) for (t, w), counts in sorted(windows.items())]
     return manifest, moves
 
 
@@ -354,6 +374,9 @@ def rerun(
                     [*moves, *extra_moves],
                     replaces=[*replaced_paths, *extra_deletes],
                     lock=lock,
+                )
+                _follow_files(
+                    config, fs, new_run, [p for p in replaced_paths if p.endswith(layout.SUCCESS)]
                 )
                 done.append(LoadResult(new_run, manifest, recovered, results))
             return done

@@ -6,7 +6,9 @@ readers accept versions up to MANIFEST_VERSION and ignore fields they do not kno
 field added without a version bump does not break older readers.
 
 Ledger per partition: ``next - first = loaded + quarantined + skipped``, where skipped counts
-offsets with no record (control records, compaction gaps). A retention gap is separate: the
+offsets with no record (control records, compaction gaps) and, at read_committed, the
+records of aborted transactions; ``markers`` and ``aborted`` say how many of the skipped
+offsets were transaction markers and aborted records (neither loaded nor lost). A retention gap is separate: the
 offsets ``[gap.from, gap.to)`` were deleted before anyone loaded them, and ``gap.to == first``.
 """
 
@@ -102,6 +104,9 @@ class PartitionLedger:
     # records were read from, in turn (more than one: the leadership moved during the run).
     leader: int = -1
     read_from: list[int] = field(default_factory=list)
+    # Of `skipped`: transaction markers, and records of aborted transactions (read_committed).
+    markers: int = 0
+    aborted: int = 0
 
     def balances(self) -> bool:
         return self.next - self.first == self.loaded + self.quarantined + self.skipped
@@ -114,8 +119,12 @@ class PartitionLedger:
                 f"{me}: next - first = {self.next - self.first} but loaded + quarantined"
                 f" + skipped = {self.loaded + self.quarantined + self.skipped}"
             )
-        if min(self.loaded, self.quarantined, self.skipped) < 0 or self.next < self.first:
+        if min(self.loaded, self.quarantined, self.skipped, self.markers, self.aborted) < 0 or (
+            self.next < self.first
+        ):
             out.append(f"{me}: negative count or range")
+        if self.markers + self.aborted > self.skipped:
+            out.append(f"{me}: markers + aborted exceed the {self.skipped} skipped offsets")
         if sum(f.records for f in self.files) != self.loaded:
             out.append(f"{me}: files hold {sum(f.records for f in self.files)} != {self.loaded}")
         if sum(f.records for f in self.error_files) != self.quarantined:
@@ -133,6 +142,7 @@ class WindowCount:
     window_start_ms: int
     loaded: int
     quarantined: int = 0
+    aborted: int = 0  # records of aborted transactions, skipped (read_committed)
 
 
 @dataclass
@@ -221,6 +231,7 @@ class Manifest:
                     "window_start_ms": w.window_start_ms,
                     "loaded": w.loaded,
                     "quarantined": w.quarantined,
+                    "aborted": w.aborted,
                 }
                 for w in sorted(self.windows, key=lambda w: (w.topic, w.window_start_ms))
             ],
@@ -244,7 +255,13 @@ class Manifest:
             window_ms=d["window_ms"],
             partitions=[_partition_from_dict(p) for p in d.get("partitions", [])],
             windows=[
-                WindowCount(w["topic"], w["window_start_ms"], w["loaded"], w.get("quarantined", 0))
+                WindowCount(
+                    w["topic"],
+                    w["window_start_ms"],
+                    w["loaded"],
+                    w.get("quarantined", 0),
+                    w.get("aborted", 0),
+                )
                 for w in d.get("windows", [])
             ],
             previous_run=d.get("previous_run"),
@@ -267,6 +284,8 @@ def _partition_to_dict(p: PartitionLedger) -> dict:
         "loaded": p.loaded,
         "quarantined": p.quarantined,
         "skipped": p.skipped,
+        "markers": p.markers,
+        "aborted": p.aborted,
         "gap": None if p.gap is None else {"from": p.gap.from_offset, "to": p.gap.to_offset},
         "files": [
             {"path": f.path, "records": f.records, "dt": f.dt, "hr": f.hr, "bytes": f.bytes}
@@ -291,6 +310,8 @@ def _partition_from_dict(d: dict) -> PartitionLedger:
         loaded=d.get("loaded", 0),
         quarantined=d.get("quarantined", 0),
         skipped=d.get("skipped", 0),
+        markers=d.get("markers", 0),
+        aborted=d.get("aborted", 0),
         gap=None if gap is None else Gap(gap["from"], gap["to"]),
         files=[
             DataFile(f["path"], f["records"], f["dt"], f["hr"], f.get("bytes", 0))

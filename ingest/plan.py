@@ -2,7 +2,10 @@
 
 Each partition gets [first, next): first is where the previous committed run stopped
 (or earliest/latest for a partition never loaded), next is the high watermark capped by
-the per-run record limit. A stored offset below the log start is a gap: offsets deleted
+the per-run record limit -- at read_committed (`kafka.isolation.level`, the default) the
+last stable offset: the consumer's ListOffsets carries the isolation level, so `latest`
+stops before the first transaction still open, whose records may yet be aborted; the
+next run loads them once their transaction ends. A stored offset below the log start is a gap: offsets deleted
 by retention before anyone loaded them. It is recorded (manifest, audit), and loading
 continues from the log start -- or the run fails, if so configured.
 
@@ -37,7 +40,7 @@ class PartitionRange:
     first: int
     next: int
     earliest: int  # log start at planning time
-    latest: int  # high watermark at planning time
+    latest: int  # high watermark at planning time (read_committed: last stable offset)
     gap: tuple[int, int] | None = None  # [from, to) lost to retention
     leader: int = -1  # the partition's leader at planning time; -1: none then
 

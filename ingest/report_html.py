@@ -60,6 +60,7 @@ def render(report: AuditReport) -> str:
         f'<tr class="{"ok" if h.complete else "bad"}"><td>{html.escape(h.topic)}</td><td>{h.dt if h.hr is None else f"{h.dt} {h.hr}:00"}</td>'
         f"<td>{h.produced:,}</td><td>{h.loaded:,}</td><td>{h.quarantined:,}</td>"
         f"<td>{h.completeness:.2%}</td><td>{'complete' if h.complete else 'incomplete'}</td>"
+        f"<td>{h.late:,}</td><td>{h.revision}</td>"
         f"<td>{html.escape('; '.join(h.reasons))}</td></tr>"
         for h in report.hours
     )
@@ -81,7 +82,7 @@ tr.ok td:nth-child(7){{color:#2a7a2a}} tr.bad td:nth-child(7),.bad{{color:#b22}}
 <p>Producer counts (monitoring events, tier producer) against what the load committed, by the
 records' Kafka timestamps; threshold {report.threshold:g}.</p>
 <table><tr><th>topic</th><th>hour or day (UTC)</th><th>produced</th><th>loaded</th><th>quarantined</th>
-<th>completeness</th><th>status</th><th>notes</th></tr>{rows}</table>{gaps}
+<th>completeness</th><th>status</th><th>late</th><th>revision</th><th>notes</th></tr>{rows}</table>{gaps}
 <p class="legend"><span style="background:#4a78b5"></span>produced<span style="background:#59a14f"></span>loaded
 <span style="background:#e15759"></span>quarantined</p>{charts}
 </body></html>

@@ -181,6 +181,18 @@ def _load(fs) -> list[Section]:
             if len(waiting) > 3:
                 text += f" and {len(waiting) - 3} more"
         hours.add(text, WARN if waiting or newest is None else OK)
+        late = [h for h in judged if h.late]
+        if late:
+            hours.add(
+                f"{topic}: late records: "
+                + ", ".join(
+                    f"{h.label} +{h.late:,}"
+                    + (f" (revision {h.revision})" if h.complete else " (not audited again yet)")
+                    for h in late[:SHOWN]
+                )
+                + (f" and {len(late) - SHOWN} more" if len(late) > SHOWN else ""),
+                OK if all(h.complete for h in late) else WARN,
+            )
     if report is None:
         hours.add("no audit report yet", WARN)
     return [section, hours]

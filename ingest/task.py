@@ -5,8 +5,9 @@ rows by its partitioner (event hour by default) and streams them with its record
 writer into files under the run's staging area (the plug-ins: ingest/plugins.py); nothing
 it writes is visible to users until the driver commits the run. Each attempt stages
 under its own directory, so a retried attempt never mixes with a dead one's files.
-What it returns is its ledger: offsets read, records loaded, quarantined and skipped,
-counts per audit window, and the staged files with their final names.
+What it returns is its ledger: offsets read, records loaded, quarantined and skipped
+(of which aborted transactions' records and transaction markers, counted apart), counts
+per audit window, and the staged files with their final names.
 """
 
 from __future__ import annotations
@@ -100,6 +101,8 @@ class TaskSettings:
     ingest_time_ms: int | None = None
     # Each decoded topic's target schema, as the driver found it when it planned.
     schemas: SchemaPins = SchemaPins()
+    # kafka.isolation.level: read_committed skips aborted transactions' records
+    isolation_level: str = "read_committed"
 
     def context(self, topic: str, registry: PinnedRegistry | None) -> TopicContext:
         ingested = self.ingest_time_ms
@@ -137,6 +140,10 @@ class TaskResult:
     quarantined_windows: dict[int, int] = field(default_factory=dict)
     schema_ids: list[int] = field(default_factory=list)
     read_from: list[int] = field(default_factory=list)  # brokers that served the reads, in turn
+    # Part of `skipped`: records of aborted transactions (read_committed), and markers.
+    aborted: int = 0
+    markers: int = 0
+    aborted_windows: dict[int, int] = field(default_factory=dict)  # of the aborted records
     seconds: float = 0.0  # the task's run time (the load's metrics)
 
     @property
@@ -162,6 +169,7 @@ def run_task(spec: TaskSpec, settings: TaskSettings, attempt: int = 0) -> TaskRe
         list(settings.bootstrap_servers),
         client_id=f"ingest-{settings.run_id}",
         security=settings.security,
+        isolation_level=settings.isolation_level,
     )
     started = time.monotonic()
     try:
@@ -231,6 +239,13 @@ def _run(spec, settings, attempt, fs, registry, consumer) -> TaskResult:
     result.skipped = reader.skipped
     result.bytes_read = reader.bytes_read
     result.read_from = reader.read_from
+    result.aborted, result.markers = reader.aborted, reader.markers
+    for stamps in reader.aborted_timestamps:
+        starts = pc.value_counts(window_start(stamps, window_ms))
+        for window, n in zip(
+            starts.field("values").to_pylist(), starts.field("counts").to_pylist(), strict=True
+        ):
+            result.aborted_windows[window] = result.aborted_windows.get(window, 0) + n
     result.windows = dict(windows)
     result.quarantined_windows = dict(bad_windows)
     result.schema_ids = sorted(i for i in schema_ids if i is not None)

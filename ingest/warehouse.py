@@ -500,6 +500,11 @@ def _finalized_under(fs: FileSystem, directory: str) -> Iterable[str]:
             yield from _finalized_under(fs, e.path)
 
 
+def mark_failed(fs: FileSystem, directories: Iterable[str], reason: str) -> None:
+    """Keep ``directories`` queued, with the reason the operator reads in their queue files."""
+    _settle(fs, Registration(failed=dict.fromkeys(directories, reason)))
+
+
 def _settle(fs: FileSystem, result: Registration) -> None:
     for directory in result.registered:
         fs.delete(layout.table_pending_file(directory))

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from broker.client.security import PLAINTEXT, SecurityConfig, TlsError
 from broker.protocol.apis import (
+    ADD_PARTITIONS_TO_TXN,
     API_BY_KEY,
     API_VERSIONS,
     CREATE_TOPICS,
@@ -72,7 +73,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 3),
     CREATE_TOPICS: (2, 4),
     DELETE_TOPICS: (1, 3),
-    INIT_PRODUCER_ID: (0, 1),
+    # v3+ name the producer id and epoch, so an abort can bump the epoch (KIP-360); v4
+    # answers PRODUCER_FENCED. AddPartitionsToTxn v4+ is the brokers' batched form.
+    INIT_PRODUCER_ID: (0, 4),
+    ADD_PARTITIONS_TO_TXN: (0, 3),
     # The group consumer's requests, up to their last versions before the flexible
     # encoding (KIP-482). The newer ones add nothing the consumer needs (KIP-559's protocol
     # echo, KIP-800's reasons, OffsetFetch v8's several groups), and librdkafka's mock

@@ -15,6 +15,15 @@ Idempotence (on by default, as in Kafka 3): an InitProducerId gives the producer
 id and epoch; each partition's batches carry consecutive sequence numbers, and a
 batch retried after an error or a lost connection keeps its sequence, so the broker
 drops the duplicate. It needs acks=-1 ("all"); with acks 0 or 1 it is switched off.
+
+Transactions (`transactional_id`): init_transactions() finds the transaction coordinator
+and takes the id's producer id and epoch (fencing older producers of the id);
+records are sent only between begin_transaction() and commit_transaction() /
+abort_transaction(); the sender adds each partition to the transaction
+(AddPartitionsToTxn) before its first batch goes out. The state and the error
+classification are broker/client/transaction.py's; requests to coordinators go over a
+metadata of their own (`_coordination`), so the caller's thread and the sender thread
+never share a socket with the Produce requests.
 """
 
 from __future__ import annotations
@@ -29,9 +38,35 @@ from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import UNREACHABLE
+from broker.client.coordinator import (
+    COORDINATOR_ERRORS,
+    TRANSACTION_KEY_TYPE,
+    GroupCoordinators,
+)
 from broker.client.partitioner import partition_for_key
 from broker.client.security import SecurityConfig
-from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
+from broker.client.transaction import (
+    ADD_OFFSETS,
+    ADD_PARTITIONS,
+    END,
+    INIT,
+    TXN_OFFSET_COMMIT,
+    Action,
+    ConsumerGroupMetadata,
+    TransactionManager,
+    TxnState,
+    worst,
+)
+from broker.protocol.apis import (
+    ADD_OFFSETS_TO_TXN,
+    ADD_PARTITIONS_TO_TXN,
+    END_TXN,
+    INIT_PRODUCER_ID,
+    PRODUCE,
+)
+from broker.protocol.apis import (
+    TXN_OFFSET_COMMIT as TXN_OFFSET_COMMIT_API,
+)
 from broker.protocol.errors import (
     ErrorCode,
     KafkaError,
@@ -176,6 +211,8 @@ class Producer:
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60000,
         security: SecurityConfig | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60000,
     ):
         acks = -1 if acks == "all" else int(acks)
         if acks not in (-1, 0, 1):
@@ -187,6 +224,11 @@ class Producer:
         self.linger_s = linger_ms / 1000
         self.batch_size = batch_size
         self.idempotent = enable_idempotence and acks == -1
+        if transactional_id is not None and not self.idempotent:
+            raise ValueError(
+                f"transactional.id {transactional_id!r} needs enable.idempotence=true and "
+                f"acks=all, not enable.idempotence={enable_idempotence} acks={acks}"
+            )
         self.request_timeout_ms = request_timeout_ms
         self.retries = retries
         self.delivery_timeout_s = delivery_timeout_ms / 1000
@@ -214,6 +256,19 @@ class Producer:
         self._producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = {}
         self._refresh_needed = False
+
+        self._txn: TransactionManager | None = None
+        if transactional_id is not None:
+            self._txn = TransactionManager(transactional_id, transaction_timeout_ms)
+            self._coordination = ClusterMetadata(
+                bootstrap_servers, client_id, request_timeout_ms / 1000, security
+            )
+            self._coordination_lock = threading.Lock()
+            timeout_s = request_timeout_ms / 1000
+            self._txn_coordinators = GroupCoordinators(
+                self._coordination, timeout_s, TRANSACTION_KEY_TYPE
+            )
+            self._group_coordinators = GroupCoordinators(self._coordination, timeout_s)
         self._sender = threading.Thread(target=self._run, name="kafka-producer-sender", daemon=True)
         self._sender.start()
 
@@ -231,6 +286,8 @@ class Producer:
         """Queue one record; the Future resolves to its RecordMetadata once acknowledged."""
         if self._closing:
             raise KafkaError("the producer is closed")
+        if self._txn is not None:
+            self._txn.check_send()
         if value is not None and not isinstance(value, _BYTES):
             raise TypeError(f"value must be bytes or None, not {type(value).__name__}")
         if key is not None and not isinstance(key, _BYTES):
@@ -358,6 +415,8 @@ class Producer:
             self._wakeup.notify()
         self._sender.join(timeout)
         self.cluster.close()  # unblocks a sender still waiting on the network
+        if self._txn is not None:
+            self._coordination.close()
         self._sender.join(self.request_timeout_ms / 1000)
         with self._lock:
             leftover = list(self._incomplete)
@@ -369,6 +428,271 @@ class Producer:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    # --- transactions (docs/contracts/transactions.md) -----------------------------
+
+    @property
+    def transaction_state(self) -> TxnState | None:
+        """The transactional state (None for a producer without a transactional id)."""
+        return None if self._txn is None else self._txn.state
+
+    def init_transactions(self, timeout_s: float | None = None) -> None:
+        """Take the transactional id's producer id and epoch: a transaction an older
+        producer of the id left open is aborted and that producer fenced. Called once,
+        before the first begin_transaction(); after a RequestTimedOutError it may be called
+        again."""
+        txn = self._transactional()
+        deadline = self._deadline(timeout_s)
+        if txn.state != TxnState.INITIALIZING:
+            txn.start_init()
+        self._init_transactional_id(deadline, -1, -1)
+
+    def begin_transaction(self) -> None:
+        """Open a transaction: send() is allowed until commit or abort."""
+        self._transactional().begin()
+
+    def send_offsets_to_transaction(
+        self,
+        offsets: dict,
+        group: str | ConsumerGroupMetadata,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Commit a consumer's offsets as part of the open transaction: they count only if
+        it commits. `offsets`: {(topic, partition): next offset to consume, or an
+        (offset, metadata[, leader_epoch]) tuple such as OffsetAndMetadata}; `group`: the
+        group id or the consumer's group metadata (GroupConsumer.group_metadata(), which
+        lets the coordinator refuse a member of an older generation, KIP-447)."""
+        txn = self._transactional()
+        txn.check_in_transaction()
+        meta = ConsumerGroupMetadata(group) if isinstance(group, str) else group
+        deadline = self._deadline(timeout_s)
+        self._coordinator_request(
+            ADD_OFFSETS,
+            ADD_OFFSETS_TO_TXN,
+            self._txn_ids({"group_id": meta.group_id}),
+            lambda r: [r["error_code"]],
+            deadline,
+        )
+        txn.offsets_added = True
+        topics: dict[str, list[dict]] = {}
+        for (topic, partition), value in sorted(offsets.items()):
+            if isinstance(value, int):
+                offset, metadata, leader_epoch = value, "", -1
+            else:  # OffsetAndMetadata (ours or confluent-kafka's TopicPartition-like ones)
+                offset = value.offset
+                metadata = getattr(value, "metadata", "") or ""
+                leader_epoch = getattr(value, "leader_epoch", -1)
+                leader_epoch = -1 if leader_epoch is None else leader_epoch
+            topics.setdefault(topic, []).append(
+                {
+                    "partition_index": partition,
+                    "committed_offset": offset,
+                    "committed_leader_epoch": leader_epoch,
+                    "committed_metadata": metadata,
+                }
+            )
+        body = self._txn_ids(
+            {
+                "group_id": meta.group_id,
+                "generation_id": meta.generation_id,
+                "member_id": meta.member_id,
+                "group_instance_id": meta.group_instance_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
+        )
+        self._coordinator_request(
+            TXN_OFFSET_COMMIT,
+            TXN_OFFSET_COMMIT_API,
+            body,
+            lambda r: [p["error_code"] for t in r["topics"] for p in t["partitions"]],
+            deadline,
+            group=meta.group_id,
+        )
+
+    def commit_transaction(self, timeout_s: float | None = None) -> None:
+        """Send what the transaction holds, then commit it (EndTxn). Raises
+        TransactionAbortableError if some of it failed (abort_transaction() then),
+        TransactionFatalError if the producer was fenced; after RequestTimedOutError it
+        may be called again."""
+        txn = self._transactional()
+        deadline = self._deadline(timeout_s)
+        if txn.state != TxnState.COMMITTING:
+            txn.start_commit()
+        self.flush(max(0.0, deadline - time.monotonic()))
+        failed = txn.may_send()
+        if failed is not None:
+            raise failed
+        self._end_transaction(True, deadline)
+
+    def abort_transaction(self, timeout_s: float | None = None) -> None:
+        """Abort the open transaction: records not sent yet are dropped (their futures
+        fail), the rest are marked aborted (EndTxn). Allowed after an abortable error."""
+        txn = self._transactional()
+        deadline = self._deadline(timeout_s)
+        if txn.state != TxnState.ABORTING:
+            txn.start_abort()
+        self._drop_unsent()
+        self.flush(max(0.0, deadline - time.monotonic()))
+        if txn.bump_epoch:
+            # The broker lost the producer id or the epoch's sequences broke: EndTxn
+            # would fail the same way. InitProducerId naming the current epoch makes the
+            # coordinator abort the transaction and bump the epoch (KIP-360).
+            txn.completed()
+        else:
+            self._end_transaction(False, deadline)
+        if txn.state == TxnState.INITIALIZING:
+            self._init_transactional_id(deadline, txn.producer_id, txn.epoch)
+
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaError("this producer has no transactional_id")
+        return self._txn
+
+    def _deadline(self, timeout_s: float | None) -> float:
+        return time.monotonic() + (self.max_block_s if timeout_s is None else timeout_s)
+
+    def _txn_ids(self, body: dict) -> dict:
+        txn = self._txn
+        return {
+            "transactional_id": txn.transactional_id,
+            "producer_id": txn.producer_id,
+            "producer_epoch": txn.epoch,
+            **body,
+        }
+
+    def _init_transactional_id(self, deadline: float, producer_id: int, epoch: int) -> None:
+        txn = self._txn
+        body = {
+            "transactional_id": txn.transactional_id,
+            "transaction_timeout_ms": txn.timeout_ms,
+            # KIP-360: naming the current id and epoch lets the coordinator bump it
+            # instead of taking it for another producer.
+            "producer_id": producer_id,
+            "producer_epoch": epoch,
+        }
+        response = self._coordinator_request(
+            INIT, INIT_PRODUCER_ID, body, lambda r: [r["error_code"]], deadline
+        )
+        # The sender is idle: no transaction is open while the id is initialized.
+        self._producer_id = response["producer_id"]
+        self._producer_epoch = response["producer_epoch"]
+        self._sequences.clear()
+        txn.initialized(self._producer_id, self._producer_epoch)
+
+    def _end_transaction(self, commit: bool, deadline: float) -> None:
+        txn = self._txn
+        if txn.partitions or txn.offsets_added:
+            self._coordinator_request(
+                END,
+                END_TXN,
+                self._txn_ids({"committed": commit}),
+                lambda r: [r["error_code"]],
+                deadline,
+            )
+        # else nothing reached the coordinator: there is nothing to end (as Kafka).
+        txn.completed()
+
+    def _drop_unsent(self) -> None:
+        """An abort fails the batches that never left (as Kafka's abortUndrainedBatches);
+        those in flight are waited for."""
+        dropped = []
+        with self._lock:
+            for tp, queue in list(self._queues.items()):
+                keep = deque(b for b in queue if b.payload is not None)
+                dropped.extend(b for b in queue if b.payload is None)
+                if keep:
+                    self._queues[tp] = keep
+                else:
+                    del self._queues[tp]
+        for batch in dropped:
+            self._fail(batch, KafkaError("the transaction was aborted before this was sent"))
+
+    def _coordinator_request(
+        self,
+        request: str,
+        api_key: int,
+        body: dict,
+        codes,
+        deadline: float,
+        group: str | None = None,
+    ) -> dict:
+        """Send a transactional request to the transaction coordinator (or, `group`, to
+        that group's coordinator) until its answer is DONE, ABORTABLE or FATAL by
+        transaction.py's table (raised as TransactionAbortableError /
+        TransactionFatalError) or `deadline` passes (RequestTimedOutError; the caller may
+        try again)."""
+        txn = self._txn
+        coordinators = self._txn_coordinators if group is None else self._group_coordinators
+        key = txn.transactional_id if group is None else group
+        backoff = _RETRY_BACKOFF_S / 2
+        while True:
+            try:
+                with self._coordination_lock:
+                    response = coordinators.request(key, api_key, body, lambda r: ())
+                action, code = worst(request, codes(response))
+                error = error_for(code, f"{request} of transactional id {txn.transactional_id!r}")
+            except UNREACHABLE as exc:
+                action, error = Action.FIND_COORDINATOR, exc
+            except KafkaError as exc:
+                # Raised by FindCoordinator (e.g. TRANSACTIONAL_ID_AUTHORIZATION_FAILED):
+                # only its coordinator errors are worth another lookup.
+                retry = exc.code in COORDINATOR_ERRORS
+                action, error = (Action.FIND_COORDINATOR if retry else Action.FATAL), exc
+            if action == Action.DONE:
+                return response
+            if action in (Action.ABORTABLE, Action.FATAL):
+                raise txn.fail(action, error)
+            if action == Action.FIND_COORDINATOR:
+                coordinators.forget(key)
+            if time.monotonic() + backoff > deadline:
+                raise RequestTimedOutError(f"{request} did not complete: {error}")
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def _add_partitions(self, batches: list[_Batch]) -> list[_Batch]:
+        """On the sender thread: add the batches' partitions that are new to the
+        transaction (AddPartitionsToTxn) before any of their batches goes out. Returns
+        the batches that may be sent now; the others were failed or put back."""
+        txn = self._txn
+        failed = txn.may_send()
+        if failed is None:
+            new = txn.partitions_to_add((b.topic, b.partition) for b in batches)
+            if not new:
+                return batches
+            topics: dict[str, list[int]] = {}
+            for topic, partition in new:
+                topics.setdefault(topic, []).append(partition)
+            body = {
+                "v3_and_below_transactional_id": txn.transactional_id,
+                "v3_and_below_producer_id": txn.producer_id,
+                "v3_and_below_producer_epoch": txn.epoch,
+                "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+            }
+            deadline = time.monotonic() + self.request_timeout_ms / 1000
+            try:
+                self._coordinator_request(
+                    ADD_PARTITIONS,
+                    ADD_PARTITIONS_TO_TXN,
+                    body,
+                    lambda r: [
+                        p["partition_error_code"]
+                        for t in r["results_by_topic_v3_and_below"]
+                        for p in t["results_by_partition"]
+                    ],
+                    deadline,
+                )
+            except RequestTimedOutError as exc:
+                for batch in batches:
+                    self._requeue(batch, exc)
+                return []
+            except KafkaError as exc:
+                failed = exc
+            else:
+                txn.added(new)
+                return batches
+        for batch in batches:
+            self._fail(batch, failed)
+        return []
 
     # --- the sender thread --------------------------------------------------------
 
@@ -464,7 +788,9 @@ class Producer:
                 self.cluster.refresh(sorted({b.topic for b in batches}), allow_auto_create=True)
             except KafkaError as exc:
                 log.warning("metadata refresh failed: %s", exc)
-        if self.idempotent and self._producer_id < 0:
+        if self._txn is not None:
+            batches = self._add_partitions(batches)
+        elif self.idempotent and self._producer_id < 0:
             try:
                 self._init_producer_id()
             except UnsupportedVersionError as exc:  # retrying cannot help
@@ -546,6 +872,7 @@ class Producer:
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             base_sequence=base_sequence,
+            transactional=self._txn is not None,
         )
 
     def _produce_body(self, group: list[_Batch]) -> dict:
@@ -555,7 +882,7 @@ class Producer:
                 {"index": batch.partition, "records": batch.payload}
             )
         return {
-            "transactional_id": None,
+            "transactional_id": None if self._txn is None else self._txn.transactional_id,
             "acks": self.acks,
             "timeout_ms": self.request_timeout_ms,
             "topic_data": [{"name": t, "partition_data": ps} for t, ps in topics.items()],
@@ -611,6 +938,17 @@ class Producer:
         self._sequences.clear()
 
     def _reset_producer_id(self) -> None:
+        if self._txn is not None:
+            # The epoch's sequences are broken: the transaction cannot commit, and after
+            # its abort InitProducerId bumps the epoch, restarting them (KIP-360).
+            self._txn.fail(
+                Action.ABORTABLE,
+                KafkaError(
+                    "the producer's sequence numbers were lost",
+                    ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                ),
+            )
+            return
         self._producer_id = -1
         self._producer_epoch = -1
         self._sequences.clear()
@@ -666,6 +1004,8 @@ class Producer:
                 future.set_exception(error)
             batch.done.set()
         self._forget(batch)
+        if self._txn is not None and isinstance(error, KafkaError):
+            self._txn.batch_failed(error)
 
     def _forget(self, batch: _Batch) -> None:
         batch.records = []  # the records and their bytes are no longer needed

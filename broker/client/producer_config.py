@@ -33,6 +33,8 @@ _KWARGS = {
     "delivery.timeout.ms": "delivery_timeout_ms",
     "buffer.memory": "buffer_memory",
     "max.block.ms": "max_block_ms",
+    "transactional.id": "transactional_id",
+    "transaction.timeout.ms": "transaction_timeout_ms",
 }
 
 PRODUCER_CONFIG = (
@@ -109,8 +111,26 @@ PRODUCER_CONFIG = (
         "max.block.ms",
         "int",
         MINUTE_MS,
-        "How long send() blocks on a full buffer or a topic's metadata.",
+        "How long send() blocks on a full buffer or a topic's metadata, and how long "
+        "init_transactions(), commit_transaction() and abort_transaction() wait by default.",
         validator=at_least(0),
+    )
+    .define(
+        "transactional.id",
+        "string",
+        None,
+        "Makes the producer transactional (init_transactions, begin/commit/abort_transaction, "
+        "send_offsets_to_transaction); a newer producer with the same id fences this one. "
+        "Needs enable.idempotence=true and acks=all (docs/contracts/transactions.md).",
+        optional=True,
+    )
+    .define(
+        "transaction.timeout.ms",
+        "int",
+        MINUTE_MS,
+        "How long a transaction may stay open before the coordinator aborts it; at most "
+        "the brokers' transaction.max.timeout.ms (else INVALID_TRANSACTION_TIMEOUT).",
+        validator=at_least(1),
     )
 )
 
@@ -124,5 +144,12 @@ def producer_kwargs(raw: Mapping[str, str]) -> tuple[list[str], dict[str, Any]]:
     if not settings["bootstrap.servers"]:
         raise ConfigError("Missing required configuration bootstrap.servers")
     kwargs = {_KWARGS[k]: settings[k] for k in _KWARGS}
+    if kwargs["transactional_id"] is not None and (
+        not kwargs["enable_idempotence"] or settings["acks"] not in ("all", "-1")
+    ):
+        raise ConfigError(
+            f"Invalid value {kwargs['transactional_id']!r} for configuration "
+            "transactional.id: needs enable.idempotence=true and acks=all"
+        )
     kwargs["security"] = security
     return settings["bootstrap.servers"], kwargs

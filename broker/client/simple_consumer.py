@@ -19,6 +19,8 @@ from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import UNREACHABLE
+from broker.client.isolation import READ_UNCOMMITTED, visible_records
+from broker.client.isolation import isolation_level as isolation_level_of
 from broker.client.security import SecurityConfig
 from broker.protocol.apis import FETCH, LIST_OFFSETS
 from broker.protocol.errors import (
@@ -31,7 +33,7 @@ from broker.protocol.errors import (
     error_for,
     retriable,
 )
-from broker.records.batch import Record, iter_batches, iter_records
+from broker.records.batch import Record, iter_batches
 
 EARLIEST = -2
 LATEST = -1
@@ -66,6 +68,8 @@ class FetchResult:
         "records_bytes",
         "error_message",
         "node_id",
+        "isolation_level",
+        "aborted_transactions",
         "_next_offset",
     )
 
@@ -81,6 +85,8 @@ class FetchResult:
         records_bytes: bytes = b"",
         error_message: str | None = None,
         node_id: int = -1,
+        isolation_level: int = READ_UNCOMMITTED,
+        aborted_transactions: list[tuple[int, int]] | None = None,
     ):
         self.topic = topic
         self.partition = partition
@@ -92,6 +98,9 @@ class FetchResult:
         self.records_bytes = records_bytes
         self.error_message = error_message
         self.node_id = node_id  # the broker that answered; -1 when none did
+        self.isolation_level = isolation_level
+        # (producer id, first offset) of the aborted transactions in the answer's range
+        self.aborted_transactions = aborted_transactions or []
         self._next_offset: int | None = None
 
     def __repr__(self) -> str:
@@ -102,8 +111,11 @@ class FetchResult:
         )
 
     def records(self) -> Iterator[Record]:
-        """Data records at or after the requested offset, from complete batches only."""
-        return iter_records(self.records_bytes, self.fetch_offset)
+        """Data records at or after the requested offset, from complete batches only;
+        read_committed leaves out those of aborted transactions."""
+        return visible_records(
+            self.records_bytes, self.fetch_offset, self.isolation_level, self.aborted_transactions
+        )
 
     @property
     def next_offset(self) -> int:
@@ -160,8 +172,12 @@ class SimpleConsumer:
         client_id: str = "kafka-hourly",
         timeout_s: float = 30.0,
         security: SecurityConfig | None = None,
+        isolation_level: str = "read_uncommitted",
     ):
         self.timeout_s = timeout_s
+        # Sent in Fetch and ListOffsets: read_committed reads up to the last stable
+        # offset and skips aborted transactions (broker/client/isolation.py).
+        self.isolation_level = isolation_level_of(isolation_level)
         self.cluster = ClusterMetadata(bootstrap_servers, client_id, timeout_s, security)
 
     def close(self) -> None:
@@ -323,6 +339,11 @@ class SimpleConsumer:
                         p["log_start_offset"],
                         p["records"] or b"",
                         node_id=leader,
+                        isolation_level=self.isolation_level,
+                        aborted_transactions=[
+                            (a["producer_id"], a["first_offset"])
+                            for a in p.get("aborted_transactions") or ()
+                        ],
                     )
                     if error in _REFRESH_ERRORS or retriable(error):
                         retry.append(key)
@@ -352,7 +373,7 @@ class SimpleConsumer:
             "max_wait_ms": max_wait_ms,
             "min_bytes": min_bytes,
             "max_bytes": min(max_bytes, _INT32_MAX),
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             # session 0 / epoch -1: a full fetch, no fetch session kept by the broker.
             "session_id": 0,
             "session_epoch": -1,
@@ -373,7 +394,8 @@ class SimpleConsumer:
         return self._list_offset(topic, partition, EARLIEST)
 
     def latest_offset(self, topic: str, partition: int) -> int:
-        """The high watermark: the offset the next record will get."""
+        """The high watermark: the offset the next record will get (read_committed: the
+        last stable offset, before the first open transaction)."""
         return self._list_offset(topic, partition, LATEST)
 
     def offsets_before(self, topic: str, partition: int, timestamp_ms: int) -> int:
@@ -417,7 +439,7 @@ class SimpleConsumer:
         conn = self.cluster.connection(leader)
         body = {
             "replica_id": -1,
-            "isolation_level": 0,
+            "isolation_level": self.isolation_level,
             "topics": [
                 {
                     "name": topic,

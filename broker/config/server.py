@@ -777,8 +777,8 @@ SERVER_CONFIG = (
         validator=between(1, 1000),
         group="producers",
     )
-    # Transactions (KIP-98): declared for the transaction coordinator
-    # (broker/transactions/, docs/contracts/transactions.md), not wired into the broker yet.
+    # Transactions (KIP-98): the transaction coordinator (broker/transactions/,
+    # docs/contracts/transactions.md).
     .define(
         "transaction.state.log.num.partitions",
         "int",
@@ -803,7 +803,8 @@ SERVER_CONFIG = (
         "int",
         2,
         "min.insync.replicas of __transaction_state: a state change is acknowledged only "
-        "when this many replicas have it.",
+        "when this many replicas have it (at most the replication factor the topic was "
+        "created with).",
         validator=at_least(1),
         group="transactions",
     )
@@ -841,6 +842,17 @@ SERVER_CONFIG = (
         "How often transactional ids idle longer than transactional.id.expiration.ms are "
         "removed from __transaction_state.",
         validator=at_least(1),
+        group="transactions",
+    )
+    .define(
+        "transaction.partition.verification.enable",
+        "boolean",
+        True,
+        "Before a transactional producer's first batch at a partition is appended, the "
+        "partition's leader asks the transaction coordinator whether the partition is in "
+        "the producer's ongoing transaction (KIP-890 part 1) and refuses it if not "
+        "(INVALID_TXN_STATE), so a late or zombie batch cannot open a transaction nobody "
+        "will end.",
         group="transactions",
     )
     .define(

@@ -70,6 +70,21 @@ def decide_offset_commit(
     return BY_STATE[group.state]
 
 
+def decide_txn_offset_commit(
+    group: Group, generation_id: int, member_id: str, instance_id: str | None
+) -> ErrorCode | None:
+    """The group's answer to a TxnOffsetCommit (None: store the offsets as pending), as
+    Kafka's ZooKeeper-era coordinator decides it: the same identity checks when the
+    request names a member (v3+), no check without one (v0-v2 carry none: the
+    producer's epoch fences zombies instead), and no state row: the transaction, not
+    the rebalance, decides when the offsets count."""
+    if group.is_(S.DEAD):
+        return BY_STATE[S.DEAD]
+    if generation_id < 0 and not member_id and instance_id is None:
+        return None
+    return _identity_error(group, generation_id, member_id, instance_id)
+
+
 def _identity_error(
     group: Group, generation_id: int, member_id: str, instance_id: str | None
 ) -> ErrorCode | None:

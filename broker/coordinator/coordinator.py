@@ -22,11 +22,18 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from broker.coordinator.commit_rules import decide_offset_commit
-from broker.coordinator.group import CONSUMER_PROTOCOL_TYPE, Group, GroupState, Member
+from broker.coordinator.commit_rules import decide_offset_commit, decide_txn_offset_commit
+from broker.coordinator.group import (
+    CONSUMER_PROTOCOL_TYPE,
+    Group,
+    GroupState,
+    Member,
+    PendingOffset,
+)
 from broker.coordinator.manager import GroupMetadataManager
 from broker.coordinator.offsets_topic import CommittedOffset
 from broker.protocol.errors import ErrorCode
@@ -642,8 +649,46 @@ class GroupCoordinator:
             self._heartbeat(group, group.members[member_id])
         return self._store_offsets(group, offsets)
 
+    def commit_txn_offsets(
+        self,
+        group_id: str,
+        producer: tuple[int, int],
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        offsets: dict[tuple[str, int], CommittedOffset],
+    ) -> dict[tuple[str, int], ErrorCode] | Waiter:
+        """TxnOffsetCommit: write the offsets in the producer's (id, epoch) transaction;
+        they stay pending, invisible to OffsetFetch, until its marker completes them
+        (`complete_transaction`)."""
+        error = self._group_error(group_id)
+        if error != E.NONE:
+            return {tp: error for tp in offsets}
+        group = self.manager.get(group_id)
+        decision = decide_txn_offset_commit(
+            group or Group(group_id), generation_id, member_id, group_instance_id
+        )
+        if decision is not None:
+            return {tp: decision for tp in offsets}
+        if group is None:
+            group = self.manager.add(Group(group_id, state_timestamp_ms=self.now_ms()))
+        return self._store_offsets(group, offsets, producer)
+
+    def complete_transaction(
+        self, offsets_partition: int, producer_id: int, committed: bool
+    ) -> None:
+        """The producer's COMMIT (`committed`) or ABORT marker was appended to
+        `offsets_partition` of __consumer_offsets and replicated: its pending offsets of
+        the groups there become committed offsets, or are dropped."""
+        applied = self.manager.complete_transaction(offsets_partition, producer_id, committed)
+        if applied:
+            self.on_offsets_stored(applied)
+
     def _store_offsets(
-        self, group: Group, offsets: dict[tuple[str, int], CommittedOffset]
+        self,
+        group: Group,
+        offsets: dict[tuple[str, int], CommittedOffset],
+        producer: tuple[int, int] | None = None,
     ) -> dict[tuple[str, int], ErrorCode] | Waiter:
         answers: dict[tuple[str, int], ErrorCode] = {}
         accepted: dict[tuple[str, int], CommittedOffset] = {}
@@ -661,23 +706,57 @@ class GroupCoordinator:
             self.manager.offset_record(group.group_id, topic, partition, committed)
             for (topic, partition), committed in accepted.items()
         ]
+        batch = self.manager.end_offset(group.group_id)  # where the records will be
+        entries = {tp: PendingOffset(c, batch) for tp, c in accepted.items()}
+        if producer is None:
+            group.commits_in_flight.update(accepted.keys())
+        else:
+            # Pending from now, before the write is done (as Kafka), so that require_stable
+            # fetches already see the partition as unstable.
+            pending = group.pending_txn_offsets.setdefault(producer[0], {})
+            replaced = {tp: pending.get(tp) for tp in entries}
+            pending.update(entries)
+            self.manager.track_producer(producer[0], group.group_id)
 
         def stored(error: ErrorCode) -> None:
-            if error == E.NONE and not group.is_(S.DEAD):
-                group.offsets.update(accepted)
-                self.on_offsets_stored(len(accepted))
+            if producer is None:
+                group.commits_in_flight.subtract(accepted.keys())
+                group.commits_in_flight += Counter()  # drops the zero counts
+                if error == E.NONE and not group.is_(S.DEAD):
+                    for tp, committed in accepted.items():
+                        group.store_offset(tp, committed, batch)
+                    self.on_offsets_stored(len(accepted))
+            elif error != E.NONE:
+                # Never written (a fenced epoch, a lost leadership): not part of the
+                # transaction; what it replaced is pending again.
+                pending = group.pending_txn_offsets.get(producer[0], {})
+                for tp, entry in entries.items():
+                    if pending.get(tp) is entry:
+                        if replaced[tp] is None:
+                            del pending[tp]
+                        else:
+                            pending[tp] = replaced[tp]
+                if not pending:
+                    group.pending_txn_offsets.pop(producer[0], None)
             for tp in accepted:
                 answers[tp] = error
             waiter.complete(answers)
 
-        self.manager.write(group.group_id, records, stored, too_large=E.INVALID_COMMIT_OFFSET_SIZE)
+        self.manager.write(
+            group.group_id,
+            records,
+            stored,
+            too_large=E.INVALID_COMMIT_OFFSET_SIZE,
+            producer=producer,
+        )
         return waiter
 
     def fetch_offsets(
         self, group_id: str, partitions: list[tuple[str, int]] | None
     ) -> tuple[ErrorCode, dict[tuple[str, int], CommittedOffset | None]]:
         """Committed offsets (None: nothing committed) of the partitions asked for, or of
-        every partition the group has committed when `partitions` is None."""
+        every partition the group has committed when `partitions` is None. Pending
+        transactional commits are not committed offsets yet."""
         error = self._group_error(group_id, allow_empty_id=True)
         if error != E.NONE:
             return error, {}
@@ -686,6 +765,15 @@ class GroupCoordinator:
         if partitions is None:
             return E.NONE, dict(offsets)
         return E.NONE, {tp: offsets.get(tp) for tp in partitions}
+
+    def unstable_offsets(self, group_id: str, partitions) -> set[tuple[str, int]]:
+        """Of `partitions`, those with a commit being written or waiting for its
+        transaction: OffsetFetch with require_stable answers them UNSTABLE_OFFSET_COMMIT
+        (KIP-447), so a new member does not start from an offset about to change."""
+        group = self.manager.get(group_id)
+        if group is None or group.is_(S.DEAD):
+            return set()
+        return {tp for tp in partitions if group.has_pending_offset(tp)}
 
     def delete_offsets(
         self, group_id: str, partitions: list[tuple[str, int]]
@@ -799,7 +887,12 @@ class GroupCoordinator:
             for tp in expired:
                 del group.offsets[tp]
             records = [self.manager.offset_record(group.group_id, t, p, None) for t, p in expired]
-            if group.is_(S.EMPTY) and not group.offsets and not group.pending_members:
+            if (
+                group.is_(S.EMPTY)
+                and not group.offsets
+                and not group.pending_members
+                and not group.pending_txn_offsets
+            ):
                 group.transition(S.DEAD, now)
                 self.manager.remove(group.group_id)
                 records.append(self.manager.group_tombstone(group.group_id))

@@ -91,6 +91,14 @@ class Member:
         return self.group_instance_id is not None
 
 
+@dataclass(frozen=True)
+class PendingOffset:
+    """A transactional commit whose transaction has not ended: invisible to OffsetFetch."""
+
+    committed: CommittedOffset
+    batch_offset: int  # of its record in __consumer_offsets
+
+
 @dataclass
 class Group:
     group_id: str
@@ -108,6 +116,16 @@ class Group:
     # A member joined while the first rebalance of an empty group waits for more.
     new_member_added: bool = False
     offsets: dict[tuple[str, int], CommittedOffset] = field(default_factory=dict)
+    # Where each committed offset's record is in __consumer_offsets (its batch's offset):
+    # of two commits of a partition, the later record wins, whichever finishes first.
+    offset_batches: dict[tuple[str, int], int] = field(default_factory=dict)
+    # Transactional commits waiting for their transaction's marker: producer id ->
+    # partition -> the commit (docs/contracts/consumer-groups.md, "Transactional offsets").
+    pending_txn_offsets: dict[int, dict[tuple[str, int], PendingOffset]] = field(
+        default_factory=dict
+    )
+    # Plain commits being written, per partition (OffsetFetch's require_stable).
+    commits_in_flight: Counter[tuple[str, int]] = field(default_factory=Counter)
 
     # -- state --------------------------------------------------------------------------
     def transition(self, target: GroupState, now_ms: int) -> None:
@@ -233,3 +251,27 @@ class Group:
             except (KeyError, DecodeError):
                 return None
         return topics
+
+    # -- committed offsets --------------------------------------------------------------
+    def store_offset(self, tp: tuple[str, int], committed: CommittedOffset, batch: int) -> bool:
+        """Take a commit whose record is at `batch` unless a later record of the
+        partition is already applied (commits finish out of order; the log decides)."""
+        if tp in self.offsets and self.offset_batches.get(tp, -1) > batch:
+            return False
+        self.offsets[tp] = committed
+        self.offset_batches[tp] = batch
+        return True
+
+    def has_pending_offset(self, tp: tuple[str, int]) -> bool:
+        """A commit of the partition is being written, or waits for its transaction."""
+        return self.commits_in_flight[tp] > 0 or any(
+            tp in pending for pending in self.pending_txn_offsets.values()
+        )
+
+    def complete_txn_offsets(self, producer_id: int, committed: bool) -> int:
+        """The producer's transaction ended: its pending commits become the committed
+        offsets (COMMIT) or are dropped (ABORT). Returns how many were applied."""
+        pending = self.pending_txn_offsets.pop(producer_id, {})
+        if not committed:
+            return 0
+        return sum(self.store_offset(tp, p.committed, p.batch_offset) for tp, p in pending.items())

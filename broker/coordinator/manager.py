@@ -21,7 +21,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from broker.coordinator.group import Group, GroupState, Member
+from broker.coordinator.group import Group, GroupState, Member, PendingOffset
 from broker.coordinator.offsets_topic import (
     OFFSETS_TOPIC,
     CommittedOffset,
@@ -39,8 +39,11 @@ from broker.coordinator.offsets_topic import (
 from broker.log.log import OffsetOutOfRange
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import DecodeError
-from broker.records.batch import CorruptRecordError, build_batch, iter_batches, iter_records
+from broker.records.batch import CorruptRecordError, build_batch, decode_batch, iter_batches
+from broker.records.control import parse_marker
+from broker.records.header import BatchHeader
 from broker.server.appends import append_records
+from broker.server.producer_state import INT32_MAX, ProducerStateTable
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +80,11 @@ class GroupMetadataManager:
         self.owned: dict[int, int] = {}
         # partition -> the leader epoch being loaded (a newer leadership restarts it)
         self.loading: dict[int, int] = {}
+        # producer id -> groups with transactional commits pending in its transaction
+        self.producer_groups: dict[int, set[str]] = {}
+        # partition being loaded -> transaction ends (producer id, committed) to apply
+        # once it is loaded
+        self.completions_after_load: dict[int, list[tuple[int, bool]]] = {}
         # FindCoordinator is creating __consumer_offsets (once at a time).
         self.creating_topic = False
         # Told each group loaded (to start its members' sessions) or unloaded.
@@ -109,23 +117,44 @@ class GroupMetadataManager:
         self.groups.pop(group_id, None)
 
     # -- writes -----------------------------------------------------------------------
+    def end_offset(self, group_id: str) -> int:
+        """Where the next records of the group's partition land (-1: not hosted here).
+        Appends are synchronous, so this is the offset of the next `write`'s batch."""
+        partition = self.broker.replicas.get(OFFSETS_TOPIC, self.partition_of(group_id))
+        return -1 if partition is None else partition.log.log_end_offset
+
     def write(
         self,
         group_id: str,
         records: list[OffsetsRecord],
         on_done: Callable[[ErrorCode], None],
         too_large: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR,
+        producer: tuple[int, int] | None = None,
     ) -> None:
         """Append `records` to the group's partition; `on_done(error)` once the in-sync
         replicas have them (NONE) or why not, as a group request reports it (`too_large`
         for records over the partition's max.message.bytes: Kafka answers a commit
-        INVALID_COMMIT_OFFSET_SIZE, a group write UNKNOWN_SERVER_ERROR)."""
+        INVALID_COMMIT_OFFSET_SIZE, a group write UNKNOWN_SERVER_ERROR). With `producer`
+        (id, epoch) the batch is transactional: a TxnOffsetCommit's, which the log fences
+        by epoch and the transaction's marker later commits or aborts."""
         p = self.partition_of(group_id)
-        if p not in self.owned:
+        hosted = self.broker.replicas.get(OFFSETS_TOPIC, p)
+        if p not in self.owned or hosted is None:
             on_done(ErrorCode.NOT_COORDINATOR)
             return
         now = self.broker.now_ms()
-        batch = build_batch([(key, value, now, ()) for key, value in records])
+        entries = [(key, value, now, ()) for key, value in records]
+        if producer is None:
+            batch = build_batch(entries)
+        else:
+            producer_id, epoch = producer
+            batch = build_batch(
+                entries,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=_next_sequence(hosted.producers, producer_id, epoch),
+                transactional=True,
+            )
         operation = append_records(self.broker, OFFSETS_TOPIC, p, batch, self.commit_timeout_ms)
 
         def done(outcome) -> None:
@@ -146,6 +175,36 @@ class GroupMetadataManager:
             on_done(_WRITE_ERRORS.get(code, code))
 
         operation.add_done_callback(done)
+
+    # -- transactional commits -----------------------------------------------------------
+    def track_producer(self, producer_id: int, group_id: str) -> None:
+        """The group has commits pending in the producer's transaction."""
+        self.producer_groups.setdefault(producer_id, set()).add(group_id)
+
+    def _untrack_producer(self, producer_id: int, group_id: str) -> None:
+        groups = self.producer_groups.get(producer_id)
+        if groups is not None:
+            groups.discard(group_id)
+            if not groups:
+                del self.producer_groups[producer_id]
+
+    def complete_transaction(self, index: int, producer_id: int, committed: bool) -> int:
+        """The producer's COMMIT/ABORT marker is on offsets partition `index`: apply or
+        drop its pending commits of the groups there. A partition being loaded applies
+        it once loaded (the marker may lie past what the load reads). Returns how many
+        offsets were applied."""
+        if index in self.loading:
+            self.completions_after_load.setdefault(index, []).append((producer_id, committed))
+            return 0
+        applied = 0
+        for group_id in list(self.producer_groups.get(producer_id, ())):
+            if self.partition_of(group_id) != index:
+                continue
+            self._untrack_producer(producer_id, group_id)
+            group = self.groups.get(group_id)
+            if group is not None and not group.is_(GroupState.DEAD):
+                applied += group.complete_txn_offsets(producer_id, committed)
+        return applied
 
     @staticmethod
     def offset_record(
@@ -206,6 +265,7 @@ class GroupMetadataManager:
             self.broker.spawn(self._load(index, epoch))
         else:
             self.loading.pop(index, None)
+            self.completions_after_load.pop(index, None)
             self._unload(index)
 
     def _unload(self, index: int) -> None:
@@ -214,6 +274,8 @@ class GroupMetadataManager:
         del self.owned[index]
         for group in [g for g in self.groups.values() if self.partition_of(g.group_id) == index]:
             del self.groups[group.group_id]
+            for producer_id in group.pending_txn_offsets:
+                self._untrack_producer(producer_id, group.group_id)
             if group.state is not GroupState.DEAD:
                 group.transition(GroupState.DEAD, self.broker.now_ms())
             self.on_unloaded(group)
@@ -221,7 +283,7 @@ class GroupMetadataManager:
 
     async def _load(self, index: int, epoch: int) -> None:
         try:
-            groups_seen, offsets_seen = await self._read_partition(index, epoch)
+            loaded = await self._read_partition(index, epoch)
         except Exception:
             log.exception(
                 "loading %s-%d failed; its groups stay unavailable until its next leadership",
@@ -230,29 +292,33 @@ class GroupMetadataManager:
             )
             if self.loading.get(index) == epoch:
                 del self.loading[index]
+                self.completions_after_load.pop(index, None)
             return
         if self.loading.get(index) != epoch:
             return  # lost or re-won leadership while reading: that load decides
         now = self.broker.now_ms()
-        loaded = build_groups(groups_seen, offsets_seen, now)
-        for group in loaded:
+        groups = build_groups(loaded, now)
+        for group in groups:
             self.groups[group.group_id] = group
+            for producer_id in group.pending_txn_offsets:
+                self.track_producer(producer_id, group.group_id)
         del self.loading[index]
         self.owned[index] = epoch
-        for group in loaded:
+        for producer_id, committed in self.completions_after_load.pop(index, []):
+            self.complete_transaction(index, producer_id, committed)
+        for group in groups:
             self.on_loaded(group)
         log.info(
             "loaded %d groups from %s-%d (leader epoch %d)",
-            len(loaded),
+            len(groups),
             OFFSETS_TOPIC,
             index,
             epoch,
         )
 
-    async def _read_partition(self, index: int, epoch: int):
+    async def _read_partition(self, index: int, epoch: int) -> LoadedPartition:
         """The latest group metadata and offsets of the partition, chunk by chunk."""
-        groups_seen: dict[str, dict | None] = {}
-        offsets_seen: dict[OffsetKey, CommittedOffset | None] = {}
+        loaded = LoadedPartition()
         partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
         offset = partition.log.log_start_offset
         end = partition.log.log_end_offset
@@ -271,39 +337,93 @@ class GroupMetadataManager:
             if not read.regions:
                 break
             data = b"".join(bytes(region.read()) for region in read.regions)
-            for record in iter_records(data, offset):
-                _apply_record(record.key, record.value, groups_seen, offsets_seen, index)
-            following = max((h.next_offset for _, h in iter_batches(data)), default=offset)
+            following = offset
+            for pos, header in iter_batches(data):
+                if header.next_offset > offset:
+                    loaded.apply_batch(data, pos, header, index)
+                following = max(following, header.next_offset)
             if following <= offset:
                 raise CorruptRecordError(f"no complete batch at offset {offset}")
             offset = following
-        return groups_seen, offsets_seen
+        return loaded
 
 
-def _apply_record(key, value, groups_seen, offsets_seen, index) -> None:
-    if key is None:
-        log.warning("%s-%d: a record without a key, skipped", OFFSETS_TOPIC, index)
-        return
-    try:
-        decoded = decode_key(bytes(key))
-        if isinstance(decoded, OffsetKey):
-            offsets_seen[decoded] = None if value is None else decode_offset_value(bytes(value))
-        elif isinstance(decoded, GroupKey):
-            groups_seen[decoded.group] = None if value is None else decode_group_value(bytes(value))
-    except (DecodeError, CorruptRecordError) as exc:
-        log.warning("%s-%d: a record that does not decode, skipped: %s", OFFSETS_TOPIC, index, exc)
+# A loaded offset record: the commit (None: a tombstone) and its batch's offset.
+_Seen = tuple["CommittedOffset | None", int]
 
 
-def build_groups(
-    groups_seen: dict[str, dict | None],
-    offsets_seen: dict[OffsetKey, CommittedOffset | None],
-    now_ms: int,
-) -> list[Group]:
+class LoadedPartition:
+    """What reading an offsets partition from its start leaves: per key the latest
+    record, and per producer the transactional commits whose marker was not read yet
+    (docs/contracts/consumer-groups.md, "Transactional offsets")."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, dict | None] = {}
+        self.offsets: dict[OffsetKey, _Seen] = {}
+        self.pending: dict[int, dict[OffsetKey, _Seen]] = {}
+
+    def apply_batch(self, data, pos: int, header: BatchHeader, index: int) -> None:
+        if header.is_control:
+            self._end_transaction(data, pos, header)
+            return
+        producer_id = header.producer_id if header.is_transactional else None
+        for record in decode_batch(data, pos)[1]:
+            self._apply_record(record.key, record.value, header.base_offset, producer_id, index)
+
+    def _end_transaction(self, data, pos: int, header: BatchHeader) -> None:
+        """A COMMIT marker applies the producer's pending commits, unless a later plain
+        commit of the partition was read; ABORT drops them (Kafka's load does the same)."""
+        pending = self.pending.pop(header.producer_id, {})
+        marker = parse_marker(data, pos, header)
+        if marker is None or marker.is_abort:
+            return
+        for key, (committed, batch) in pending.items():
+            seen = self.offsets.get(key)
+            if seen is None or seen[0] is None or seen[1] < batch:
+                self.offsets[key] = (committed, batch)
+
+    def _apply_record(self, key, value, batch: int, producer_id: int | None, index: int) -> None:
+        if key is None:
+            log.warning("%s-%d: a record without a key, skipped", OFFSETS_TOPIC, index)
+            return
+        try:
+            decoded = decode_key(bytes(key))
+            if isinstance(decoded, OffsetKey):
+                committed = None if value is None else decode_offset_value(bytes(value))
+                if producer_id is None:
+                    self.offsets[decoded] = (committed, batch)
+                elif committed is None:
+                    self.pending.get(producer_id, {}).pop(decoded, None)
+                else:
+                    self.pending.setdefault(producer_id, {})[decoded] = (committed, batch)
+            elif isinstance(decoded, GroupKey):
+                self.groups[decoded.group] = (
+                    None if value is None else decode_group_value(bytes(value))
+                )
+        except (DecodeError, CorruptRecordError) as exc:
+            log.warning(
+                "%s-%d: a record that does not decode, skipped: %s", OFFSETS_TOPIC, index, exc
+            )
+
+
+def _next_sequence(producers: ProducerStateTable, producer_id: int, epoch: int) -> int:
+    """The base sequence of the coordinator's transactional batch. Kafka appends
+    coordinator batches without sequence checks; our partitions check every producer
+    batch, so the batch continues the producer's sequence in this partition (0 for a
+    producer new here or at a new epoch), which the check takes as in order."""
+    entry = producers.producers.get(producer_id)
+    if entry is None or entry.epoch != epoch or entry.last_seq is None:
+        return 0
+    return 0 if entry.last_seq >= INT32_MAX else entry.last_seq + 1
+
+
+def build_groups(loaded: LoadedPartition, now_ms: int) -> list[Group]:
     """Groups as the records left them: a group with members is Stable (its members'
     sessions restart now), one without is Empty; offsets without group metadata belong
-    to a group that only commits (no protocol type)."""
+    to a group that only commits (no protocol type); transactional commits whose marker
+    was not read stay pending."""
     groups: dict[str, Group] = {}
-    for group_id, value in groups_seen.items():
+    for group_id, value in loaded.groups.items():
         if value is None:
             continue
         group = Group(group_id, generation_id=value["generation"])
@@ -333,11 +453,20 @@ def build_groups(
         )
         group.state = GroupState.STABLE if group.members else GroupState.EMPTY
         groups[group_id] = group
-    for key, committed in offsets_seen.items():
-        if committed is None:
-            continue
-        group = groups.get(key.group)
+
+    def group_of(group_id: str) -> Group:
+        group = groups.get(group_id)
         if group is None:
-            group = groups[key.group] = Group(key.group)
-        group.offsets[(key.topic, key.partition)] = committed
+            group = groups[group_id] = Group(group_id)
+        return group
+
+    for key, (committed, batch) in loaded.offsets.items():
+        if committed is not None:
+            group_of(key.group).store_offset((key.topic, key.partition), committed, batch)
+    for producer_id, pending in loaded.pending.items():
+        for key, (committed, batch) in pending.items():
+            group = group_of(key.group)
+            group.pending_txn_offsets.setdefault(producer_id, {})[(key.topic, key.partition)] = (
+                PendingOffset(committed, batch)
+            )
     return list(groups.values())

@@ -42,8 +42,11 @@ from typing import NamedTuple
 from broker.cluster import TopicPartition
 from broker.log.checkpoint import CLEANER_OFFSET_FILE, read_checkpoint, write_checkpoint
 from broker.log.compaction import (
+    NO_ABORTED,
+    AbortedRanges,
     CleanableRange,
     CleanStats,
+    MarkerPass,
     SegmentInfo,
     clean_batch,
     cleanable_range,
@@ -55,6 +58,7 @@ from broker.log.config import LogConfig
 from broker.log.log import Log
 from broker.log.offset_map import OffsetMap
 from broker.log.segment import CLEANED_SUFFIX, MAGIC_V2, CorruptSegmentError, LogSegment
+from broker.log.txn_index import AbortedTxn
 from broker.records.header import HEADER_SIZE, MIN_BATCH_LENGTH, crc_is_valid, parse_header
 from broker.util import clock
 
@@ -105,8 +109,11 @@ class CleanResult:
     map_end: int  # the next first dirty offset
     # (old segments, the cleaned segment replacing them), in offset order.
     swaps: list[tuple[list[LogSegment], LogSegment]] = field(default_factory=list)
-    # The earliest delete horizon among the tombstones still kept (None: none kept).
+    # The earliest delete horizon among the tombstones and markers still kept (None: none).
     earliest_horizon: int | None = None
+    # Cleaned segment base offset -> the aborted-transaction entries it keeps: those whose
+    # ABORT marker it still holds.
+    txn_indexes: dict[int, list[AbortedTxn]] = field(default_factory=dict)
     stats: CleanStats = field(default_factory=CleanStats)
     cpu_seconds: float = 0.0
 
@@ -126,6 +133,10 @@ class CleanJob:
     map_budget: int
     io_buffer_size: int
     stop: threading.Event
+    # The log's aborted transactions below the first uncleanable offset.
+    aborted: AbortedRanges = NO_ABORTED
+    # The `.txnindex` entries of the sources, for the cleaned segments to keep.
+    txn_entries: tuple[AbortedTxn, ...] = ()
 
     def run(self) -> CleanResult:
         """Build the offset map, then write each group of old segments as one `.cleaned`
@@ -138,9 +149,10 @@ class CleanJob:
             offset_map = OffsetMap(self.map_budget)
             result.map_end = self._build_map(offset_map, result.stats)
             cleaned = [s for s in self.sources if s.info.base_offset < result.map_end]
+            markers = MarkerPass()  # one walk from the log start, group after group
             for group in group_segments([s.info for s in cleaned], self.config.segment_bytes):
                 old = [cleaned[i] for i in group]
-                new = self._clean_group(old, offset_map, result)
+                new = self._clean_group(old, offset_map, result, markers)
                 if new is not None:
                     result.swaps.append(([s.segment for s in old], new))
         except BaseException:
@@ -164,7 +176,7 @@ class CleanJob:
             for header, batch, _ in self.read_batches(source):
                 if header.next_offset <= first_dirty:
                     continue
-                entries = map_batch(header, batch, first_dirty)
+                entries = map_batch(header, batch, first_dirty, self.aborted)
                 if not offset_map.put_all(entries):
                     if not mapped_any:
                         raise ValueError(
@@ -184,7 +196,7 @@ class CleanJob:
         return end
 
     def _clean_group(
-        self, old: list[_Source], offset_map: OffsetMap, result: CleanResult
+        self, old: list[_Source], offset_map: OffsetMap, result: CleanResult, markers: MarkerPass
     ) -> LogSegment | None:
         """Write the survivors of `old` into one `.cleaned` segment named after the first."""
         base = old[0].info.base_offset
@@ -193,7 +205,13 @@ class CleanJob:
             path.unlink(missing_ok=True)  # left by a cleaning that was stopped
         new = LogSegment.create(self.directory, base, interval, CLEANED_SUFFIX)
         try:
-            self._write_survivors(old, new, offset_map, result)
+            kept_markers = self._write_survivors(old, new, offset_map, result, markers)
+            end = old[-1].info.next_offset
+            result.txn_indexes[base] = [
+                e
+                for e in self.txn_entries
+                if base <= e.last_offset < end and e.last_offset in kept_markers
+            ]
             if new.size == 0:  # cannot happen: the group's last batch is always kept
                 raise AssertionError(f"cleaning {old[0].segment} left nothing")
             new.seal()
@@ -209,9 +227,16 @@ class CleanJob:
         return new
 
     def _write_survivors(
-        self, old: list[_Source], new: LogSegment, offset_map: OffsetMap, result: CleanResult
-    ) -> None:
+        self,
+        old: list[_Source],
+        new: LogSegment,
+        offset_map: OffsetMap,
+        result: CleanResult,
+        markers: MarkerPass,
+    ) -> set[int]:
+        """Write what survives of `old` into `new`; the offsets of the markers kept."""
         stats = result.stats
+        kept_markers: set[int] = set()
         out, positions = bytearray(), []
         for n, source in enumerate(old):
             last_segment = n == len(old) - 1
@@ -226,6 +251,8 @@ class CleanJob:
                     self.producer_last_offsets,
                     keep_empty=last_segment and last_batch,
                     stats=stats,
+                    aborted=self.aborted,
+                    markers=markers,
                 )
                 if outcome.horizon is not None and (
                     result.earliest_horizon is None or outcome.horizon < result.earliest_horizon
@@ -234,6 +261,8 @@ class CleanJob:
                 if outcome.data is None:
                     continue
                 written = header if outcome.data is batch else parse_header(outcome.data, 0)
+                if written.is_control and written.records_count:
+                    kept_markers.add(written.base_offset)
                 positions.append((len(out), written))
                 out += outcome.data
                 stats.batches_written += 1
@@ -243,6 +272,7 @@ class CleanJob:
                     out, positions = bytearray(), []
         if out:
             new.append(out, positions, self.now_ms)
+        return kept_markers
 
     def read_batches(self, source: _Source) -> Iterator[tuple]:
         """(header, bytes, is the segment's last) of every batch of a source, CRC-checked."""
@@ -389,6 +419,10 @@ class LogCleaner:
             map_budget=self.config.dedupe_buffer_size // self.config.threads,
             io_buffer_size=self.config.io_buffer_size,
             stop=self._stop,
+            aborted=AbortedRanges(
+                chosen.aborted_transactions(chosen.log_start_offset, checked.first_uncleanable)
+            ),
+            txn_entries=tuple(e for s in sources for e in s.segment.txn_index.entries),
         )
 
     # -- swapping in (event loop) ------------------------------------------------------
@@ -408,7 +442,7 @@ class LogCleaner:
             return False
         swapped = 0
         for old, new in result.swaps:
-            if chosen.replace_segments(old, new):
+            if chosen.replace_segments(old, new, aborted=result.txn_indexes.get(new.base_offset)):
                 swapped += 1
         result.swaps = []
         self._first_dirty[tp] = result.map_end

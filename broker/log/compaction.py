@@ -6,6 +6,10 @@ batches and the clock (no files, no threads; cleaner.py does the I/O).
 - `clean_batch`: what one batch becomes: itself, rebuilt with fewer records, an empty
   header, or nothing.
 - `group_segments`: which old segments are rewritten into one cleaned segment.
+- `AbortedRanges`: which data batches belong to aborted transactions (they go, and
+  their keys never enter the offset map: an aborted record must not supersede a
+  committed one); `MarkerPass`: which transaction markers no batch needs any more (they
+  go once their delete horizon passed).
 
 The rules are Kafka's (LogCleaner, LogCleanerManager, KIP-534 delete horizons); where
 we differ it is said below.
@@ -13,6 +17,7 @@ we differ it is said below.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -114,6 +119,55 @@ def max_compaction_delay(
     return clean_until - earliest
 
 
+class AbortedRanges:
+    """The aborted transactions of a log (its `.txnindex` entries: producer id, first
+    offset, marker offset), asked per batch: a transactional data batch of a producer
+    whose aborted transaction spans its base offset was aborted."""
+
+    def __init__(self, entries=()) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for entry in entries:
+            self._by_producer.setdefault(entry.producer_id, []).append(
+                (entry.first_offset, entry.last_offset)
+            )
+        for ranges in self._by_producer.values():
+            ranges.sort()
+
+    def holds(self, header: BatchHeader) -> bool:
+        if header.is_control or not header.is_transactional:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        if not ranges:
+            return False
+        i = bisect.bisect_right(ranges, (header.base_offset, 2**63)) - 1
+        return i >= 0 and ranges[i][0] <= header.base_offset < ranges[i][1]
+
+
+NO_ABORTED = AbortedRanges()
+
+
+class MarkerPass:
+    """One cleaning's walk from the log start, for the markers (Kafka's
+    CleanedTransactionMetadata): a marker is still needed while some batch of its
+    transaction was read in this walk (a committed batch, or an aborted one this walk
+    drops: the next walk will not see it). A marker that ends a transaction with no batch
+    left may go, after delete.retention.ms (the delete horizon, as for tombstones), so
+    consumers that read the transaction's records see its end."""
+
+    def __init__(self) -> None:
+        self._with_batches: set[int] = set()  # producers whose open transaction has batches
+
+    def saw(self, header: BatchHeader) -> None:
+        if header.is_transactional and not header.is_control:
+            self._with_batches.add(header.producer_id)
+
+    def marker_needed(self, header: BatchHeader) -> bool:
+        if header.producer_id in self._with_batches:
+            self._with_batches.discard(header.producer_id)
+            return True
+        return False
+
+
 def records_of(header: BatchHeader, batch) -> tuple[bytes, list[RecordSpan]]:
     """The uncompressed records section of a stored batch, and its record spans."""
     section = batch[HEADER_SIZE : header.size]
@@ -121,9 +175,12 @@ def records_of(header: BatchHeader, batch) -> tuple[bytes, list[RecordSpan]]:
     return records, scan_records(records, header.records_count)
 
 
-def map_batch(header: BatchHeader, batch, first_dirty: int) -> list[tuple[bytes, int]]:
-    """The (key, offset) of every keyed record of a data batch at or after `first_dirty`."""
-    if header.is_control or header.records_count == 0:
+def map_batch(
+    header: BatchHeader, batch, first_dirty: int, aborted: AbortedRanges = NO_ABORTED
+) -> list[tuple[bytes, int]]:
+    """The (key, offset) of every keyed record of a data batch at or after `first_dirty`
+    (none for a batch of an aborted transaction)."""
+    if header.is_control or header.records_count == 0 or aborted.holds(header):
         return []
     base = header.base_offset
     _, spans = records_of(header, batch)
@@ -161,12 +218,19 @@ def clean_batch(
     producer_last_offsets: Mapping[int, int],
     keep_empty: bool,
     stats: CleanStats,
+    aborted: AbortedRanges = NO_ABORTED,
+    markers: MarkerPass | None = None,
 ) -> BatchOutcome:
     """What one stored batch becomes when its log is cleaned with `offset_map`, which
     holds the latest offset of every key below `map_end` (Kafka's
     shouldRetainRecord and filterTo):
 
-    - a batch at or past `map_end`, and a control batch, is kept as it is;
+    - a batch at or past `map_end` is kept as it is;
+    - a batch of an aborted transaction loses every record (Kafka's rule);
+    - a transaction marker stays while `markers` (the cleaning's walk; None: markers all
+      stay) says a batch of its transaction is left; else it gets a delete horizon (now + delete.retention.ms) and goes at the
+      first cleaning after it (its header stays, empty, when it is its producer's last
+      entry, or `keep_empty`);
     - a record goes if it has no key (a compacted log holds keyed records only), if a
       later offset holds its key, or if it is a tombstone (null value) whose batch's
       delete horizon has passed;
@@ -184,12 +248,21 @@ def clean_batch(
     stats.batches_read += 1
     stats.bytes_read += header.size
     stats.records_read += header.records_count
+    if header.is_control and header.records_count and header.base_offset < map_end and markers:
+        return _clean_marker(
+            header, batch, markers, config, now_ms, producer_last_offsets, keep_empty, stats
+        )
+    if markers is not None:
+        markers.saw(header)
     if header.records_count == 0:  # an empty header left by an earlier cleaning
         needed = keep_empty or _producer_last(header, producer_last_offsets)
         return BatchOutcome(batch if needed else None, None)
     if header.base_offset >= map_end or header.is_control:
         stats.records_kept += header.records_count
         return BatchOutcome(batch, None)
+    if aborted.holds(header):
+        needed = keep_empty or _producer_last(header, producer_last_offsets)
+        return BatchOutcome(empty_batch(header) if needed else None, None)
     records, spans = records_of(header, batch)
     horizon = delete_horizon(header)
     tombstones_go = horizon is not None and now_ms >= horizon
@@ -218,6 +291,33 @@ def clean_batch(
     if len(kept) == len(spans):
         return BatchOutcome(batch, held)
     return BatchOutcome(rebuild_batch(header, records, kept), held)
+
+
+def _clean_marker(
+    header: BatchHeader,
+    batch: bytes,
+    markers: MarkerPass,
+    config: LogConfig,
+    now_ms: int,
+    producer_last_offsets: Mapping[int, int],
+    keep_empty: bool,
+    stats: CleanStats,
+) -> BatchOutcome:
+    """A control batch below the map's end: see clean_batch."""
+    horizon = delete_horizon(header)
+    if markers.marker_needed(header) or header.producer_id < 0:
+        stats.records_kept += header.records_count
+        return BatchOutcome(batch, None)
+    if horizon is not None and now_ms >= horizon:
+        if keep_empty or _producer_last(header, producer_last_offsets):
+            return BatchOutcome(empty_batch(header), None)
+        return BatchOutcome(None, None)
+    stats.records_kept += header.records_count
+    if horizon is not None:
+        return BatchOutcome(batch, horizon)
+    horizon = now_ms + config.delete_retention_ms
+    records, spans = records_of(header, batch)
+    return BatchOutcome(rebuild_batch(header, records, spans, horizon), horizon)
 
 
 def _producer_last(header: BatchHeader, producer_last_offsets: Mapping[int, int]) -> bool:

@@ -12,17 +12,21 @@ leader's log (`end_offset_for`) and truncates its own log there: the exact point
 the two logs diverge, never blindly its high watermark. Consumers ask the same (KIP-320)
 to detect that the log they read was truncated under them.
 
-The file is rewritten at every change (a new epoch, a truncation, retention), atomically
-(renamed into place) but WITHOUT fsyncs: a leader election on thousands of partitions
-must not cost thousands of disk syncs. Durability follows the log's recovery point
-instead (docs/contracts/log.md, "Leader epochs"):
+The cache in memory is authoritative; the file lags it. A change (a new epoch, a
+truncation, retention) only marks the cache dirty and tells `on_dirty`: the log manager
+writes the dirty files (`write`) in slices from its once-a-second tick, atomically
+(renamed into place) and WITHOUT fsyncs. A leader election on thousands of partitions thus costs
+neither thousands of disk syncs nor thousands of file replacements while the election is
+being answered. Durability follows the log's recovery point instead
+(docs/contracts/log.md, "Leader epochs"):
 
-- `sync` makes the file's current version durable; the log calls it before its
-  recovery point moves (`Log.flush`, and the moves retention and a follower's restart
-  at its leader's log start make), so every batch below the recovery point has its
-  epoch in the durable version of the file and in every later one;
-- the log assigns a new epoch before it writes the batches, so the version a process
-  crash leaves (the page cache keeps it) never misses an epoch the log holds;
+- `sync` writes the file if it is dirty and makes its current version durable; the log
+  calls it before its recovery point moves (`Log.flush`, and the moves retention and a
+  follower's restart at its leader's log start make), so every batch below the recovery
+  point has its epoch in the durable version of the file and in every later one;
+- every batch above the recovery point carries its epoch and is re-read at open, so a
+  file that misses epochs those batches hold (not written yet when the process died) is
+  repaired from them (next point);
 - at open, when recovery found batches beyond the recovery point (it re-reads those
   from the segment holding it), `replay` replaces the entries from that segment on
   with those the re-read batches give, keeping only an entry starting right at the log
@@ -32,8 +36,9 @@ instead (docs/contracts/log.md, "Leader epochs"):
   exactly; a file that does not parse, or whose entries before that segment contradict
   the batches, is rebuilt from every batch.
 
-What a power failure can still lose is an epoch that appended nothing: its entry starts
-at the log end and no batch carries it. That epoch then answers OffsetForLeaderEpoch as
+What a crash (of the process before the file is written, or of the machine before
+the next flush) can still lose is an epoch that appended nothing: its entry starts at the
+log end and no batch carries it. That epoch then answers OffsetForLeaderEpoch as
 an epoch this log never saw, as Kafka answers after it drops such an entry at load, and
 the controller's next LeaderAndIsr brings the partition's epoch from ZooKeeper.
 
@@ -44,7 +49,7 @@ from __future__ import annotations
 
 import bisect
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -73,8 +78,13 @@ class LeaderEpochCache:
         self.path = Path(path)
         self._entries: list[EpochEntry] = []
         self._name = name or self.path.parent.name
-        # The file holds a version not yet fsynced (see the module doc).
+        # The entries differ from the file's (not written yet), and the file holds a
+        # version not fsynced yet (see the module doc).
+        self._dirty = False
         self._unsynced = False
+        # Told when the cache becomes dirty: whoever writes the files later (the
+        # log manager) notes it; until then, only `sync` (a flush, a close) writes it.
+        self.on_dirty: Callable[[LeaderEpochCache], None] = _ignore
         for entry in entries:
             self._add(EpochEntry(*entry))
 
@@ -198,13 +208,32 @@ class LeaderEpochCache:
 
     @property
     def synced(self) -> bool:
-        """Whether the file on disk is durable (no version written since the last sync)."""
-        return not self._unsynced
+        """Whether the file on disk holds the entries, durably."""
+        return not self._dirty and not self._unsynced
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the entries changed since the file was last written."""
+        return self._dirty
 
     # -- durability -------------------------------------------------------------------
+    def write(self) -> bool:
+        """Write the file (no fsync) if the entries changed since it was last written.
+        Returns whether it did."""
+        if not self._dirty:
+            return False
+        # No fsync: `sync` runs before the recovery point passes these entries and
+        # recovery re-derives the rest (module doc).
+        write_entry_lines(self.path, self._lines(), durable=False)
+        self._dirty = False
+        self._unsynced = True
+        return True
+
     def sync(self) -> bool:
-        """fsync the file's current version if it is not durable yet. Returns whether it
-        did: its rename is then durable only once the caller fsyncs the directory."""
+        """Write the file if it is dirty, then fsync it if it is not durable yet. Returns
+        whether it did: its rename is then durable only once the caller fsyncs the
+        directory."""
+        self.write()
         if not self._unsynced:
             return False
         fsync_file(self.path)
@@ -215,12 +244,12 @@ class LeaderEpochCache:
         """Write the file with its fsyncs (and its directory's): at open, before the
         recovery point covers what recovery re-read."""
         write_entry_lines(self.path, self._lines(), durable=True)
-        self._unsynced = False
+        self._dirty = self._unsynced = False
 
     # -- changes ----------------------------------------------------------------------
     def assign(self, epoch: int, start_offset: int) -> bool:
-        """Record that `epoch` appended from `start_offset` on; rewrites the file (no
-        fsync) when that changes anything. Returns whether it did.
+        """Record that `epoch` appended from `start_offset` on; marks the cache dirty when
+        that changes anything. Returns whether it did.
 
         As Kafka (since 2.1): the same epoch again changes nothing unless it starts lower;
         otherwise the newest append wins: entries it conflicts with (an epoch at or above
@@ -231,7 +260,7 @@ class LeaderEpochCache:
         the latest does not happen in a sane cluster (epochs never decrease and a
         follower truncates before it appends its new leader's batches)."""
         if self._assign(EpochEntry(epoch, start_offset)):
-            self._write()
+            self._changed()
             return True
         return False
 
@@ -245,7 +274,7 @@ class LeaderEpochCache:
             log.info(
                 "%s: leader epochs %s dropped (log cut at %d)", self._name, removed, end_offset
             )
-            self._write()
+            self._changed()
 
     def truncate_from_start(self, start_offset: int) -> None:
         """The log start moved to `start_offset` (retention): entries wholly below it go
@@ -257,7 +286,7 @@ class LeaderEpochCache:
         if covered == 1 and self._entries[0] == first:
             return
         self._entries[:covered] = [first]
-        self._write()
+        self._changed()
 
     # -- internals --------------------------------------------------------------------
     def _assign(self, entry: EpochEntry) -> bool:
@@ -296,14 +325,18 @@ class LeaderEpochCache:
     def _lines(self) -> list[str]:
         return [f"{e.epoch} {e.start_offset}" for e in self._entries]
 
-    def _write(self) -> None:
-        # No fsync: Log.flush syncs the file before the recovery point passes its entries
-        # and recovery re-derives the rest (module doc).
-        write_entry_lines(self.path, self._lines(), durable=False)
-        self._unsynced = True
+    def _changed(self) -> None:
+        # The file is written later (`write`), or by `sync` (module doc).
+        if not self._dirty:
+            self._dirty = True
+            self.on_dirty(self)
 
     def __repr__(self) -> str:
         return f"LeaderEpochCache({self._name}, {self._entries})"
+
+
+def _ignore(cache: LeaderEpochCache) -> None:
+    pass
 
 
 def _epoch(entry: EpochEntry) -> int:

@@ -32,6 +32,7 @@ from broker.log.segment import (
     parse_segment_name,
 )
 from broker.log.swap import complete_swaps, swap_steps
+from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from broker.records.batch import Record, decode_batch
 from broker.records.header import (
     CONTROL,
@@ -479,6 +480,24 @@ class Log:
                 return record.offset, record.timestamp
         return None
 
+    # -- transactions -----------------------------------------------------------------
+    def add_aborted_txn(self, entry: AbortedTxn) -> bool:
+        """Index an aborted transaction in the segment holding its ABORT marker (the
+        active one when the marker was just appended); False if it was indexed already."""
+        self._check_live()
+        return self._segments[self._segment_index(entry.last_offset)].txn_index.append(entry)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions overlapping [fetch_offset, upper_bound): what a
+        read_committed fetch of that range must skip (Kafka's collectAbortedTxns)."""
+        found: list[AbortedTxn] = []
+        for segment in self._segments[self._segment_index(fetch_offset) :]:
+            entries, complete = segment.txn_index.collect(fetch_offset, upper_bound)
+            found.extend(entries)
+            if complete or segment.base_offset >= upper_bound:
+                break
+        return found
+
     def _segment_index(self, offset: int) -> int:
         """Index of the segment whose base offset is the largest <= offset."""
         return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
@@ -582,11 +601,16 @@ class Log:
 
     # -- compaction (the cleaner's side is cleaner.py) ---------------------------------
     def replace_segments(
-        self, old: list[LogSegment], new: LogSegment, now_ms: int | None = None
+        self,
+        old: list[LogSegment],
+        new: LogSegment,
+        now_ms: int | None = None,
+        aborted: list[AbortedTxn] | None = None,
     ) -> bool:
         """Swap the cleaned segment `new` (files named `.cleaned`, fsynced, ending where
         `old` ends) in for `old`, consecutive sealed segments of this log, with the
-        crash-safe sequence of swap.py; the old files are renamed `.deleted` and unlinked
+        crash-safe sequence of swap.py (`aborted`: the `.txnindex` entries `new` keeps);
+        the old files are renamed `.deleted` and unlinked
         after file_delete_delay_ms, so reads in flight finish. Readers see the old
         segments or the new one: the event loop runs the whole swap in one go.
 
@@ -606,8 +630,17 @@ class Log:
             for path in new.paths():
                 path.unlink(missing_ok=True)
             return False
+        # The cleaned segment indexes the aborted transactions whose markers it keeps
+        # (`aborted`; None: all of its group's, offsets do not change). A crash before
+        # this write loses them from the files; the partition's producer-state rebuild
+        # re-adds the recent ones.
+        if aborted is None:
+            aborted = [entry for segment in old for entry in segment.txn_index.entries]
         for _ in swap_steps(new, old):
             pass
+        for segment in old:
+            segment.txn_index.path.unlink(missing_ok=True)
+        new.txn_index.replace(aborted)
         self._segments[first : first + len(old)] = [new]
         now = self._now_ms() if now_ms is None else now_ms
         self._schedule_deletion(old, now, renamed=True)
@@ -788,7 +821,9 @@ def _clean_directory(directory: Path) -> list[int]:
     logs = {f"{base:020d}" for base in bases}
     for name in names:
         stem = name.split(".", 1)[0]
-        orphan_index = name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX)) and stem not in logs
+        orphan_index = (
+            name.endswith((INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)) and stem not in logs
+        )
         if name.endswith(DELETED_SUFFIX) or name.endswith(".tmp") or orphan_index:
             (directory / name).unlink(missing_ok=True)
     return sorted(bases)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from broker.cluster import TopicPartition
 from broker.log.checkpoint import (
     HIGH_WATERMARK_FILE,
+    LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     RECOVERY_POINT_FILE,
     read_checkpoint,
@@ -32,6 +34,10 @@ log = logging.getLogger(__name__)
 DELETE_DIR_SUFFIX = "-delete"
 # log.retention.check.interval.ms default.
 RETENTION_CHECK_INTERVAL_MS = 300_000
+# How long one tick may spend writing leader-epoch files (about a second apart): a
+# failover's thousands of files (~0.2-1 ms each) are written over the next seconds in
+# slices, so the Metadata and Fetch requests that follow it are not held up behind them.
+EPOCH_WRITES_PER_TICK_S = 0.05
 
 
 def parse_log_dir_name(name: str) -> TopicPartition | None:
@@ -69,6 +75,12 @@ class LogManager:
         self._unsynced_dirs: set[Path] = set()
         # What each checkpoint file was last written with (`checkpoint` skips equal ones).
         self._checkpointed: dict[Path, dict[TopicPartition, int]] = {}
+        # Logs whose leader epochs changed since their file was last written, oldest
+        # first (a dict as an ordered set): `tick` writes them in slices, off the path of
+        # the LeaderAndIsr that changed them (leader_epoch.py; docs/contracts/log.md,
+        # "Leader epochs").
+        self._dirty_epochs: dict[Log, None] = {}
+        self.epoch_files_written = 0
         self._last_retention_check = now_ms()
         # Told the seconds each log flush took (the broker's metrics).
         self.on_flush: Callable[[float], None] = lambda seconds: None
@@ -114,6 +126,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(key, 0),
                 )
                 self._logs[key].on_flush = self._flushed
+                self._track_epochs(self._logs[key])
                 self._dir_of[key] = log_dir
                 self._counts[log_dir] += 1
         # Recovery flushed every log to its end: record that before anything else happens.
@@ -151,12 +164,19 @@ class LogManager:
             now_ms=self._now_ms,
         )
         created.on_flush = self._flushed
+        self._track_epochs(created)
         self._unsynced_dirs.add(log_dir)
         created.sync_parent = lambda: self._sync_dir(log_dir)
         self._logs[key] = created
         self._dir_of[key] = log_dir
         self._counts[log_dir] += 1
         return created
+
+    def _track_epochs(self, each: Log) -> None:
+        epochs = each.leader_epochs
+        epochs.on_dirty = lambda _: self._dirty_epochs.setdefault(each)
+        if epochs.dirty:  # changed while opening (cut to the recovered log)
+            self._dirty_epochs[each] = None
 
     def _sync_dir(self, log_dir: Path) -> None:
         """fsync `log_dir` if it gained partition directories since it was last synced."""
@@ -185,6 +205,7 @@ class LogManager:
             return False
         self._counts[self._dir_of.pop(key)] -= 1
         self._high_watermarks.pop(key, None)
+        self._dirty_epochs.pop(doomed, None)
         doomed.delete()
         if doomed.pending_deletions:
             self._deleting.append(doomed)
@@ -195,6 +216,7 @@ class LogManager:
         keys = [k for k in self._logs if k[0] == topic]
         for key in keys:
             doomed = self._logs.pop(key)
+            self._dirty_epochs.pop(doomed, None)
             self._counts[self._dir_of.pop(key)] -= 1
             self._high_watermarks.pop(key, None)
             doomed.delete()
@@ -209,7 +231,8 @@ class LogManager:
     # -- background duties ------------------------------------------------------------
     def tick(self, now_ms: int | None = None) -> None:
         """Flush rolled segments and logs due by flush_interval_ms, apply retention every
-        retention_check_interval_ms, and finish delayed deletions."""
+        retention_check_interval_ms, finish delayed deletions, and write a slice of the
+        leader-epoch files changed since they were last written."""
         now = self._now_ms() if now_ms is None else now_ms
         if now - self._last_retention_check >= self.retention_check_interval_ms:
             self._last_retention_check = now
@@ -233,6 +256,9 @@ class LogManager:
             if doomed.pending_deletions:
                 still_deleting.append(doomed)
         self._deleting = still_deleting
+        # After the flushes, which write the files of the logs they flush themselves.
+        if self._dirty_epochs:
+            self.write_leader_epochs(EPOCH_WRITES_PER_TICK_S)
 
     # -- checkpoints and shutdown -----------------------------------------------------
     def checkpoint(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
@@ -254,6 +280,30 @@ class LogManager:
                     log_dir / HIGH_WATERMARK_FILE,
                     {k: hw for k, hw in high_watermarks.items() if k in here},
                 )
+
+    def write_leader_epochs(self, budget_s: float | None = None) -> int:
+        """Write (without fsyncs) the leader-epoch files whose cache changed since they
+        were last written, oldest change first, all of them or until `budget_s` seconds
+        have gone; a flush or close may have written some already. Returns how many
+        were written."""
+        written = 0
+        dirty = self._dirty_epochs
+        deadline = None if budget_s is None else time.perf_counter() + budget_s
+        while dirty:
+            each = next(iter(dirty))
+            del dirty[each]
+            try:
+                if each.deleted or not each.leader_epochs.write():
+                    continue
+            except OSError:
+                dirty[each] = None  # still dirty: tried again next time
+                raise
+            written += 1
+            self.epoch_files_written += 1
+            self.on_checkpoint_written(LEADER_EPOCH_FILE)
+            if deadline is not None and time.perf_counter() >= deadline:
+                break
+        return written
 
     def _write_if_changed(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
         # Only this manager writes these files while it runs, so what it wrote last is

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from broker.log.config import INT32_MAX
 from broker.log.index import OffsetIndex, TimeIndex
+from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.records.header import (
     HEADER_SIZE,
     MIN_BATCH_LENGTH,
@@ -83,6 +84,9 @@ class LogSegment:
         name = segment_name(base_offset)
         self.offset_index = OffsetIndex(directory / (name + INDEX_SUFFIX + suffix), base_offset)
         self.time_index = TimeIndex(directory / (name + TIME_INDEX_SUFFIX + suffix), base_offset)
+        # Aborted transactions whose ABORT marker is in this segment (never in `paths()`:
+        # the cleaner's swap moves the three files above; the log moves this one).
+        self.txn_index = TransactionIndex(directory / (name + TXN_INDEX_SUFFIX))
         # Sealed segments load their indexes on first use (memory: 8 B per index entry).
         self._indexes_ready = False
         self._max_timestamp = -1
@@ -241,6 +245,7 @@ class LogSegment:
         if self._indexes_ready:
             self.offset_index.write(fsync=True)
             self.time_index.write(fsync=True)
+        self.txn_index.flush()
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self, verify_crc: bool = True) -> int:
@@ -282,6 +287,7 @@ class LogSegment:
         self.offset_index.rewrite()
         self.time_index.rewrite()
         self._indexes_ready = True
+        self.txn_index.truncate_to(expected)
         return truncated
 
     def _plausible(self, header: BatchHeader, expected: int, remaining: int) -> bool:
@@ -413,7 +419,7 @@ class LogSegment:
 
     def rename_deleted(self) -> None:
         """Mark for deletion; the fd stays open so in-flight FileRegions still read."""
-        for path in self.paths():
+        for path in (*self.paths(), self.txn_index.path):
             try:
                 path.rename(path.with_name(path.name + DELETED_SUFFIX))
             except FileNotFoundError:
@@ -426,7 +432,7 @@ class LogSegment:
             self.fd = -1
 
     def unlink_deleted(self) -> None:
-        for path in self.paths():
+        for path in (*self.paths(), self.txn_index.path):
             path.with_name(path.name + DELETED_SUFFIX).unlink(missing_ok=True)
 
     def __repr__(self) -> str:

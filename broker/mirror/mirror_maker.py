@@ -2,6 +2,11 @@
 idempotent acks=all producer on the target, and offsets committed only for records the
 target has acknowledged.
 
+It reads the source at read_committed: the target's producer is not transactional, so a
+record copied from an aborted (or still open) transaction would become an ordinary,
+visible record at the target. Only committed and non-transactional records are copied;
+transaction markers are never records (docs/contracts/transactions.md).
+
 Each record keeps its key, value, headers and CreateTime; it goes to the same partition
 number when the target topic has as many partitions as the source topic, else the
 target's producer partitions it (by key). Several instances with the same `group.id`
@@ -65,8 +70,8 @@ class MirrorError(Exception):
 
 class MirrorMaker:
     """Mirror topics matching `whitelist` from `consumer`'s cluster to `producer`'s. The
-    consumer must be a GroupConsumer with a group id and auto commit off; the producer
-    idempotent with acks=all (the tool makes them so)."""
+    consumer must be a GroupConsumer with a group id, auto commit off and read_committed;
+    the producer idempotent with acks=all (the tool makes them so)."""
 
     def __init__(
         self,
@@ -79,6 +84,11 @@ class MirrorMaker:
         if consumer.config["enable.auto.commit"]:
             raise ValueError(
                 "MirrorMaker commits itself: the consumer needs enable.auto.commit=false"
+            )
+        if consumer.config["isolation.level"] != "read_committed":
+            raise ValueError(
+                "MirrorMaker copies committed records only: the consumer needs "
+                "isolation.level=read_committed"
             )
         if producer.acks != -1 or not producer.idempotent:
             raise ValueError("MirrorMaker needs an idempotent producer with acks=all")

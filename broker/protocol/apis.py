@@ -565,10 +565,12 @@ DELETE_TOPICS_API = Api(
 )
 
 INIT_PRODUCER_ID_API = Api(
-    22, "InitProducerId", 0, 1, 2,
+    22, "InitProducerId", 0, 4, 2,
     request=Struct(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
+        F("producer_id", INT64, "3+", default=-1),
+        F("producer_epoch", INT16, "3+", default=-1),
     ),
     response=Struct(
         F("throttle_time_ms", INT32),
@@ -924,6 +926,36 @@ DESCRIBE_CLUSTER_API = Api(
             F("is_fenced", BOOL, "2+", default=False),
         ))),
         F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
+# KIP-664: the producers a partition leader tracks (docs/contracts/log.md, "Transactions").
+DESCRIBE_PRODUCERS_API = Api(
+    61, "DescribeProducers", 0, 0, 0,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("active_producers", Array(Struct(
+                    F("producer_id", INT64),
+                    F("producer_epoch", INT32),
+                    F("last_sequence", INT32, default=-1),
+                    F("last_timestamp", INT64, default=-1),
+                    F("coordinator_epoch", INT32),
+                    F("current_txn_start_offset", INT64, default=-1),
+                ))),
+            ))),
+        ))),
     ),
 )
 

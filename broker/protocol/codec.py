@@ -33,6 +33,22 @@ Decoder = Callable[[Reader], Any]
 Encoder = Callable[[Writer, Any], None]
 
 
+class Encoded(bytes):
+    """A struct value already encoded at the version being written: the struct's encoder
+    copies it as it is. For parts of an answer that repeat unchanged across requests and
+    cost a walk of thousands of dicts each time (Metadata's topic entries, cached per
+    topic by broker/server/metadata.py); `encode_struct` makes them."""
+
+    __slots__ = ()
+
+
+def encode_struct(s: Struct, version: int, flexible: bool, value: dict) -> Encoded:
+    """`value` encoded as `s` at `version`, for an `Encoded` part of a later answer."""
+    w = Writer()
+    compile_struct(s, version, flexible).encode(w, value)
+    return Encoded(w.getvalue())
+
+
 class Compiled:
     """The decoder and encoder of one struct (or any type) at one version."""
 
@@ -136,6 +152,9 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
         return out
 
     def encode(w: Writer, value: dict) -> None:
+        if value.__class__ is Encoded:
+            w.buf += value
+            return
         get = value.get
         name = None
         try:

@@ -27,7 +27,7 @@ fails rather than load or skip part of it. Header keys are not checked for UTF-8
 from __future__ import annotations
 
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -41,7 +41,13 @@ from broker.records.batch import (
     parse_records,
 )
 from broker.records.compression import DEFAULT_MAX_SIZE, CompressionError, decompress
-from broker.records.header import CODEC_NONE, CONTROL, HEADER_SIZE, TIMESTAMP_TYPE_LOG_APPEND
+from broker.records.header import (
+    CODEC_NONE,
+    CONTROL,
+    HEADER_SIZE,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    BatchHeader,
+)
 from broker.records.varint import VarintError, decode_zigzag
 from broker.records.vectorized import VARINT_MAX, Rows
 
@@ -124,11 +130,18 @@ class _Batches:
 
 
 def fetched_columns(
-    buf, start: int = 0, end: int | None = None, max_uncompressed: int = DEFAULT_MAX_SIZE
+    buf,
+    start: int = 0,
+    end: int | None = None,
+    max_uncompressed: int = DEFAULT_MAX_SIZE,
+    batches: Iterable[tuple[int, BatchHeader]] | None = None,
 ) -> RecordColumns:
     """The data records with offsets in ``[start, end)`` of the complete batches in a
-    fetched buffer (which starts at a batch boundary), as columns."""
-    batches = _select(buf, start, end, max_uncompressed)
+    fetched buffer (which starts at a batch boundary), as columns. ``batches``: the
+    (position, header) pairs of the buffer's batches to read, in order (default: all of
+    them); a reader at read_committed passes those its isolation rule keeps
+    (broker/client/isolation.py ``classify_batches``)."""
+    batches = _select(buf, start, end, max_uncompressed, batches)
     total = sum(batches.counts)
     if total == 0:
         return RecordColumns.empty()
@@ -145,10 +158,10 @@ def fetched_columns(
     return columns
 
 
-def _select(buf, start: int, end: int | None, max_uncompressed: int) -> _Batches:
+def _select(buf, start: int, end: int | None, max_uncompressed: int, chosen) -> _Batches:
     batches = _Batches([], [], [], [], [])
     view = memoryview(buf)
-    for pos, header in iter_batches(buf):
+    for pos, header in iter_batches(buf) if chosen is None else chosen:
         if header.attributes & CONTROL or header.next_offset <= start:
             continue
         if end is not None and header.base_offset >= end:

@@ -67,7 +67,7 @@ def append_records(broker, topic: str, partition: int, batch: bytes, timeout_ms:
     if result.error != ErrorCode.NONE:
         return _Done((result.error, result.message))
     # Followers waiting at this leader fetch the new records now.
-    broker.partition_changed(topic, partition)
+    broker.partition_grew(topic, partition)
     operation = DelayedAppend(broker, (topic, partition), result.next_offset, now + timeout_ms)
     broker.produce_purgatory.try_complete_else_watch(operation, now)
     return operation

@@ -19,7 +19,10 @@ ListGroups DESCRIBE cluster or each group; DeleteGroups DELETE group; CreateTopi
 cluster or topic; DeleteTopics DELETE topic; CreatePartitions ALTER topic;
 DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
 or the cluster (broker resources); InitProducerId WRITE on the transactional id, else
-IDEMPOTENT_WRITE on the cluster or WRITE on some topic; DescribeCluster DESCRIBE cluster.
+IDEMPOTENT_WRITE on the cluster or WRITE on some topic; AddPartitionsToTxn WRITE on the
+transactional id and each topic (v4: CLUSTER_ACTION); AddOffsetsToTxn READ group;
+DescribeCluster DESCRIBE cluster;
+DescribeProducers READ topic; WriteTxnMarkers CLUSTER_ACTION.
 """
 
 from __future__ import annotations
@@ -56,6 +59,10 @@ def _group(body: dict) -> str:
     return body["group_id"]
 
 
+def _transactional_id(body: dict) -> str:
+    return body["transactional_id"]
+
+
 # api key -> (resource type, operation, the resource's name in the request)
 REQUEST_ACTIONS: dict[int, tuple[ResourceType, Operation, Callable[[dict], str]]] = {
     # inter-broker and controller APIs
@@ -63,11 +70,15 @@ REQUEST_ACTIONS: dict[int, tuple[ResourceType, Operation, Callable[[dict], str]]
     ApiKey.STOP_REPLICA: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     ApiKey.UPDATE_METADATA: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     ApiKey.CONTROLLED_SHUTDOWN: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
+    ApiKey.WRITE_TXN_MARKERS: (CLUSTER, Operation.CLUSTER_ACTION, _cluster),
     # a consumer group's membership
     ApiKey.JOIN_GROUP: (GROUP, Operation.READ, _group),
     ApiKey.SYNC_GROUP: (GROUP, Operation.READ, _group),
     ApiKey.HEARTBEAT: (GROUP, Operation.READ, _group),
     ApiKey.LEAVE_GROUP: (GROUP, Operation.READ, _group),
+    # a producer's transaction (AddPartitionsToTxn: per version, in its handler)
+    ApiKey.ADD_OFFSETS_TO_TXN: (ResourceType.TRANSACTIONAL_ID, Operation.WRITE, _transactional_id),
+    ApiKey.END_TXN: (ResourceType.TRANSACTIONAL_ID, Operation.WRITE, _transactional_id),
     # cluster administration
     ApiKey.ELECT_LEADERS: (CLUSTER, Operation.ALTER, _cluster),
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: (CLUSTER, Operation.ALTER, _cluster),

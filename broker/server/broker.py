@@ -32,6 +32,7 @@ from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.replica_manager import ReplicaManager
 from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
+from broker.transactions.manager import start_transaction_coordinator
 from broker.util.clock import now_ms
 from broker.util.purgatory import Purgatory
 
@@ -95,6 +96,7 @@ def open_broker_state(
     ctx.configs = configs
     ctx.leader_quota = ReplicationQuota(lambda: configs.current[LEADER_RATE])
     ctx.groups = start_group_coordinator(ctx)
+    ctx.transactions = start_transaction_coordinator(ctx)
     ctx.authorizer = authorizer_from_config(cfg)
     ctx.credentials = open_credentials(cfg["sasl.scram.credentials.file"])
     if not cfg.cluster_mode:
@@ -124,14 +126,14 @@ def open_credentials(path: str | None) -> Credentials:
 
 
 def cleaner_view(replicas: ReplicaManager):
-    """What the log cleaner needs of each partition: it cleans below the high watermark
+    """What the log cleaner needs of each partition: it cleans below the last stable offset
     and keeps the last batch of every producer the partition still tracks."""
 
     def view(log) -> PartitionState | None:
         partition = replicas.partitions.get((log.topic, log.partition))
         if partition is None:
             return None
-        return PartitionState(partition.high_watermark, partition.producers.last_offsets())
+        return PartitionState(partition.last_stable_offset, partition.producers.last_offsets())
 
     return view
 
@@ -266,6 +268,8 @@ class Broker:
             await asyncio.gather(self._background, return_exceptions=True)
         if self.cleaner is not None:  # log compaction: before the logs close
             self.cleaner.shutdown()
+        if self.ctx is not None and self.ctx.transactions is not None:
+            self.ctx.transactions.markers.close()
         for network in self.networks:
             await network.stop()
         if self.metrics_server is not None:

@@ -1,6 +1,6 @@
 """The broker's time-driven duties, as a function of the clock: flush by time, retention
 and delayed deletes (`LogManager.tick`), the log dirs' checkpoints, expired producer ids,
-expired committed offsets. `Broker._duties` calls `run` about once a second.
+expired committed offsets, transactions past their timeout and idle transactional ids. `Broker._duties` calls `run` about once a second.
 
 Each duty that walks every partition runs on its own interval (Kafka's keys), never
 every tick, and writes only what changed: an idle broker with thousands of partitions
@@ -19,6 +19,7 @@ class Duties:
         self._ctx = ctx
         self._last_checkpoint = self._last_offsets_expiry = now_ms
         self._last_producer_expiry = now_ms
+        self._last_txn_abort = self._last_txn_expiry = now_ms
         # Told each time producer ids were searched for expired ones (tests count it).
         self.producer_expiry_runs = 0
 
@@ -46,3 +47,13 @@ class Duties:
         if now_ms - self._last_offsets_expiry >= cfg["offsets.retention.check.interval.ms"]:
             self._ctx.groups.expire_offsets()
             self._last_offsets_expiry = now_ms
+        transactions = self._ctx.transactions
+        if transactions is not None:
+            interval = cfg["transaction.abort.timed.out.transaction.cleanup.interval.ms"]
+            if now_ms - self._last_txn_abort >= interval:
+                transactions.abort_timed_out()
+                self._last_txn_abort = now_ms
+            interval = cfg["transaction.remove.expired.transaction.cleanup.interval.ms"]
+            if now_ms - self._last_txn_expiry >= interval:
+                transactions.expire_transactional_ids()
+                self._last_txn_expiry = now_ms

@@ -20,10 +20,12 @@ from typing import Any, NamedTuple
 
 from broker.cluster import NO_LEADER
 from broker.log.log import Log
+from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
+from broker.records.control import Marker, parse_marker
 from broker.records.header import BatchHeader, crc_is_valid
-from broker.server.producer_state import ProducerStateTable
+from broker.server.producer_state import CompletedTxn, ProducerStateTable
 
 
 class AppendResult(NamedTuple):
@@ -68,15 +70,28 @@ class Follower:
 REBUILD_WINDOW_BYTES = 64 << 20
 
 
-def _recent_headers(log: Log) -> list[BatchHeader]:
-    """Headers of the batches in the newest REBUILD_WINDOW_BYTES of the log, oldest first."""
+def _recent_batches(log: Log) -> list[tuple[BatchHeader, Marker | None]]:
+    """Headers of the batches in the newest REBUILD_WINDOW_BYTES of the log, oldest
+    first, each with its transaction marker when it is one."""
     segments, size = [], 0
     for segment in reversed(log.segments):
         segments.append(segment)
         size += segment.size
         if size >= REBUILD_WINDOW_BYTES:
             break
-    return [h for seg in reversed(segments) for _, h in seg.headers(0, seg.size, 64 * 1024)]
+    found = []
+    for seg in reversed(segments):
+        for pos, header in seg.headers(0, seg.size, 64 * 1024):
+            marker = None
+            if header.is_control and header.producer_id >= 0:
+                marker = parse_marker(seg.read_batch(pos, header), 0, header)
+            found.append((header, marker))
+    return found
+
+
+def _markers(records, batches: list[tuple[int, BatchHeader]]) -> list[Marker | None]:
+    """The transaction marker of each control batch of `records` (None for the others)."""
+    return [parse_marker(records, pos, h) if h.is_control else None for pos, h in batches]
 
 
 class Partition:
@@ -110,7 +125,7 @@ class Partition:
         hw = log.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
-        self.producers.rebuild(_recent_headers(log))
+        self._rebuild_producers()
         # Told (topic, partition) whenever the high watermark moves: completes waiting
         # fetches and acks=all produces.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
@@ -192,8 +207,9 @@ class Partition:
                 ErrorCode.NOT_ENOUGH_REPLICAS,
                 message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas {min_isr}",
             )
-        for _, header in batches:
-            verdict = self.producers.check(header)
+        markers = _markers(records, batches)
+        for (_, header), marker in zip(batches, markers, strict=True):
+            verdict = self.producers.check(header, marker)
             if verdict.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and len(batches) == 1:
                 # A retry of a batch already in the log: answer with its original offset.
                 original = verdict.duplicate_of
@@ -211,8 +227,8 @@ class Partition:
         append_time = now_ms if self.log.config.log_append_time else None
         info = self.log.append(records, batches, self.leader_epoch, append_time)
         offset = info.first_offset
-        for _, header in batches:
-            self.producers.record(header, offset, now_ms)
+        for (_, header), marker in zip(batches, markers, strict=True):
+            self._transaction_ended(self.producers.record(header, offset, now_ms, marker))
             offset += header.last_offset_delta + 1
         self.maybe_advance_high_watermark()
         return AppendResult(
@@ -245,9 +261,34 @@ class Partition:
         self.log.append_as_follower(
             memoryview(buf)[start:end], [(pos - start, header) for pos, header in batches]
         )
-        for _, header in batches:
-            self.producers.record(header, header.base_offset, now_ms)
+        for (_, header), marker in zip(batches, _markers(buf, batches), strict=True):
+            completed = self.producers.record(header, header.base_offset, now_ms, marker)
+            self._transaction_ended(completed)
         return end - start
+
+    def _transaction_ended(self, completed: CompletedTxn | None) -> None:
+        """A marker closed a transaction (leader and follower alike): an aborted one goes
+        in the aborted-transaction index, which read_committed fetches consult."""
+        if completed is not None and completed.aborted:
+            self.log.add_aborted_txn(
+                AbortedTxn(
+                    completed.producer_id,
+                    completed.first_offset,
+                    completed.last_offset,
+                    completed.last_stable_offset,
+                )
+            )
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Below it every transaction is decided: the first offset of the oldest open
+        transaction, capped by the high watermark (what read_committed consumers read)."""
+        first = self.producers.first_unstable_offset()
+        if first is None:
+            return self.high_watermark
+        # A transaction whose start retention deleted holds nothing below the log start
+        # (Kafka moves the first unstable offset up to it too).
+        return min(max(first, self.log.log_start_offset), self.high_watermark)
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at and after `offset` (a follower diverging from its leader)."""
@@ -256,7 +297,20 @@ class Partition:
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
         self.producers = ProducerStateTable(self.producers.retain_batches)
-        self.producers.rebuild(_recent_headers(self.log))
+        self._rebuild_producers()
+
+    def start_over_at(self, offset: int) -> None:
+        """Drop the whole log and continue at `offset` (a follower behind its leader's log
+        start): no producer or transaction of the old log is left."""
+        self.log.truncate_fully_and_start_at(offset)
+        self.high_watermark = offset
+        self.producers = ProducerStateTable(self.producers.retain_batches)
+
+    def _rebuild_producers(self) -> None:
+        """Producer state from the log's recent batches; the aborted transactions found
+        are indexed again where a crash or a truncation lost their entries."""
+        for completed in self.producers.rebuild(_recent_batches(self.log)):
+            self._transaction_ended(completed)
 
     # -- the ISR and the high watermark (leader) ----------------------------------------
     def record_follower_fetch(

@@ -1,10 +1,16 @@
-"""Idempotent producers: per partition, what each producer id last wrote.
+"""Idempotent and transactional producers: per partition, what each producer id last
+wrote, and the transaction it has open here.
 
 kafka-python 3 and librdkafka with enable.idempotence send (producer id, epoch,
 base sequence) with every batch and retry with the same values. The broker must append
 a batch once, answer a retried duplicate with the original offsets, and refuse gaps,
 as Kafka's ProducerStateManager does. Only the last few batches per producer are kept:
 clients keep at most five requests in flight, so a retry is always among them.
+
+Transactions (docs/contracts/log.md, "Transactions"): a producer's first transactional
+batch opens its transaction at that batch's offset; a marker (COMMIT/ABORT control batch)
+closes it and records the coordinator epoch that wrote it. The smallest first offset of
+the open transactions bounds the last stable offset.
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from broker.protocol.errors import ErrorCode
+from broker.records.control import Marker
 from broker.records.header import NO_PRODUCER_ID, BatchHeader
 
 INT32_MAX = 0x7FFFFFFF
@@ -27,11 +34,28 @@ class BatchMetadata(NamedTuple):
     timestamp: int
 
 
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed: its first offset here, the marker's offset, and
+    the last stable offset once it closed (the first offset of the oldest transaction
+    still open, else the offset after the marker): an aborted one's index entry."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    aborted: bool
+    last_stable_offset: int
+
+
 @dataclass
 class ProducerEntry:
     epoch: int
     batches: deque[BatchMetadata] = field(default_factory=deque)
     last_seen_ms: int = 0
+    # The epoch of the coordinator that wrote this producer's last marker here: a marker
+    # from an older one is TRANSACTION_COORDINATOR_FENCED.
+    coordinator_epoch: int = -1
+    # Offset of its last marker while no data batch of its epoch came after (-1: none).
+    last_marker_offset: int = -1
 
     @property
     def last_seq(self) -> int | None:
@@ -58,12 +82,16 @@ class ProducerStateTable:
     def __init__(self, retain_batches: int = 5) -> None:
         self.retain_batches = retain_batches
         self.producers: dict[int, ProducerEntry] = {}
+        # Producer id -> first offset of its open transaction (few at a time).
+        self.ongoing: dict[int, int] = {}
 
-    def check(self, header: BatchHeader) -> SequenceCheck:
+    def check(self, header: BatchHeader, marker: Marker | None = None) -> SequenceCheck:
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
             return APPEND
         entry = self.producers.get(pid)
+        if header.is_control:
+            return self._check_marker(entry, header.producer_epoch, marker)
         epoch, first_seq = header.producer_epoch, header.base_sequence
         if entry is None:
             # A producer unknown here (new, or its state expired): start it where it says.
@@ -83,14 +111,48 @@ class ProducerStateTable:
             return SequenceCheck(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
         return APPEND
 
-    def record(self, header: BatchHeader, first_offset: int, now_ms: int) -> None:
-        """Remember a batch that was appended at first_offset."""
+    @staticmethod
+    def _check_marker(
+        entry: ProducerEntry | None, epoch: int, marker: Marker | None
+    ) -> SequenceCheck:
+        """Kafka's checks of an end-of-transaction marker: no sequence, but neither an
+        older producer epoch nor an older coordinator epoch than this producer's last."""
+        if entry is None:
+            return APPEND
+        if epoch < entry.epoch:
+            return SequenceCheck(ErrorCode.INVALID_PRODUCER_EPOCH)
+        if marker is not None and marker.coordinator_epoch < entry.coordinator_epoch:
+            return SequenceCheck(ErrorCode.TRANSACTION_COORDINATOR_FENCED)
+        return APPEND
+
+    def record(
+        self, header: BatchHeader, first_offset: int, now_ms: int, marker: Marker | None = None
+    ) -> CompletedTxn | None:
+        """Remember a batch that was appended at first_offset; for a marker, the
+        transaction it closed (None when the producer had none open here)."""
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
-            return
+            return None
         entry = self.producers.get(pid)
         if entry is None or header.producer_epoch != entry.epoch:
+            # A new epoch restarts sequences; the coordinator's epoch carries over.
+            previous = entry.coordinator_epoch if entry is not None else -1
             entry = self.producers[pid] = ProducerEntry(header.producer_epoch)
+            entry.coordinator_epoch = previous
+        entry.last_seen_ms = now_ms
+        if header.is_control:
+            if marker is None:
+                return None
+            entry.coordinator_epoch = marker.coordinator_epoch
+            entry.last_marker_offset = first_offset
+            start = self.ongoing.pop(pid, None)
+            if start is None:
+                return None
+            stable = self.first_unstable_offset()
+            stable = first_offset + 1 if stable is None else stable
+            return CompletedTxn(pid, start, first_offset, marker.is_abort, stable)
+        if header.is_transactional:
+            self.ongoing.setdefault(pid, first_offset)
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -102,23 +164,44 @@ class ProducerStateTable:
         )
         while len(entry.batches) > self.retain_batches:
             entry.batches.popleft()
-        entry.last_seen_ms = now_ms
+        return None
 
-    def rebuild(self, headers) -> None:
-        """Restore the table from batches already in the log (at start-up), so a producer's
-        retry of a batch written just before a restart is still answered as a duplicate.
-        A rebuilt producer was last seen at its batch's timestamp, as Kafka does."""
-        for header in headers:
-            if header.producer_id != NO_PRODUCER_ID and not header.is_control:
-                self.record(header, header.base_offset, header.max_timestamp)
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the oldest open transaction, None when none is open."""
+        return min(self.ongoing.values()) if self.ongoing else None
+
+    def rebuild(self, batches) -> list[CompletedTxn]:
+        """Restore the table from batches already in the log, (header, marker or None)
+        oldest first (at start-up, after a truncation), so a producer's retry of a batch
+        written just before a restart is still answered as a duplicate and open
+        transactions are open again. A rebuilt producer was last seen at its batch's
+        timestamp, as Kafka does. Returns the transactions the markers closed."""
+        completed = []
+        for header, marker in batches:
+            if header.producer_id != NO_PRODUCER_ID:
+                done = self.record(header, header.base_offset, header.max_timestamp, marker)
+                if done is not None:
+                    completed.append(done)
+        return completed
 
     def last_offsets(self) -> dict[int, int]:
-        """Producer id -> last offset of its last batch (the log cleaner keeps that batch)."""
-        return {pid: e.batches[-1].last_offset for pid, e in self.producers.items() if e.batches}
+        """Producer id -> last offset of its last batch, or of its last marker when no data
+        batch of its epoch is known (a fenced producer's): the log cleaner keeps that
+        batch, so the producer's sequence and epoch survive (Kafka's rule)."""
+        found = {}
+        for pid, e in self.producers.items():
+            if e.batches:
+                found[pid] = e.batches[-1].last_offset
+            elif e.last_marker_offset >= 0:
+                found[pid] = e.last_marker_offset
+        return found
 
     def expire(self, now_ms: int, expiration_ms: int) -> None:
+        # A producer with an open transaction stays: its marker is still to come.
         stale = [
-            pid for pid, e in self.producers.items() if now_ms - e.last_seen_ms > expiration_ms
+            pid
+            for pid, e in self.producers.items()
+            if now_ms - e.last_seen_ms > expiration_ms and pid not in self.ongoing
         ]
         for pid in stale:
             del self.producers[pid]

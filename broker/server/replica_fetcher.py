@@ -475,8 +475,7 @@ class ReplicaFetcher:
         if partition.log.log_end_offset < leader_start:
             # Everything we have was deleted at the leader: start over at its log start.
             log.info("%s-%d: behind the leader's log start %d: restarting there", *tp, leader_start)
-            partition.log.truncate_fully_and_start_at(leader_start)
-            partition.high_watermark = leader_start
+            partition.start_over_at(leader_start)
             self._back(tp)
         else:
             # Ahead of the leader: find the divergence point again.

@@ -9,7 +9,8 @@ check of what it left behind.
 
 The consumer file holds the source cluster's `bootstrap.servers`, the mirror's
 `group.id` and any group consumer key (auto.offset.reset defaults to earliest here, so a
-new mirror copies what the source already has; enable.auto.commit is always false). The
+new mirror copies what the source already has; enable.auto.commit is always false and
+isolation.level always read_committed: only committed records are copied). The
 producer file holds the target's `bootstrap.servers` and producer keys (PRODUCER_CONFIG,
 broker/client/producer_config.py); acks=all and idempotence are always on. `--verify` compares
 the whitelisted topics of both clusters record by record: missing records (exit code 1)
@@ -101,6 +102,12 @@ def main(
             source_security, consumer_props = split_security(consumer_props)
         except ConfigError as exc:
             raise ConfigError(f"{args.consumer_config}: {exc}") from None
+        level = consumer_props.get("isolation.level", "read_committed").strip()
+        if level != "read_committed":
+            raise ConfigError(
+                f"{args.consumer_config}: isolation.level={level} is not allowed: the mirror "
+                "copies committed records only (read_committed)"
+            )
     except (ConfigError, re.error) as exc:
         out.error(str(exc))
         return 2
@@ -115,6 +122,7 @@ def main(
     }
     consumer_settings.setdefault("auto_offset_reset", "earliest")
     consumer_settings["enable_auto_commit"] = "false"
+    consumer_settings["isolation_level"] = "read_committed"
     try:
         consumer = GroupConsumer(source, source_security, **consumer_settings)
     except ConfigError as exc:

@@ -273,6 +273,23 @@ def add_partitions(
     )
 
 
+def verify_partitions(state: TxnCoordinatorState, req: AddPartitionsRequest) -> Decision:
+    """AddPartitionsToTxn v4 with verify_only (KIP-890 part 1, a partition leader asking
+    before a transactional produce): NONE for each partition in the open transaction,
+    INVALID_TXN_STATE for the others; nothing is written."""
+    found = _transaction_of(state, req)
+    if isinstance(found, Decision):
+        return Decision(found.error, partition_errors={tp: found.error for tp in req.partitions})
+    _, meta = found
+    ongoing = meta.state == S.ONGOING
+    return Decision(
+        partition_errors={
+            tp: E.NONE if ongoing and tp in meta.partitions else E.INVALID_TXN_STATE
+            for tp in req.partitions
+        }
+    )
+
+
 def _transaction_of(state: TxnCoordinatorState, req) -> Decision | tuple:
     """(owner, metadata) of the transaction `req` (AddPartitionsToTxn or EndTxn) names,
     or the refusal Kafka answers first: no id, not here, another producer, an old epoch."""
@@ -464,6 +481,22 @@ class MarkerProgress:
     retry: frozenset[TopicPartition] = frozenset()
     write: WriteState | None = None  # every marker is written: the completion record
     cancelled: bool = False
+
+
+def markers_due(state: TxnCoordinatorState, send: SendMarkers) -> bool:
+    """Whether `send`'s markers are still this coordinator's to send: its partition is
+    still loaded at the same coordinator epoch and the transaction still prepared (a
+    partition unloaded meanwhile is its next loader's business)."""
+    owner = state.partitions.get(
+        partition_for(send.transactional_id, state.config.state_partitions)
+    )
+    meta = owner.transactions.get(send.transactional_id) if owner else None
+    return (
+        meta is not None
+        and owner.coordinator_epoch == send.coordinator_epoch
+        and meta.producer_id == send.producer_id
+        and meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT)
+    )
 
 
 def markers_answered(

@@ -61,6 +61,9 @@ def emit_hours(
                 "produced": h["produced"],
                 "loaded": h["loaded"],
                 "quarantined": h["quarantined"],
+                # Late data: a changed hour gets a new event with the next revision.
+                "revision": h.get("revision", 1),
+                "late": h.get("late", 0),
                 **({"table": table} if table else {}),
                 **extra,
             },

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from datetime import timedelta
 
@@ -62,3 +63,46 @@ def test_report_round_trips_through_xcom():
     )
     again = report_from_dict(report.to_dict())
     assert again.to_dict() == report.to_dict()
+
+
+def test_a_reopened_hour_is_a_new_asset_event_with_its_revision(tmp_path):
+    """finalize on a report whose hour late data re-opened: the next revision in _SUCCESS
+    and in the Asset event's extra (the DAG's finalize task is these two calls)."""
+    from collections import defaultdict
+
+    from ingest_airflow import assets
+
+    from ingest.audit import finalize
+    from ingest.fs import LocalFileSystem
+
+    class Events(defaultdict):  # the outlet_events accessor: alias -> .add(asset, extra)
+        def __init__(self):
+            super().__init__(
+                lambda: type("A", (), {"add": lambda _, a, extra: added.append(extra)})()
+            )
+
+    added: list[dict] = []
+    fs = LocalFileSystem(tmp_path)
+    hour = dict(
+        _hour("05", True),
+        loaded=10,
+        marker=layout.success_marker("t", layout.Hour("2026-11-22", "05")),
+    )
+    first = report_from_dict(
+        {"run_id": "r1", "generated_at_ms": 1, "threshold": 1.0, "hours": [hour]}
+    )
+    late = dict(hour, loaded=13, revision=2, late=3)
+    second = report_from_dict(
+        {"run_id": "r2", "generated_at_ms": 2, "threshold": 1.0, "hours": [late]}
+    )
+    for report in (first, second, second):  # the last: a retried finalize task
+        done = finalize(fs, report)
+        assets.emit_hours(Events(), [h.to_dict() for h in done], fs.uri(), run_id=report.run_id)
+    assert [(e["revision"], e["late"], e["loaded"]) for e in added] == [
+        (1, 0, 10),
+        (2, 3, 13),
+        (2, 3, 13),
+    ]
+    state = json.loads(fs.read_bytes(f"{hour['marker'].rsplit('/', 1)[0]}/_REVISION"))
+    assert state["revision"] == 2 and state["first_accounted"] == 10
+    assert [r["revision"] for r in state["revisions"]] == [1, 2]

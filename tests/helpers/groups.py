@@ -17,6 +17,7 @@ from broker.protocol.apis import (
     OFFSET_DELETE,
     OFFSET_FETCH,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
 )
 from broker.protocol.consumer_protocol import encode_subscription
 from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
@@ -235,14 +236,46 @@ def commit_errors(answer: Answer) -> dict[tuple[str, int], int]:
     return partition_errors(answer.result())
 
 
-def fetch_offsets(broker, group: str, partitions=None, version: int = 7) -> dict:
+def txn_commit_body(
+    group: str,
+    offsets: dict[tuple[str, int], int],
+    producer_id: int,
+    producer_epoch: int = 0,
+    generation: int = -1,
+    member_id: str = "",
+    instance: str | None = None,
+    metadata: str = "",
+    transactional_id: str = "txn",
+) -> dict:
+    """A TxnOffsetCommit body (v3 fields) for `offsets`, (topic, partition) -> offset."""
+    body = commit_body(group, offsets, generation, member_id, metadata, instance)
+    return {
+        "transactional_id": transactional_id,
+        "group_id": group,
+        "producer_id": producer_id,
+        "producer_epoch": producer_epoch,
+        "generation_id": generation,
+        "member_id": member_id,
+        "group_instance_id": instance,
+        "topics": body["topics"],
+    }
+
+
+def txn_commit(broker, group: str, offsets, producer_id: int, *, version: int = 3, **kw) -> Answer:
+    body = txn_commit_body(group, offsets, producer_id, **kw)
+    return Answer(broker, TXN_OFFSET_COMMIT, version, broker.send(TXN_OFFSET_COMMIT, version, body))
+
+
+def fetch_offsets(
+    broker, group: str, partitions=None, version: int = 7, require_stable: bool = False
+) -> dict:
     topics = None
     if partitions is not None:
         by_topic: dict[str, list[int]] = {}
         for t, p in partitions:
             by_topic.setdefault(t, []).append(p)
         topics = [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]
-    body = {"group_id": group, "topics": topics, "require_stable": False}
+    body = {"group_id": group, "topics": topics, "require_stable": require_stable}
     return broker.call(OFFSET_FETCH, version, body)
 
 

@@ -1,8 +1,10 @@
-"""Request bodies for the in-process tests, keyed as the API declarations are."""
+"""Request bodies for the in-process tests, keyed as the API declarations are; `Wire`
+sends the same through a socket to a broker process."""
 
 from __future__ import annotations
 
-from broker.protocol.apis import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE
+from broker.client.connection import BrokerConnection
+from broker.protocol.apis import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE, WRITE_TXN_MARKERS
 from broker.records.batch import build_batch
 
 
@@ -39,11 +41,11 @@ def values(*values: bytes, timestamp: int = 1_000, **kw) -> bytes:
 
 def fetch_body(
     topic: str, offset: int, partition: int = 0, max_wait_ms: int = 0, min_bytes: int = 1,
-    max_bytes: int = 1 << 20, leader_epoch: int = -1,
+    max_bytes: int = 1 << 20, leader_epoch: int = -1, isolation_level: int = 0,
 ) -> dict:  # fmt: skip
     return {
         "replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": min_bytes,
-        "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "max_bytes": max_bytes, "isolation_level": isolation_level, "session_id": 0, "session_epoch": -1,
         "topics": [{"topic": topic, "partitions": [{
             "partition": partition, "current_leader_epoch": leader_epoch,
             "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": max_bytes,
@@ -59,13 +61,58 @@ def fetch(broker, topic: str, offset: int, version: int = 11, **kw) -> dict:
 
 
 def list_offsets(
-    broker, topic: str, timestamp: int, version: int = 7, epoch: int = -1, replica_id: int = -1
-) -> dict:
+    broker, topic: str, timestamp: int, version: int = 7, epoch: int = -1, replica_id: int = -1,
+    isolation_level: int = 0,
+) -> dict:  # fmt: skip
     body = {
-        "replica_id": replica_id, "isolation_level": 0,
+        "replica_id": replica_id, "isolation_level": isolation_level,
         "topics": [{"name": topic, "partitions": [
             {"partition_index": 0, "current_leader_epoch": epoch, "timestamp": timestamp}
         ]}],
     }  # fmt: skip
     (p,) = broker.call(LIST_OFFSETS, version, body)["topics"][0]["partitions"]
     return p
+
+
+def txn_records(
+    producer_id: int, *values: bytes, epoch: int = 0, sequence: int = 0, timestamp: int = 1_000
+) -> bytes:
+    """A transactional batch of `values` from `producer_id` (as a transactional producer
+    writes it after AddPartitionsToTxn)."""
+    return build_batch(
+        [(None, v, timestamp + i, []) for i, v in enumerate(values)],
+        producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence,
+        transactional=True,
+    )  # fmt: skip
+
+
+def marker_body(
+    producer_id: int, topic: str, commit: bool, partitions=(0,), epoch: int = 0,
+    coordinator_epoch: int = 0,
+) -> dict:  # fmt: skip
+    return {"markers": [{
+        "producer_id": producer_id, "producer_epoch": epoch, "transaction_result": commit,
+        "topics": [{"name": topic, "partition_indexes": list(partitions)}],
+        "coordinator_epoch": coordinator_epoch,
+    }]}  # fmt: skip
+
+
+def write_marker(broker, producer_id: int, topic: str, commit: bool, **kw) -> list[int]:
+    """The error code of each partition's marker (answered at once on one broker)."""
+    answer = broker.call(WRITE_TXN_MARKERS, 1, marker_body(producer_id, topic, commit, **kw))
+    return [p["error_code"] for p in answer["markers"][0]["topics"][0]["partitions"]]
+
+
+class Wire:
+    """A connection to a broker process with the in-process broker's `call`, so the
+    helpers above work against real brokers (`bootstrap` is "host:port")."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.conn = BrokerConnection(host, int(port))
+
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        return self.conn.request(api_key, body, version)
+
+    def close(self) -> None:
+        self.conn.close()

@@ -25,10 +25,13 @@ def cache_of(tmp_path, *entries: tuple[int, int]) -> LeaderEpochCache:
     cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint", name="t-0")
     for epoch, start in entries:
         cache.assign(epoch, start)
+    cache.write()
     return cache
 
 
 def saved(cache: LeaderEpochCache) -> list[EpochEntry]:
+    """The entries of the file once the pending changes are written."""
+    cache.write()
     again = LeaderEpochCache.read(cache.path)
     assert again is not None
     return again.entries
@@ -41,6 +44,7 @@ def test_assign_records_each_new_epoch_in_kafkas_file_format(tmp_path):
     assert not cache.path.exists()  # nothing to save before the first epoch
     assert cache.assign(0, 0)
     assert cache.assign(3, 120)
+    assert cache.write()
     assert cache.path.read_text() == "0\n2\n0 0\n3 120\n"
     assert cache.latest_epoch() == 3
     assert cache.earliest_entry() == EpochEntry(0, 0)
@@ -51,6 +55,7 @@ def test_the_same_epoch_again_changes_nothing(tmp_path):
     cache.path.unlink()
     assert not cache.assign(1, 10)
     assert not cache.assign(1, 25)  # later appends of the epoch
+    assert not cache.dirty and not cache.write()
     assert not cache.path.exists(), "no rewrite when nothing changed"
     assert cache.entries == [(0, 0), (1, 10)]
 
@@ -90,6 +95,32 @@ def test_a_lower_epoch_replaces_the_higher_ones_as_kafka_does(tmp_path):
 def test_negative_entries_are_refused(tmp_path, epoch, start):
     with pytest.raises(ValueError, match="invalid"):
         cache_of(tmp_path).assign(epoch, start)
+
+
+def test_changes_are_written_once_in_a_batch_and_synced_before_the_recovery_point_moves(
+    tmp_path, monkeypatch
+):
+    """A change marks the cache dirty and tells `on_dirty` once; `write` writes it
+    without fsync; `sync` writes what is pending and fsyncs (module doc)."""
+    from broker.log import leader_epoch
+
+    synced = []
+    monkeypatch.setattr(leader_epoch, "fsync_file", synced.append)
+    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint", name="t-0")
+    told = []
+    cache.on_dirty = told.append
+    cache.assign(0, 0)
+    cache.assign(3, 120)
+    cache.truncate_from_start(5)
+    assert told == [cache] and cache.dirty and not cache.synced
+    assert not cache.path.exists(), "nothing written until the batch"
+    assert cache.write() and not cache.write()
+    assert saved(cache) == [(0, 5), (3, 120)] and not cache.synced and synced == []
+    cache.assign(4, 130)
+    assert told == [cache, cache]
+    assert cache.sync() and synced == [cache.path]
+    assert cache.synced and not cache.dirty and saved(cache) == [(0, 5), (3, 120), (4, 130)]
+    assert not cache.sync()
 
 
 # -- end_offset_for ---------------------------------------------------------------------
@@ -155,6 +186,7 @@ def test_truncate_from_start_before_the_first_entry_changes_nothing(tmp_path):
     cache = cache_of(tmp_path, (1, 10))
     cache.path.unlink()
     cache.truncate_from_start(4)
+    assert not cache.write()
     assert cache.entries == [(1, 10)] and not cache.path.exists()
 
 

@@ -16,6 +16,8 @@ from tests.helpers.log_batches import append, batch, data_of, open_log, produced
 
 
 def epoch_file(log: Log) -> str:
+    """The file once the pending changes are written (the log manager batches them)."""
+    log.leader_epochs.write()
     return (log.dir / LEADER_EPOCH_FILE).read_text()
 
 

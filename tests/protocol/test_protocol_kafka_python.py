@@ -98,7 +98,7 @@ def test_kafka_python_covers_nearly_all_our_versions():
     missing = sorted(set(all_api_versions()) - set(BOTH))
     # See _has; kafka-python's old classes stop before the flexible versions of most APIs
     # (ListOffsets v6+, Metadata v9, CreateTopics v4, the group APIs' later versions) and
-    # have no OffsetDelete, DescribeLogDirs, reassignment, DescribeCluster, SCRAM credential or
+    # have no OffsetDelete, DescribeLogDirs, reassignment, DescribeCluster, DescribeProducers, SCRAM credential or
     # IncrementalAlterConfigs classes (nor usable ACL ones: their DescribeAcls "v2" is not
     # flexible) (and DescribeConfigs up to v2 only; their AlterConfigs
     # response list holds a request class; we check those against the generated ones);
@@ -107,11 +107,11 @@ def test_kafka_python_covers_nearly_all_our_versions():
     assert [m for m in missing if m[0] not in INTER_BROKER] == [
         (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
         (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 4), (15, 5), (16, 2), (16, 3),
-        (16, 4), (19, 4), (24, 3), (24, 4), (25, 3), (26, 3), (28, 3), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
+        (16, 4), (19, 4), (22, 2), (22, 3), (22, 4), (24, 3), (24, 4), (25, 3), (26, 3), (28, 3), (29, 1), (29, 2), (29, 3), (30, 1), (30, 2), (30, 3), (31, 1),
         (31, 2), (31, 3), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
         (35, 2), (35, 3), (35, 4), (36, 2), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 0), (44, 1), (45, 0), (46, 0), (47, 0), (50, 0), (51, 0), (60, 0),
-        (60, 1), (60, 2),
+        (60, 1), (60, 2), (61, 0),
     ]  # fmt: skip
     assert {m for m in missing if m[0] in GENERATED_ONLY} <= set(GENERATED)
 

@@ -24,10 +24,8 @@ def test_api_versions_lists_every_api_with_a_handler_at_its_declared_range(broke
         assert ranges == {
             key: (API_BY_KEY[key].min_version, API_BY_KEY[key].max_version) for key in HANDLERS
         }
-    # Every declared API has its handler: none is declared and left unserved, except the
-    # transactional APIs being wired (issue 25; each is removed from here with its handler).
-    being_wired = {24, 25, 26, 27, 28}
-    assert set(HANDLERS) == set(API_BY_KEY) - being_wired
+    # Every declared API has its handler: none is declared and left unserved.
+    assert set(HANDLERS) == set(API_BY_KEY)
 
 
 def test_api_versions_above_ours_is_answered_in_v0_with_our_ranges(broker):

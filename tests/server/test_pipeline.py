@@ -228,3 +228,24 @@ def _network(metrics: BrokerMetrics) -> tuple[float, float]:
         scrape.value("kafka_network_requests_read_ahead_total"),
         scrape.value("kafka_network_answer_writes_total"),
     )
+
+
+def test_an_append_does_not_look_at_the_produces_parked_before_it(led, monkeypatch):
+    """Issue 23, counted: N pipelined acks=all produces are each checked once when they
+    park (their own try-complete), not again at every later append (which moves no high
+    watermark while a follower is in the ISR: O(N^2) checks at 5,000 unbatched
+    records a second); the follower fetch that moves the high watermark checks each
+    once more and completes them all."""
+    from broker.server.handlers.produce import DelayedProduce
+
+    checks = []
+    real = DelayedProduce.try_complete
+    monkeypatch.setattr(
+        DelayedProduce, "try_complete", lambda self, now: (checks.append(self), real(self, now))[1]
+    )
+    pipeline, answered = _pipeline(led, depth=50)
+    for i in range(40):
+        pipeline.handle(_produce(led, b"v%d" % i), 0.0)
+    assert pipeline.waiting == 40 and len(checks) == 40
+    led.outcome(_follower_fetch(led, 40))
+    assert len(answered) == 40 and len(checks) == 80

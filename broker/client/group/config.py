@@ -102,6 +102,16 @@ CONSUMER_CONFIG = (
         group="offsets",
     )
     .define(
+        "isolation.level",
+        "string",
+        "read_uncommitted",
+        "read_committed: read only committed transactional records, up to the last "
+        "stable offset, and start from settled committed offsets (OffsetFetch "
+        "require_stable); read_uncommitted: every record, as Kafka's consumer by default.",
+        validator=one_of("read_uncommitted", "read_committed"),
+        group="fetching",
+    )
+    .define(
         "client.id",
         "string",
         "kafka-hourly",

@@ -66,7 +66,11 @@ class GroupConsumer:
         self.protocol = rebalance_protocol(assignors)
         self._request_timeout_s = config["request.timeout.ms"] / 1000
         self._simple = SimpleConsumer(
-            bootstrap_servers, config["client.id"], self._request_timeout_s, security
+            bootstrap_servers,
+            config["client.id"],
+            self._request_timeout_s,
+            security,
+            config["isolation.level"],
         )
         self.cluster = self._simple.cluster
         self._subscription = SubscriptionState(config["exclude.internal.topics"])
@@ -85,7 +89,12 @@ class GroupConsumer:
         if config["group.id"] is not None:
             self._membership = GroupMembership(self.cluster, config, self._rebalance)
             self._rebalance.membership = self._membership
-            self._offsets = GroupOffsets(self._membership, lambda: self._subscription.subscribed)
+            self._offsets = GroupOffsets(
+                self._membership,
+                lambda: self._subscription.subscribed,
+                # KIP-447: a read_committed member starts from settled offsets only.
+                require_stable=config["isolation.level"] == "read_committed",
+            )
         now = time.monotonic()
         self._next_auto_commit = now + config["auto.commit.interval.ms"] / 1000
         self._next_metadata = now + config["metadata.max.age.ms"] / 1000

@@ -76,9 +76,17 @@ class _Again(Exception):
 class GroupOffsets:
     """Commits and committed offsets of one group, through its membership's coordinator."""
 
-    def __init__(self, membership: GroupMembership, group_managed: Callable[[], bool]):
+    def __init__(
+        self,
+        membership: GroupMembership,
+        group_managed: Callable[[], bool],
+        require_stable: bool = False,
+    ):
         self.m = membership
         self._group_managed = group_managed  # subscribe() (commit as a member) or assign()
+        # OffsetFetch v7: partitions with commits pending in a transaction answer
+        # UNSTABLE_OFFSET_COMMIT, asked again until the transaction ends.
+        self.require_stable = require_stable
         self._in_flight: list[_InFlight] = []
 
     # --- commit ---------------------------------------------------------------------
@@ -234,6 +242,14 @@ class GroupOffsets:
                 raise RequestTimedOutError(f"committed offsets of {self.m.group_id!r}: {last}")
             time.sleep(self.m.retry_backoff_s)
 
+    def _fetch_version(self, conn) -> int | None:
+        """require_stable needs OffsetFetch v7, above what the consumer sends otherwise
+        (connection.py: CLIENT_VERSIONS); where the broker lacks it the field goes
+        unsent, as Kafka's consumer does with older brokers."""
+        if self.require_stable and conn.versions.get(OFFSET_FETCH, (0, 0))[1] >= 7:
+            return 7
+        return None
+
     def _fetch_once(self, conn, coordinator, partitions) -> dict:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
@@ -241,8 +257,9 @@ class GroupOffsets:
         body = {
             "group_id": self.m.group_id,
             "topics": [{"name": t, "partition_indexes": sorted(ps)} for t, ps in by_topic.items()],
+            "require_stable": self.require_stable,
         }
-        response = conn.request(OFFSET_FETCH, body)
+        response = conn.request(OFFSET_FETCH, body, self._fetch_version(conn))
         code = as_error_code(response["error_code"])
         if code in REDISCOVER:
             self.m.close_connection()

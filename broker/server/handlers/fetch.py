@@ -1,5 +1,9 @@
 """Fetch: file regions of whole batches below the high watermark, long-polled.
 
+A read_committed fetch (isolation_level 1) reads below the last stable offset instead and
+gets the aborted transactions of the range it reads, so the consumer drops their records
+(docs/contracts/fetch.md, "read_committed"); every answer carries the LSO.
+
 A fetch (v7+) may belong to a fetch session (KIP-227, broker/server/fetch_session.py):
 then it names only the partitions whose fetch state changed, and its answer carries only
 partitions with something new. A fetch with `max_wait_ms` and `min_bytes` that finds fewer
@@ -35,14 +39,16 @@ from broker.server.request import RequestContext
 from broker.util.purgatory import DelayedOperation
 
 
-def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> dict:
+def _empty(
+    index: int, code: ErrorCode, hw: int = -1, log_start: int = -1, lso: int | None = None
+) -> dict:
     # An empty record set, never null, even with an error: librdkafka reads a null
     # (size -1) record set as a corrupt response and drops the whole Fetch answer.
     return {
         "partition_index": index,
         "error_code": code,
         "high_watermark": hw,
-        "last_stable_offset": hw,
+        "last_stable_offset": hw if lso is None else lso,
         "log_start_offset": log_start,
         "aborted_transactions": None,
         "preferred_read_replica": -1,
@@ -54,6 +60,7 @@ def _empty(index: int, code: ErrorCode, hw: int = -1, log_start: int = -1) -> di
 ZSTD_MIN_VERSION = 10
 # Fetch v7 brought fetch sessions (KIP-227).
 SESSIONS_MIN_VERSION = 7
+READ_COMMITTED = 1
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -130,6 +137,7 @@ class DelayedFetch(DelayedOperation):
         self.plan = plan
         self.version = version
         self.follower = body.get("replica_id", -1) >= 0
+        self.read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         self.reads = 0  # partition reads for this fetch: what the tallies count
         self._bytes: dict[TopicPartition, int] = {}
         self._available = 0
@@ -190,6 +198,7 @@ class DelayedFetch(DelayedOperation):
             limit,
             min_one=min_one,
             replica_id=self.body.get("replica_id", -1),
+            read_committed=self.read_committed,
         )
         if self.version < ZSTD_MIN_VERSION and entry["records"] and _has_zstd(entry["records"]):
             # An older consumer cannot read zstd batches: Kafka answers this error.
@@ -198,6 +207,7 @@ class DelayedFetch(DelayedOperation):
                 ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
                 entry["high_watermark"],
                 entry["log_start_offset"],
+                entry["last_stable_offset"],
             )
         return entry
 
@@ -257,8 +267,7 @@ class DelayedFetch(DelayedOperation):
         partition = self.ctx.replicas.get(*tp)
         if partition is None:
             return False
-        readable = partition.log.log_end_offset if self.follower else partition.high_watermark
-        return readable > preq["fetch_offset"]
+        return _readable(partition, self.follower, self.read_committed) > preq["fetch_offset"]
 
 
 class ResponseBudget:
@@ -287,8 +296,23 @@ def _named(body: dict) -> int:
     return sum(len(t["partitions"]) for t in body["topics"])
 
 
+def _readable(partition, follower: bool, read_committed: bool) -> int:
+    """Where a fetcher's reading stops: a follower reads up to the log end (it is what
+    makes the high watermark move); a consumer only below the high watermark, a
+    read_committed one below the last stable offset."""
+    if follower:
+        return partition.log.log_end_offset
+    return partition.last_stable_offset if read_committed else partition.high_watermark
+
+
 def _fetch_partition(
-    ctx: BrokerContext, topic: str, preq: dict, limit: int, min_one: bool, replica_id: int = -1
+    ctx: BrokerContext,
+    topic: str,
+    preq: dict,
+    limit: int,
+    min_one: bool,
+    replica_id: int = -1,
+    read_committed: bool = False,
 ) -> dict:
     """One partition's answer: whole batches from `fetch_offset`, at most `limit` bytes
     (`min_one`: the first batch comes whole even past it; ResponseBudget says which)."""
@@ -302,24 +326,30 @@ def _fetch_partition(
     if code != ErrorCode.NONE:
         return _empty(index, code)
     hw, log_start = partition.high_watermark, partition.log.log_start_offset
+    lso = partition.last_stable_offset
     offset = preq["fetch_offset"]
-    # A follower reads up to the log end (it is what makes the high watermark move); a
-    # consumer only below the high watermark.
-    readable = partition.log.log_end_offset if replica_id >= 0 else hw
+    readable = _readable(partition, replica_id >= 0, read_committed)
     # Between the readable end and the log end is not out of range: just nothing yet.
     if partition.log.log_end_offset >= offset >= readable:
-        return _empty(index, ErrorCode.NONE, hw, log_start)
+        return _empty(index, ErrorCode.NONE, hw, log_start, lso)
     if limit <= 0 and not min_one:  # the response is full
-        return _empty(index, ErrorCode.NONE, hw, log_start)
+        return _empty(index, ErrorCode.NONE, hw, log_start, lso)
     throttled = replica_id >= 0 and _leader_throttles(ctx, partition, replica_id)
     if throttled and ctx.leader_quota.exceeded():
-        return _empty(index, ErrorCode.NONE, hw, log_start)
+        return _empty(index, ErrorCode.NONE, hw, log_start, lso)
     try:
         result = partition.log.read(offset, limit, max_offset=readable, min_one=min_one)
     except OffsetOutOfRange:
-        return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start)
-    entry = _empty(index, ErrorCode.NONE, hw, log_start)
+        return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start, lso)
+    entry = _empty(index, ErrorCode.NONE, hw, log_start, lso)
     entry["records"] = result.regions
+    if read_committed and result.regions:
+        # Kafka's list: (producer id, first offset) of each aborted transaction the
+        # range may hold; the range read ends below `readable` (the LSO).
+        aborted = partition.log.aborted_transactions(offset, readable)
+        entry["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+        ]
     if throttled:
         ctx.leader_quota.record(result.size)
     return entry

@@ -1,11 +1,12 @@
-"""FindCoordinator: which broker coordinates a group (key type 0): the leader of the
-group's partition of __consumer_offsets.
+"""FindCoordinator: which broker coordinates a group (key type 0) or a transactional id
+(key type 1): the leader of the key's partition of __consumer_offsets or
+__transaction_state.
 
-The first lookup in a cluster creates __consumer_offsets (`offsets.topic.num.partitions`
-partitions, replication factor `offsets.topic.replication.factor` or the live brokers if
-fewer, compacted); until its leaders are known the answer is COORDINATOR_NOT_AVAILABLE,
-which clients retry. v4+ asks for several keys at once (KIP-699). Transaction
-coordinators (key type 1) are not served: transactions are not implemented.
+The first lookup of a kind in a cluster creates its topic (`offsets.topic.*` or
+`transaction.state.log.*`: partitions, replication factor or the live brokers if fewer,
+compacted; docs/contracts/consumer-groups.md, transactions.md); until its leaders are
+known the answer is COORDINATOR_NOT_AVAILABLE, which clients retry. v4+ asks for several
+keys at once (KIP-699).
 """
 
 from __future__ import annotations
@@ -21,10 +22,12 @@ from broker.server.authorization import refused_code
 from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.request import RequestContext
+from broker.transactions.state_topic import TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
@@ -42,25 +45,30 @@ def _find(ctx: BrokerContext, request: RequestContext, key: str, key_type: int) 
     refused = refused_code(ctx, request, Operation.DESCRIBE, resource_type, key)
     if refused:
         return _error(key, refused)
-    if key_type != GROUP_KEY_TYPE:
-        return _error(
-            key,
-            ErrorCode.INVALID_REQUEST,
-            f"key type {key_type} is not served: this broker has no transaction coordinator",
-        )
-    if not key:
-        return _error(key, ErrorCode.INVALID_GROUP_ID, "the group id is empty")
-    if ctx.groups is None:
-        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "no group coordinator")
-    if ctx.metadata.partition_count(OFFSETS_TOPIC) == 0:
-        _create_offsets_topic(ctx)
-        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{OFFSETS_TOPIC} is being created")
-    state = ctx.metadata.partition(OFFSETS_TOPIC, ctx.groups.manager.partition_of(key))
+    if key_type == GROUP_KEY_TYPE:
+        if not key:
+            return _error(key, ErrorCode.INVALID_GROUP_ID, "the group id is empty")
+        owner, topic, spec = ctx.groups, OFFSETS_TOPIC, _offsets_topic
+    elif key_type == TRANSACTION_KEY_TYPE:
+        if not key:
+            return _error(key, ErrorCode.INVALID_REQUEST, "the transactional id is empty")
+        owner, topic, spec = ctx.transactions, TRANSACTION_STATE_TOPIC, _transaction_state_topic
+    else:
+        return _error(key, ErrorCode.INVALID_REQUEST, f"unknown coordinator key type {key_type}")
+    if owner is None:
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"no coordinator for {topic}")
+    manager = owner.manager if key_type == GROUP_KEY_TYPE else owner
+    if ctx.metadata.partition_count(topic) == 0:
+        _create_internal_topic(ctx, manager, spec)
+        return _error(key, ErrorCode.COORDINATOR_NOT_AVAILABLE, f"{topic} is being created")
+    state = ctx.metadata.partition(topic, manager.partition_of(key))
     leader = ctx.metadata.brokers.get(state.leader) if state is not None else None
     address = leader.address(request.session.listener) if leader is not None else None
     if address is None:
         return _error(
-            key, ErrorCode.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no leader"
+            key,
+            ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            f"the key's partition of {topic} has no leader",
         )
     host, port = address
     return {
@@ -84,27 +92,30 @@ def _error(key: str, code: ErrorCode, message: str | None = None) -> dict:
     }
 
 
-def _create_offsets_topic(ctx: BrokerContext) -> None:
-    """Create __consumer_offsets once (lookups meanwhile answer COORDINATOR_NOT_AVAILABLE)."""
-    manager = ctx.groups.manager
-    if manager.creating_topic or ctx.admin is None:
-        return
-    cfg = ctx.config
+def _factor(ctx: BrokerContext, topic: str, key: str) -> int:
+    """The configured replication factor, or the live brokers if fewer (as for
+    auto-created topics; Kafka would wait for enough brokers instead)."""
+    wanted = ctx.config[key]
     live = len(ctx.metadata.brokers)
-    factor = min(cfg["offsets.topic.replication.factor"], max(live, 1))
-    if factor < cfg["offsets.topic.replication.factor"]:
+    factor = min(wanted, max(live, 1))
+    if factor < wanted:
         log.warning(
-            "creating %s with replication factor %d: offsets.topic.replication.factor is %d "
-            "but only %d brokers are alive",
-            OFFSETS_TOPIC,
+            "creating %s with replication factor %d: %s is %d but only %d brokers are alive",
+            topic,
             factor,
-            cfg["offsets.topic.replication.factor"],
+            key,
+            wanted,
             live,
         )
-    spec = TopicSpec(
+    return factor
+
+
+def _offsets_topic(ctx: BrokerContext) -> TopicSpec:
+    cfg = ctx.config
+    return TopicSpec(
         OFFSETS_TOPIC,
         cfg["offsets.topic.num.partitions"],
-        factor,
+        _factor(ctx, OFFSETS_TOPIC, "offsets.topic.replication.factor"),
         configs={
             "cleanup.policy": "compact",
             "segment.bytes": str(cfg["offsets.topic.segment.bytes"]),
@@ -113,16 +124,42 @@ def _create_offsets_topic(ctx: BrokerContext) -> None:
             "compression.type": "producer",
         },
     )
+
+
+def _transaction_state_topic(ctx: BrokerContext) -> TopicSpec:
+    cfg = ctx.config
+    factor = _factor(ctx, TRANSACTION_STATE_TOPIC, "transaction.state.log.replication.factor")
+    return TopicSpec(
+        TRANSACTION_STATE_TOPIC,
+        cfg["transaction.state.log.num.partitions"],
+        factor,
+        configs={
+            "cleanup.policy": "compact",
+            "segment.bytes": str(cfg["transaction.state.log.segment.bytes"]),
+            # A replication factor lowered to the live brokers lowers the min ISR with it,
+            # or no state write could ever be acknowledged (a single broker).
+            "min.insync.replicas": str(min(cfg["transaction.state.log.min.isr"], factor)),
+            "compression.type": "uncompressed",
+        },
+    )
+
+
+def _create_internal_topic(ctx: BrokerContext, manager, make_spec) -> None:
+    """Create a coordinator's topic once (`manager.creating_topic` while it is under way;
+    lookups meanwhile answer COORDINATOR_NOT_AVAILABLE)."""
+    if manager.creating_topic or ctx.admin is None:
+        return
+    spec = make_spec(ctx)
     manager.creating_topic = True
 
     async def create() -> None:
         try:
             outcome = await ctx.admin.create_topics([spec], validate_only=False)
-            error = outcome.get(OFFSETS_TOPIC)
+            error = outcome.get(spec.name)
             if error is not None and error.code != ErrorCode.TOPIC_ALREADY_EXISTS:
-                log.error("creating %s failed: %s", OFFSETS_TOPIC, error.message)
+                log.error("creating %s failed: %s", spec.name, error.message)
         except Exception:
-            log.exception("creating %s failed", OFFSETS_TOPIC)
+            log.exception("creating %s failed", spec.name)
         finally:
             manager.creating_topic = False
 

@@ -3,7 +3,9 @@ with the largest timestamp (KIP-734, v7+), T >= 0 the first record whose timesta
 least T. Lookups by time answer per record and only below the high watermark; none found
 is offset -1. The leader epoch answered is the partition's for -1, the first epoch for -2
 and the epoch that appended the record found otherwise (as Kafka). Only the leader
-answers (NOT_LEADER_OR_FOLLOWER elsewhere), except to debugging tools (replica id -2)."""
+answers (NOT_LEADER_OR_FOLLOWER elsewhere), except to debugging tools (replica id -2).
+With isolation_level 1 (read_committed, v2+) the last stable offset takes the high
+watermark's place in all of this, as Kafka (docs/contracts/log.md, "Transactions")."""
 
 from __future__ import annotations
 
@@ -33,7 +35,12 @@ def _answer(index: int, code: ErrorCode, offset: int = -1, timestamp: int = -1, 
 DEBUGGING_REPLICA_ID = -2
 
 
-def _partition(ctx: BrokerContext, topic: str, req: dict, replica_id: int) -> dict:
+READ_COMMITTED = 1
+
+
+def _partition(
+    ctx: BrokerContext, topic: str, req: dict, replica_id: int, isolation_level: int = 0
+) -> dict:
     index = req["partition_index"]
     partition = ctx.replicas.get(topic, index)
     if partition is None:
@@ -45,6 +52,8 @@ def _partition(ctx: BrokerContext, topic: str, req: dict, replica_id: int) -> di
     if code != ErrorCode.NONE:
         return _answer(index, code)
     ts, hw, log = req["timestamp"], partition.high_watermark, partition.log
+    if isolation_level == READ_COMMITTED:
+        hw = partition.last_stable_offset
     if ts == LATEST:
         return _answer(index, ErrorCode.NONE, hw, epoch=partition.leader_epoch)
     if ts == EARLIEST:
@@ -76,7 +85,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     def answer(topic: str, p: dict) -> dict:
         if refused[topic]:
             return _answer(p["partition_index"], refused[topic])
-        return _partition(ctx, topic, p, body["replica_id"])
+        return _partition(ctx, topic, p, body["replica_id"], body.get("isolation_level", 0))
 
     return {"throttle_time_ms": 0, "topics": per_partition(body["topics"], answer)}
 

@@ -12,6 +12,7 @@ cluster or the topic (else TOPIC_AUTHORIZATION_FAILED), as Kafka.
 from __future__ import annotations
 
 from broker.protocol.apis import METADATA_API
+from broker.protocol.codec import encode_struct
 from broker.protocol.errors import ErrorCode
 from broker.protocol.topic import is_legal_topic_name
 from broker.security.acl import Operation, ResourceType
@@ -20,6 +21,9 @@ from broker.server.context import BrokerContext
 from broker.server.handlers.base import ApiHandler
 from broker.server.metadata import PartitionState
 from broker.server.request import RequestContext
+
+# The declaration of one topic of the answer (its entries are cached encoded).
+_TOPIC = next(f.type for f in METADATA_API.response.fields if f.name == "topics").element
 
 
 def _topic_entry(
@@ -45,6 +49,27 @@ def _topic_entry(
         ],
         "topic_authorized_operations": NOT_ASKED,
     }
+
+
+def _cached_topic_entry(
+    ctx: BrokerContext,
+    request: RequestContext,
+    name: str,
+    auto_created: set[str],
+    reachable: frozenset[int],
+) -> dict | bytes:
+    """An existing topic's entry as the metadata cache keeps it encoded (the same bytes
+    the codec gives its dict; it encodes them when the topic or the live brokers changed
+    since, server/metadata.py); other topics' error entries as dicts."""
+    if name not in ctx.metadata.topics:
+        return _topic_entry(ctx, name, auto_created, reachable)
+    version = request.api_version
+
+    def encode() -> bytes:
+        entry = _topic_entry(ctx, name, auto_created, reachable)
+        return encode_struct(_TOPIC, version, METADATA_API.is_flexible(version), entry)
+
+    return ctx.metadata.encoded_topic(name, (version, request.session.listener), encode)
 
 
 def _partition_entry(p: PartitionState, live: dict, reachable: frozenset[int]) -> dict:
@@ -108,12 +133,14 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
                 auto_created.add(name)
     brokers = _brokers(ctx, listener)
     reachable = frozenset(b["node_id"] for b in brokers)
-    topics = [_topic_entry(ctx, n, auto_created, reachable) for n in names]
     if body.get("include_topic_authorized_operations"):
+        topics = [_topic_entry(ctx, n, auto_created, reachable) for n in names]
         for topic in topics:
             topic["topic_authorized_operations"] = authorized_operations(
                 ctx, request, ResourceType.TOPIC, topic["name"]
             )
+    else:
+        topics = [_cached_topic_entry(ctx, request, n, auto_created, reachable) for n in names]
     cluster_operations = NOT_ASKED
     if body.get("include_cluster_authorized_operations"):
         cluster_operations = authorized_operations(ctx, request, ResourceType.CLUSTER)

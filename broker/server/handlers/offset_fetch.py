@@ -1,5 +1,6 @@
 """OffsetFetch: a group's committed offsets (-1 where nothing is committed); null topics
-(v2+) ask for every partition the group has committed."""
+(v2+) ask for every partition the group has committed. Offsets pending in a transaction
+are not committed yet (docs/contracts/consumer-groups.md, "Transactional offsets")."""
 
 from __future__ import annotations
 
@@ -40,19 +41,27 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
     code, offsets = groups.fetch_offsets(body["group_id"], asked)
     if code != ErrorCode.NONE:
         return error_response(body, code, request.api_version)
+    # v7 require_stable (KIP-447): a partition whose commit is not settled yet (pending
+    # in a transaction, or being written) is UNSTABLE_OFFSET_COMMIT, retried by the
+    # client; without it the last committed offset is answered.
+    unstable = groups.unstable_offsets(body["group_id"], offsets) if body["require_stable"] else ()
     by_topic: dict[str, list[dict]] = defaultdict(list)
     for (topic, partition), committed in offsets.items():
         if asked is None and not allowed(
             ctx, request, Operation.DESCRIBE, ResourceType.TOPIC, topic
         ):
             continue
+        if (topic, partition) in unstable:
+            committed = None
         by_topic[topic].append(
             {
                 "partition_index": partition,
                 "committed_offset": -1 if committed is None else committed.offset,
                 "committed_leader_epoch": -1 if committed is None else committed.leader_epoch,
                 "metadata": "" if committed is None else committed.metadata,
-                "error_code": ErrorCode.NONE,
+                "error_code": ErrorCode.UNSTABLE_OFFSET_COMMIT
+                if (topic, partition) in unstable
+                else ErrorCode.NONE,
             }
         )
     if refused:

@@ -7,12 +7,18 @@ the records (a single broker's moves at once). A follower answers NOT_LEADER_OR_
 Versions 0-2 (old message formats) are advertised so
 that clients probing for overlap find Produce, but answered with UNSUPPORTED_VERSION
 (docs/contracts/wire-protocol.md).
+
+A transactional producer's batch that would open its transaction at a partition is first
+verified with the transaction coordinator (KIP-890 part 1, broker/transactions/
+verification.py); the whole request waits for that answer, then appends as above.
 """
 
 from __future__ import annotations
 
+from broker.coordinator.coordinator import Waiter
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
+from broker.records.batch import iter_batches
 from broker.records.validate import RecordsError, validate_append
 from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
@@ -20,7 +26,8 @@ from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
 from broker.server.handlers.base import NO_RESPONSE, Answer, ApiHandler, Delayed
 from broker.server.request import RequestContext
-from broker.util.purgatory import DelayedOperation
+from broker.transactions import verification
+from broker.util.purgatory import DelayedOperation, OperationFailed
 
 
 def _partition_response(
@@ -53,6 +60,18 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     ):
         refused = error_response(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return NO_RESPONSE if acks == 0 else refused
+    if transactional_id is not None and _verifying(ctx, acks):
+        found = verification.plan(_led_batches(ctx, request, body), _transaction_open(ctx))
+        if isinstance(found, verification.Plan):
+            return _after_verification(ctx, request, body, transactional_id, found)
+        if found is not None:
+            return NO_RESPONSE if acks == 0 else error_response(body, found)
+    return _produce(ctx, request, body, {})
+
+
+def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: dict) -> Answer:
+    """Append every partition's batches; `verdicts`: the verified partitions' checks."""
+    acks = body["acks"]
     now = ctx.now_ms()
     responses = []
     waiting: dict[tuple[str, int], tuple[dict, int]] = {}  # acks=all: answer, offset needed
@@ -66,12 +85,18 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
             continue
         for pdata in topic["partition_data"]:
             answer, next_offset = _produce_partition(
-                ctx, name, pdata, acks, now, request.api_version
+                ctx,
+                name,
+                pdata,
+                acks,
+                now,
+                request.api_version,
+                verdicts.get((name, pdata["index"])),
             )
             partitions.append(answer)
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
-                ctx.partition_changed(name, answer["index"])
+                ctx.partition_grew(name, answer["index"])
                 if acks == -1:
                     waiting[(name, answer["index"])] = (answer, next_offset)
         responses.append({"name": name, "partition_responses": partitions})
@@ -120,7 +145,7 @@ def _fail(answer: dict, code: ErrorCode, message: str) -> None:
 
 
 def _produce_partition(
-    ctx: BrokerContext, topic: str, pdata: dict, acks: int, now: int, version: int
+    ctx: BrokerContext, topic: str, pdata: dict, acks: int, now: int, version: int, verdict=None
 ) -> tuple[dict, int]:
     """The partition's answer and, when appended, the offset after its records (else -1)."""
     index = pdata["index"]
@@ -129,6 +154,9 @@ def _produce_partition(
     partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
+    refusal = verdict(partition) if verdict is not None else None
+    if refusal is not None:
+        return _partition_response(index, refusal[0], message=refusal[1]), -1
     records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
     received = len(records)
     config = partition.log.config
@@ -161,6 +189,99 @@ def _produce_partition(
         log_append_time_ms=result.log_append_time_ms,
     )
     return answer, result.next_offset
+
+
+# -- KIP-890 part 1: verification before a transaction opens here ------------------------------
+
+
+def _verifying(ctx: BrokerContext, acks: int) -> bool:
+    return (
+        acks in (0, 1, -1)
+        and ctx.transactions is not None
+        and ctx.config["transaction.partition.verification.enable"]
+    )
+
+
+def _led_batches(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
+    """The batch headers of each partition led here, of the topics the producer may
+    write; what is malformed is left to the append's validation."""
+    found = {}
+    for topic in body["topic_data"]:
+        name = topic["name"]
+        if not allowed(ctx, request, Operation.WRITE, ResourceType.TOPIC, name):
+            continue
+        for pdata in topic["partition_data"]:
+            partition = ctx.replicas.get(name, pdata["index"])
+            if partition is None or not partition.is_leader:
+                continue
+            try:
+                found[(name, pdata["index"])] = [
+                    h for _, h in iter_batches(pdata["records"] or b"")
+                ]
+            except Exception:
+                continue
+    return found
+
+
+def _transaction_open(ctx: BrokerContext):
+    def is_open(tp, producer_id: int) -> bool:
+        ongoing = ctx.replicas.get(*tp).producers.ongoing
+        return producer_id in ongoing and not ctx.transactions.verifier.holds(tp, producer_id)
+
+    return is_open
+
+
+def _after_verification(
+    ctx: BrokerContext,
+    request: RequestContext,
+    body: dict,
+    transactional_id: str,
+    plan: verification.Plan,
+) -> Answer:
+    """Ask the coordinator, then produce: partitions not verified are refused with what
+    its answer means for a Produce, the verified ones appended if no marker of the
+    producer reached them meanwhile (verification.guard_holds)."""
+    pid = plan.producer_id
+    guards = {
+        tp: verification.guard_of(ctx.replicas.get(*tp).producers, pid) for tp in plan.partitions
+    }
+    verifier = ctx.transactions.verifier
+    verifier.hold(pid, plan.holding)
+    asked = verifier.verify(transactional_id, pid, plan.producer_epoch, plan.partitions)
+    answer = Waiter()
+
+    def refuse(code: ErrorCode):
+        refusal = verification.produce_error(code)
+        return lambda partition: refusal
+
+    def guarded(guard):
+        def check(partition):
+            if verification.guard_holds(partition.producers, pid, guard):
+                return None
+            return ErrorCode.INVALID_TXN_STATE, "the transaction ended while it was verified"
+
+        return check
+
+    def verified(errors) -> None:
+        verifier.release(pid, plan.holding)
+        try:
+            if isinstance(errors, OperationFailed):
+                errors = dict.fromkeys(plan.partitions, ErrorCode.NETWORK_EXCEPTION)
+            verdicts = {
+                tp: refuse(errors[tp]) if tp in errors else guarded(guard)
+                for tp, guard in guards.items()
+            }
+            produced = _produce(ctx, request, body, verdicts)
+        except Exception as exc:
+            answer.complete(OperationFailed(exc))
+            return
+        if isinstance(produced, Delayed):
+            produced.operation.add_done_callback(answer.complete)
+        else:
+            answer.complete(produced)  # NO_RESPONSE (acks=0): nobody waits for it
+
+    asked.add_done_callback(verified)
+    return NO_RESPONSE if body["acks"] == 0 else Delayed(answer)
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:

@@ -1,0 +1,204 @@
+"""Transactions against a broker process: confluent-kafka's transactional producer
+(commit, abort, zombie fencing), kafka-python's (commit, abort), and raw requests (Kafka's errors for bad input, the
+transaction timeout's abort), one broker shared by the module."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from broker.client.connection import BrokerConnection
+from broker.processes import BrokerProcess
+from broker.protocol.apis import (
+    ADD_PARTITIONS_TO_TXN,
+    CREATE_TOPICS,
+    END_TXN,
+    FIND_COORDINATOR,
+    INIT_PRODUCER_ID,
+)
+from broker.protocol.errors import ErrorCode as E
+from tests.helpers import transactions as tx
+from tests.helpers.cluster import wait_for
+
+SETTINGS = {
+    "transaction.state.log.num.partitions": "4",
+    "offsets.topic.num.partitions": "2",
+    # The timeout duty looks often, so a short transaction timeout shows soon.
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": "200",
+    "num.partitions": "2",
+}
+
+
+@pytest.fixture(scope="module")
+def txn_broker(tmp_path_factory):
+    with BrokerProcess(tmp_path_factory.mktemp("txn-broker") / "logs", SETTINGS) as b:
+        yield b
+
+
+def _producer(bootstrap: str, txn_id: str, **extra) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "transactional.id": txn_id,
+            "transaction.timeout.ms": 60000,
+            **extra,
+        }
+    )
+
+
+def _topic() -> str:
+    return f"txn-{uuid.uuid4().hex[:8]}"
+
+
+def test_commit_and_abort(txn_broker):
+    topic = _topic()
+    p = _producer(txn_broker.bootstrap, f"id-{topic}")
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce(topic, f"committed-{i}".encode(), partition=i % 2)
+    p.commit_transaction(30)
+    p.begin_transaction()
+    for i in range(2):
+        p.produce(topic, f"aborted-{i}".encode(), partition=i % 2)
+    p.flush(30)
+    p.abort_transaction(30)
+    # A third transaction: the abort completed (its markers written), the id is usable.
+    p.begin_transaction()
+    p.produce(topic, b"committed-3", partition=0)
+    p.commit_transaction(30)
+    committed = [f"committed-{i}".encode() for i in range(4)]
+    # A read_uncommitted consumer sees every data record (the markers are not records);
+    # a read_committed one (librdkafka's default) skips the aborted ones.
+    values = sorted(m.value() for m in _read(txn_broker.bootstrap, topic, 2, 6, "read_uncommitted"))
+    assert values == [b"aborted-0", b"aborted-1", *committed]
+    values = sorted(m.value() for m in _read(txn_broker.bootstrap, topic, 2, 4, "read_committed"))
+    assert values == committed
+
+
+def _read(bootstrap: str, topic: str, partitions: int, expected: int, isolation: str) -> list:
+    """At least `expected` records and every partition's end, from offset 0."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign-only",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    got, eofs = [], set()
+    deadline = time.monotonic() + 30
+    while (len(got) < expected or len(eofs) < partitions) and time.monotonic() < deadline:
+        msg = consumer.poll(0.5)
+        if msg is None:
+            continue
+        if msg.error():
+            assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+            eofs.add(msg.partition())
+            continue
+        got.append(msg)
+    consumer.close()
+    return got
+
+
+def test_a_second_producer_fences_the_first(txn_broker):
+    topic = _topic()
+    txn_id = f"id-{topic}"
+    zombie = _producer(txn_broker.bootstrap, txn_id)
+    zombie.init_transactions(30)
+    zombie.begin_transaction()
+    zombie.produce(topic, b"zombie", partition=0)
+    zombie.flush(30)
+    successor = _producer(txn_broker.bootstrap, txn_id)
+    successor.init_transactions(30)  # aborts the zombie's transaction, bumps the epoch
+    with pytest.raises(KafkaException) as raised:
+        zombie.commit_transaction(30)
+    assert raised.value.args[0].fatal(), raised.value
+    successor.begin_transaction()
+    successor.produce(topic, b"successor", partition=0)
+    successor.commit_transaction(30)
+    # The zombie's open transaction was aborted when the successor started.
+    got = _read(txn_broker.bootstrap, topic, 1, 1, "read_committed")
+    assert [m.value() for m in got] == [b"successor"]
+
+
+def _request(address: str, api_key: int, body: dict, version: int | None = None) -> dict:
+    host, port = address.rsplit(":", 1)
+    connection = BrokerConnection(host, int(port))
+    try:
+        return connection.request(api_key, body, version)
+    finally:
+        connection.close()
+
+
+def test_bad_input_and_the_transaction_timeout_with_raw_requests(txn_broker):
+    address = txn_broker.bootstrap
+    txn_id = f"raw-{uuid.uuid4().hex[:8]}"
+    find = {"key": txn_id, "key_type": tx.TRANSACTION_KEY, "coordinator_keys": [txn_id]}
+    wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
+    init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id, timeout_ms=1000))
+    assert init["error_code"] == 0
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 5, True))
+    assert end["error_code"] == E.PRODUCER_FENCED
+    end = _request(address, END_TXN, tx.end_body(f"{txn_id}-unknown", pid, epoch, True))
+    assert end["error_code"] == E.INVALID_PRODUCER_ID_MAPPING
+    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True))
+    assert end["error_code"] == E.INVALID_TXN_STATE  # no transaction open
+
+    topic = _topic()
+    created = _request(address, CREATE_TOPICS, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False,
+    })  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+
+    def add() -> int:
+        body = tx.add_partitions_body(txn_id, pid, epoch, {topic: [0]})
+        got = _request(address, ADD_PARTITIONS_TO_TXN, body, version=3)  # a producer's
+        return got["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"
+        ]
+
+    assert add() == 0
+    # Past its 1 s timeout the coordinator aborts it under a bumped epoch: fenced.
+    wait_for(lambda: add() == E.PRODUCER_FENCED, "the timed-out transaction aborted")
+
+
+def test_kafka_python_commit_and_abort(txn_broker):
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka import TopicPartition as KTopicPartition
+
+    topic = _topic()
+    p = KafkaProducer(bootstrap_servers=txn_broker.bootstrap, transactional_id=f"id-{topic}")
+    p.init_transactions()
+    for value, commit in ((b"c1", True), (b"a1", False), (b"c2", True)):
+        p.begin_transaction()
+        p.send(topic, value, partition=0)
+        if commit:
+            p.commit_transaction()
+        else:
+            p.flush()
+            p.abort_transaction()
+    p.close()
+    seen = {}
+    for isolation, count in (("read_uncommitted", 3), ("read_committed", 2)):
+        c = KafkaConsumer(bootstrap_servers=txn_broker.bootstrap, isolation_level=isolation)
+        c.assign([KTopicPartition(topic, 0)])
+        c.seek_to_beginning()
+        values: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(values) < count and time.monotonic() < deadline:
+            for records in c.poll(500).values():
+                values.extend(r.value for r in records)
+        c.close()
+        seen[isolation] = values[:count]
+    # In log order: the aborted record lies between the committed ones, so the first two
+    # a read_committed consumer gets show it skipped.
+    assert seen == {"read_uncommitted": [b"c1", b"a1", b"c2"], "read_committed": [b"c1", b"c2"]}
