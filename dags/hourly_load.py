@@ -1,6 +1,8 @@
 """The hourly load: plan -> load (spark-submit of `python -m ingest run`) -> audit -> finalize
 -> register (spark-submit of `python -m ingest register`: the finalized hours' partitions
-in their warehouse tables, when `warehouse.registrar` keeps tables).
+in their warehouse tables, when `warehouse.registrar` keeps tables); after finalize also
+compaction_wanted -> compact (spark-submit of `python -m ingest compact`, for the topics
+`compaction.topics` names; skipped when it names none).
 
 Scheduling only; the load, the audit and _SUCCESS are ingest's (docs/dags.md).
 """
@@ -82,6 +84,7 @@ def kafka_hourly_load():
             # The audit is its own task, so the job does not audit.
             "spark_args": [*resolved.cli_args(), "run", "--no-audit"],
             "register_args": [*resolved.cli_args(), "register"],
+            "compact_args": [*resolved.cli_args(), "compact"],
         }
 
     @task
@@ -149,10 +152,19 @@ def kafka_hourly_load():
         log.info("_SUCCESS written for %d hour(s): %s", len(uris), uris)
         return uris
 
+    @task.short_circuit
+    def compaction_wanted(planned: dict) -> bool:
+        """Compaction is per topic by configuration (compaction.topics): none named, no
+        spark-submit at all."""
+        return bool(settings.Settings(**planned["settings"]).load()["compaction.topics"])
+
     planned = plan()
     load = submit_ingest("load", args_from="plan")
     register = submit_ingest("register", args_from="plan", key="register_args")
-    planned >> load >> audit(planned) >> finalize(planned) >> register
+    finalized = finalize(planned)
+    planned >> load >> audit(planned) >> finalized >> register
+    compact = submit_ingest("compact", args_from="plan", key="compact_args")
+    finalized >> compaction_wanted(planned) >> compact
 
 
 kafka_hourly_load()

@@ -1,4 +1,4 @@
-"""`python -m ingest run|rerun|history|audit|register --config conf/ingest.yaml [--set key=value ...]`."""
+"""`python -m ingest run|rerun|compact|history|audit|register --config conf/ingest.yaml [--set key=value ...]`."""
 
 from __future__ import annotations
 
@@ -190,6 +190,17 @@ def main(argv: list[str] | None = None) -> int:
     reg.add_argument(
         "--all", action="store_true", help="register every finalized hour (a new metastore)"
     )
+    comp = sub.add_parser(
+        "compact", help="merge the small files of finalized hours (compaction.target.file.bytes)"
+    )
+    comp.add_argument(
+        "--topic",
+        action="append",
+        help="a topic to compact (repeatable; default: those compaction.topics matches)",
+    )
+    comp.add_argument("--from", dest="time_from", type=_parse_time, help="first hour (ISO, UTC)")
+    comp.add_argument("--to", dest="time_to", type=_parse_time, help="end (exclusive; ISO, UTC)")
+    comp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     sub.add_parser("config-docs", help="print the reference of conf/ingest.yaml's keys (Markdown)")
     aud = sub.add_parser("audit", help="audit the live runs and write _SUCCESS for complete hours")
     aud.add_argument(
@@ -274,8 +285,9 @@ def _command(args, parser, config, out) -> int:
     # What a command needs, checked before Spark starts: one line each when missing.
     if args.command in ("run", "rerun", "audit"):
         preflight.check_sources(config, select=args.command == "run")
-    if args.command in ("run", "rerun", "audit", "register", "history"):
-        preflight.check_root(config, write=args.command != "history")
+    if args.command in ("run", "rerun", "audit", "register", "history", "compact"):
+        reads_only = args.command == "history" or getattr(args, "dry_run", False)
+        preflight.check_root(config, write=not reads_only)
     if args.command == "rerun" and args.run and args.run not in list_runs(job.open_root(config)):
         raise ValueError(f"no committed run {args.run} under {config['root']}")
     if args.command == "register" and config["warehouse.registrar"] != "none":
@@ -313,6 +325,21 @@ def _command(args, parser, config, out) -> int:
         finally:
             spark.stop()
         return TABLES_BEHIND if _tables_behind(config) else 0
+    if args.command == "compact":
+        from ingest import compact
+
+        what = {"topics": args.topic, "start_ms": args.time_from, "end_ms": args.time_to}
+        # The plan first, in process (it lists and reads footers): Spark only when there is
+        # something to write (the DAG's task runs every hour).
+        result = compact.compact(config, dry_run=True, **what)
+        if result.plans and not args.dry_run:
+            spark = _session(config)
+            try:
+                result = compact.compact(config, spark=spark, **what)
+            finally:
+                spark.stop()
+        print(result.text(), file=out)
+        return 0
     fs = job.open_root(config)
     if args.command == "status":
         from ingest import status
@@ -322,13 +349,13 @@ def _command(args, parser, config, out) -> int:
         return {status.OK: 0, status.WARN: 0, status.BAD: 1}[status.worst(sections)]
     if args.command == "history":
         print(
-            f"{'run':<30} {'kind':<6} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",
+            f"{'run':<30} {'kind':<7} {'replaces':<30} {'parts':>5} {'loaded':>10} {'quarant.':>9} {'gaps':>5}",
             file=out,
         )
         for run in list_runs(fs):
             m = load_manifest(fs, run)
             print(
-                f"{run:<30} {m.kind:<6} {m.replaces or '-':<30} {len(m.partitions):>5} "
+                f"{run:<30} {m.kind:<7} {m.replaces or '-':<30} {len(m.partitions):>5} "
                 f"{sum(p.loaded for p in m.partitions):>10,} {sum(p.quarantined for p in m.partitions):>9,} "
                 f"{sum(1 for p in m.partitions if p.gap):>5}",
                 file=out,

@@ -277,7 +277,10 @@ def rerun_target(fs: FileSystem, run_id: str) -> tuple[Manifest, list[str]]:
         holder = replaced_by[holder]
     m = load_manifest(fs, holder)
     markers = {layout.success_marker_beside(f.path) for p in m.partitions for f in p.files}
-    return m, [*m.files(), *sorted(markers)]
+    # Its own files only: a compacted file it wrote (ingest/compact.py) holds other runs'
+    # rows, and compact.rerun_rewrites decides what becomes of it.
+    own = [f.path for p in m.partitions for f in (*p.files, *p.error_files)]
+    return m, [*own, *sorted(markers)]
 
 
 # ---------------------------------------------------------------------------- commit
@@ -289,9 +292,14 @@ def commit(
     moves: Iterable[tuple[str, str]],
     replaces: Iterable[str] = (),
     lock: RunLock | None = None,
+    writes: dict[str, bytes] | None = None,
 ) -> None:
     """Commit ``manifest.run_id``: afterwards its files are at their final paths, the files
     in ``replaces`` are gone and history/<run>/manifest.json exists.
+
+    ``writes`` (a compaction's only): small files written whole after the moves, the
+    ``_SUCCESS`` markers it took away for the moves (ingest/compact.py); UTF-8 text, kept
+    in the intent so a roll-forward writes them too.
 
     Raises CommitError before the commit point when anything is off (the run is then simply
     not committed: ``recover()`` discards its staging). An exception from the filesystem
@@ -300,7 +308,8 @@ def commit(
     run = manifest.run_id
     moves = [Move(norm(staged), norm(final)) for staged, final in moves]
     replaces = [norm(p) for p in replaces]
-    _validate(fs, manifest, moves, replaces)
+    writes = {norm(p): bytes(d) for p, d in (writes or {}).items()}
+    _validate(fs, manifest, moves, replaces, writes)
     if fs.exists(layout.intent_file(run)) or fs.exists(layout.manifest_file(run)):
         raise CommitError(f"run {run} is already committed")
     planned = []
@@ -316,6 +325,8 @@ def commit(
         "deletes": replaces,
         "manifest": manifest.to_dict(),
     }
+    if writes:
+        intent["writes"] = [{"path": p, "data": d.decode()} for p, d in sorted(writes.items())]
     tmp = f"{layout.driver_tmp_dir(run)}/intent.{secrets.token_hex(4)}"
     with fs.open_write(tmp) as f:
         f.write(json.dumps(intent).encode())
@@ -327,7 +338,13 @@ def commit(
     _roll_forward(fs, intent)
 
 
-def _validate(fs: FileSystem, manifest: Manifest, moves: list[Move], replaces: list[str]) -> None:
+def _validate(
+    fs: FileSystem,
+    manifest: Manifest,
+    moves: list[Move],
+    replaces: list[str],
+    writes: dict[str, bytes],
+) -> None:
     run = manifest.run_id
     problems = manifest.problems()
     if not layout.is_run_id(run):
@@ -351,12 +368,20 @@ def _validate(fs: FileSystem, manifest: Manifest, moves: list[Move], replaces: l
             problems.append(f"a rerun replaces only data/ and errors/ files: {path}")
     if manifest.kind == "rerun":
         problems.extend(_rerun_problems(fs, manifest))
+    elif manifest.kind == "compact":
+        problems.extend(_compact_problems(fs, manifest, replaces, writes))
     else:
         # A load deletes only the _SUCCESS markers its records make stale (late data into
         # a finalized directory: docs/contracts/audit.md, "Late data"), never data.
         for path in replaces:
             if path.rsplit("/", 1)[-1] != layout.SUCCESS:
                 problems.append(f"only a rerun replaces files; a load withdraws _SUCCESS: {path}")
+    if writes and manifest.kind != "compact":
+        problems.append("only a compaction writes files besides its moves")
+    for c in manifest.compacted:
+        missing = [i for i in c.inputs if i not in replaces]
+        if missing:
+            problems.append(f"{c.path} replaces {missing}, which the commit does not delete")
     if problems:
         raise CommitError("; ".join(problems))
 
@@ -376,12 +401,33 @@ def _rerun_problems(fs: FileSystem, manifest: Manifest) -> list[str]:
     return out
 
 
+def _compact_problems(
+    fs: FileSystem, manifest: Manifest, replaces: list[str], writes: dict[str, bytes]
+) -> list[str]:
+    """A compaction deletes exactly its inputs and the markers of their directories, and
+    writes back only those markers; its inputs must all be there (the run lock keeps
+    anyone else from changing them between the plan and the commit point)."""
+    inputs = {i for c in manifest.compacted for i in c.inputs}
+    markers = {layout.success_marker_beside(i) for i in inputs}
+    out = []
+    if not set(replaces) <= inputs | markers or not inputs <= set(replaces):
+        out.append("a compaction deletes exactly its inputs and their directories' _SUCCESS")
+    if not set(writes) <= markers:
+        out.append("a compaction writes only the _SUCCESS markers of its directories")
+    gone = [i for i in sorted(inputs) if fs.status(i) is None]
+    if gone:
+        out.append(f"inputs of the compaction are gone: {gone}")
+    return out
+
+
 def _roll_forward(fs: FileSystem, intent: dict) -> None:
     run = intent["run_id"]
     for path in intent["deletes"]:
         fs.delete(path)
     for m in intent["moves"]:
         _finish_move(fs, m["staged"], m["final"], m["size"])
+    for w in intent.get("writes", ()):  # after the moves: _SUCCESS back on the new files
+        _place_write(fs, run, w["path"], w["data"].encode())
     _place_manifest(fs, run, Manifest.from_dict(intent["manifest"]).to_json())
     fs.delete(layout.run_dir(run), recursive=True)
     log.info("run %s committed: %d files", run, len(intent["moves"]))
@@ -412,6 +458,18 @@ def _finish_move(fs: FileSystem, staged: str, final: str, size: int) -> None:
             pass
     if fs.status(final) is None:
         raise CommitError(f"staged file {staged} is gone and {final} was never written")
+
+
+def _place_write(fs: FileSystem, run: str, path: str, data: bytes) -> None:
+    """Write ``path`` through the run's temp dir (a crash leaves no litter beside it);
+    a file already there is this roll-forward's earlier write, or newer (an audit's)."""
+    if fs.exists(path):
+        return
+    tmp = f"{layout.driver_tmp_dir(run)}/write.{secrets.token_hex(4)}"
+    with fs.open_write(tmp) as f:
+        f.write(data)
+    if not fs.rename_if_absent(tmp, path):
+        fs.delete(tmp)
 
 
 def _place_manifest(fs: FileSystem, run: str, data: bytes) -> None:

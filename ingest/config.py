@@ -397,6 +397,35 @@ INGEST_CONFIG = (
         optional=True,
         group="warehouse",
     )
+    .define(
+        "compaction.topics",
+        "list",
+        [],
+        "Regular expressions (full match) of the topics whose finalized hours the DAG's "
+        "compact task merges into files of compaction.target.file.bytes; empty: no "
+        "compaction (python -m ingest compact --topic still compacts what it is told).",
+        validator=_regexes,
+        group="compaction",
+    )
+    .define(
+        "compaction.target.file.bytes",
+        "long",
+        128 << 20,
+        "Size compaction aims at: an hour's files of one schema are packed (first fit, "
+        "largest first) into outputs of at most this many input bytes; a file this large "
+        "is left alone.",
+        validator=at_least(1),
+        group="compaction",
+    )
+    .define(
+        "compaction.lookback.hours",
+        "int",
+        48,
+        "Compaction without an explicit hour range looks at finalized hours that started "
+        "at most this many hours before the current hour (0: every hour).",
+        validator=at_least(0),
+        group="compaction",
+    )
 )
 
 

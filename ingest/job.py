@@ -29,6 +29,7 @@ from ingest.commit import (
     recover,
     rerun_target,
 )
+from ingest.compact import rerun_rewrites
 from ingest.config import kafka_security
 from ingest.fs import FileSystem, filesystem_for
 from ingest.manifest import (
@@ -364,7 +365,16 @@ def rerun(
                     previous_run=holder.previous_run,
                     replaces=holder.run_id,
                 )
-                commit(fs, manifest, moves, replaces=replaced_paths, lock=lock)
+                # Rows of the holder that compaction merged with others' (ingest/compact.py).
+                extra_moves, extra_deletes, rewritten = rerun_rewrites(fs, holder, new_run)
+                manifest.compacted = rewritten
+                commit(
+                    fs,
+                    manifest,
+                    [*moves, *extra_moves],
+                    replaces=[*replaced_paths, *extra_deletes],
+                    lock=lock,
+                )
                 _follow_files(
                     config, fs, new_run, [p for p in replaced_paths if p.endswith(layout.SUCCESS)]
                 )

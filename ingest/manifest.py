@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 MANIFEST_VERSION = 1
-KINDS = ("load", "rerun")
+KINDS = ("load", "rerun", "compact")
 
 
 def utc_now_iso() -> str:
@@ -54,6 +54,37 @@ class ErrorFile:
     path: str
     records: int
     bytes: int = 0
+
+
+@dataclass(frozen=True)
+class RangeCount:
+    """The rows of one task range (``partition``, offsets ``[first, next)``) that a
+    compacted file holds: ``records`` of them, all of one directory."""
+
+    partition: int
+    first: int
+    next: int
+    records: int
+
+
+@dataclass(frozen=True)
+class CompactedFile:
+    """A file written by compaction (or by a rerun that took its range out of one): it
+    holds the rows of ``inputs`` (files deleted in the same commit), which are exactly the
+    rows of ``ranges``. docs/contracts/hdfs-load.md, "Compaction"."""
+
+    path: str
+    records: int
+    dt: str | None
+    hr: str | None
+    bytes: int
+    inputs: list[str]
+    ranges: list[RangeCount]
+
+    def problems(self) -> list[str]:
+        if sum(r.records for r in self.ranges) != self.records:
+            return [f"{self.path}: its ranges do not hold its {self.records} records"]
+        return []
 
 
 @dataclass
@@ -125,6 +156,9 @@ class Manifest:
     previous_run: str | None = None  # the committed run this one continued from
     replaces: str | None = None  # for a rerun: the run whose files it replaced
     version: int = MANIFEST_VERSION
+    # Files that replaced others row for row (compaction; a rerun's rewrite of a compacted
+    # file): which inputs became which output. A "compact" run has nothing else.
+    compacted: list[CompactedFile] = field(default_factory=list)
 
     # checks
 
@@ -153,6 +187,13 @@ class Manifest:
         for w in self.windows:
             if w.window_start_ms % self.window_ms:
                 out.append(f"window {w.window_start_ms} of {w.topic} is not aligned")
+        if self.kind == "compact" and (self.partitions or self.windows):
+            out.append("a compaction moves rows, it loads none: no partitions, no windows")
+        inputs = [i for c in self.compacted for i in c.inputs]
+        if len(inputs) != len(set(inputs)):
+            out.append("a file is compacted into two outputs")
+        for c in self.compacted:
+            out.extend(c.problems())
         return out
 
     # views
@@ -162,7 +203,9 @@ class Manifest:
 
     def files(self) -> list[str]:
         """Every final path the run commits: data files and quarantine files."""
-        return [f.path for p in self.partitions for f in (*p.files, *p.error_files)]
+        return [f.path for p in self.partitions for f in (*p.files, *p.error_files)] + [
+            c.path for c in self.compacted
+        ]
 
     def window_counts(self) -> dict[tuple[str, int], WindowCount]:
         return {(w.topic, w.window_start_ms): w for w in self.windows}
@@ -170,7 +213,7 @@ class Manifest:
     # JSON
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "version": self.version,
             "run_id": self.run_id,
             "kind": self.kind,
@@ -193,6 +236,9 @@ class Manifest:
                 for w in sorted(self.windows, key=lambda w: (w.topic, w.window_start_ms))
             ],
         }
+        if self.compacted:  # absent otherwise: load manifests stay as they were
+            out["compacted"] = [_compacted_to_dict(c) for c in self.compacted]
+        return out
 
     def to_json(self) -> bytes:
         return (json.dumps(self.to_dict(), indent=1, sort_keys=False) + "\n").encode()
@@ -221,6 +267,7 @@ class Manifest:
             previous_run=d.get("previous_run"),
             replaces=d.get("replaces"),
             version=version,
+            compacted=[_compacted_from_dict(c) for c in d.get("compacted", [])],
         )
 
     @classmethod
@@ -276,4 +323,31 @@ def _partition_from_dict(d: dict) -> PartitionLedger:
         schema_ids=list(d.get("schema_ids", [])),
         leader=d.get("leader", -1),
         read_from=list(d.get("read_from", [])),
+    )
+
+
+def _compacted_to_dict(c: CompactedFile) -> dict:
+    return {
+        "path": c.path,
+        "records": c.records,
+        "dt": c.dt,
+        "hr": c.hr,
+        "bytes": c.bytes,
+        "inputs": list(c.inputs),
+        "ranges": [
+            {"partition": r.partition, "first": r.first, "next": r.next, "records": r.records}
+            for r in c.ranges
+        ],
+    }
+
+
+def _compacted_from_dict(d: dict) -> CompactedFile:
+    return CompactedFile(
+        d["path"],
+        d["records"],
+        d.get("dt"),
+        d.get("hr"),
+        d.get("bytes", 0),
+        list(d.get("inputs", [])),
+        [RangeCount(r["partition"], r["first"], r["next"], r["records"]) for r in d["ranges"]],
     )

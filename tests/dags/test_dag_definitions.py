@@ -22,13 +22,10 @@ def test_hourly_load_schedule(dagbag):
     assert dag.timetable.can_be_scheduled
     assert dag.max_active_runs == 1
     assert dag.catchup is False
-    assert [t.task_id for t in dag.topological_sort()] == [
-        "plan",
-        "load",
-        "audit",
-        "finalize",
-        "register",
-    ]
+    order = [t.task_id for t in dag.topological_sort()]
+    assert order[:4] == ["plan", "load", "audit", "finalize"]
+    assert set(order[4:]) == {"register", "compaction_wanted", "compact"}
+    assert order.index("compaction_wanted") < order.index("compact")
     for task in dag.tasks:
         assert task.retries == 3
         assert task.retry_exponential_backoff
@@ -52,6 +49,12 @@ def test_hourly_load_submits_spark_and_gates_on_the_audit(dagbag):
     assert isinstance(register, SparkSubmitOperator)
     assert "xcom_pull(task_ids='plan')['register_args']" in register.application_args
     assert register.upstream_task_ids == {"finalize"}
+    # compaction after the audit gate, only for the topics compaction.topics names
+    compact = dag.get_task("compact")
+    assert isinstance(compact, SparkSubmitOperator)
+    assert "xcom_pull(task_ids='plan')['compact_args']" in compact.application_args
+    assert compact.upstream_task_ids == {"compaction_wanted"}
+    assert dag.get_task("compaction_wanted").upstream_task_ids == {"finalize", "plan"}
 
 
 def test_hourly_load_deadline_alert(dagbag):
