@@ -10,6 +10,7 @@ broker/controller/ (docs/contracts/cluster.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
@@ -27,12 +28,26 @@ from broker.server.topic_config import TopicConfigs
 log = logging.getLogger(__name__)
 
 
+# How long a broker with no log dir left keeps answering (KAFKA_STORAGE_ERROR) before it
+# exits: long enough for the answers already decided, among them the one to the request
+# whose write failed, to reach their clients (Kafka halts from a thread of its own, so
+# its request threads answer meanwhile too).
+HALT_DELAY_S = 0.5
+
+
 def _halt() -> None:
-    """Stop at once, as Kafka halts: nothing is left to serve, and the controller moves
-    the leaderships once our ZooKeeper session ends (docs/contracts/log.md, "Log
-    directory failure"). No clean shutdown: it would flush and checkpoint what failed."""
-    logging.shutdown()
-    os._exit(1)
+    """Stop, as Kafka halts: nothing is left to serve, and the controller moves the
+    leaderships once our ZooKeeper session ends (docs/contracts/log.md, "Log directory
+    failure"). No clean shutdown: it would flush and checkpoint what failed."""
+
+    def exit_now() -> None:
+        logging.shutdown()
+        os._exit(1)
+
+    try:
+        asyncio.get_running_loop().call_later(HALT_DELAY_S, exit_now)
+    except RuntimeError:  # no event loop (tools): at once
+        exit_now()
 
 
 class Fetchers(Protocol):
