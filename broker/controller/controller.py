@@ -51,11 +51,13 @@ from broker.controller.events import (
     ControllerStats,
     IsrChangeNotification,
     LeaderElection,
+    LogDirEventNotification,
     PartitionModifications,
     PartitionReassignment,
     PreferredReplicaElection,
     Reelect,
     ReplicaDeleted,
+    ReplicasOffline,
     Reply,
     SessionRenewed,
     Startup,
@@ -218,6 +220,10 @@ class Controller:
                 await deletion.replica_deleted(self, topic, broker_id)
             case IsrChangeNotification():
                 await self._isr_changes()
+            case LogDirEventNotification():
+                await self._log_dir_events()
+            case ReplicasOffline(broker_id=broker_id, partitions=partitions):
+                await leadership.replicas_on_offline_dir(self, broker_id, partitions)
             case ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch):
                 return await shutdown.controlled_shutdown(self, broker_id, broker_epoch)
             case LeaderElection(partitions=partitions, unclean=unclean):
@@ -357,6 +363,7 @@ class Controller:
         await leadership.elect_offline(self, self.ctx.partitions())
         await deletion.topics_marked(self)
         await self._isr_changes()
+        await self._log_dir_events()
         await leadership.preferred_replica_election(self)
         await reassignment.zk_requested(self)
         await reassignment.finish_moves(self, sorted(self.ctx.reassigning))  # caught up meanwhile
@@ -502,6 +509,43 @@ class Controller:
             self.send_update_metadata(fresh)
             await reassignment.finish_moves(self, [tp for tp in fresh if tp in ctx.reassigning])
 
+    # -- log dir failures ---------------------------------------------------------------------
+    async def _log_dir_events(self) -> None:
+        """Brokers said a log dir failed: as Kafka, each gets a LeaderAndIsr for all its
+        replicas, and the ones it answers KAFKA_STORAGE_ERROR for are offline
+        (ReplicasOffline): their leadership moves and they leave the ISRs
+        (docs/contracts/cluster.md, "Log directory failure")."""
+        ctx = self.ctx
+        if ctx is None:
+            return
+        brokers = await self.store.take_log_dir_events(self.watch(LogDirEventNotification()))
+        for broker_id in sorted(brokers):
+            if not ctx.is_live(broker_id):
+                continue  # gone: BrokerChange moves its leaderships
+            log.warning("broker %d reports a failed log dir", broker_id)
+            for target, body in requests.leader_and_isr(
+                ctx, ctx.partitions_on(broker_id), only={broker_id}
+            ).items():
+                self.channels.send(
+                    target, LEADER_AND_ISR_API, body, self._offline_replicas_of(target)
+                )
+
+    def _offline_replicas_of(self, broker_id: int) -> Callable[[dict], None]:
+        """What a LeaderAndIsr answer says: its errors are logged, and replicas in a
+        failed log dir (KAFKA_STORAGE_ERROR) are taken offline, as Kafka's controller."""
+
+        def answered(response: dict) -> None:
+            log_errors("LeaderAndIsr", broker_id, response)
+            offline = frozenset(
+                (e["topic_name"], e["partition_index"])
+                for e in response.get("partition_errors") or ()
+                if e["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+            )
+            if offline:
+                self.enqueue(ReplicasOffline(broker_id, offline))
+
+        return answered
+
     # -- writing decisions --------------------------------------------------------------------
     async def apply(
         self,
@@ -572,7 +616,9 @@ class Controller:
         for broker_id, body in requests.leader_and_isr(
             self.ctx, partitions, only=only, new=new
         ).items():
-            self.channels.send(broker_id, LEADER_AND_ISR_API, body)
+            self.channels.send(
+                broker_id, LEADER_AND_ISR_API, body, self._offline_replicas_of(broker_id)
+            )
 
     def send_update_metadata(self, partitions: Iterable[TopicPartition]) -> None:
         for broker_id, body in requests.update_metadata(self.ctx, partitions).items():

@@ -81,6 +81,27 @@ def without_replicas(
     return _next(current, current.leader, isr, controller_epoch)
 
 
+def replica_offline(
+    replicas: Sequence[int],
+    current: LeaderAndIsr,
+    offline: int,
+    live: Collection[int],
+    controller_epoch: int,
+    unclean: bool,
+) -> LeaderAndIsr | None:
+    """`offline`'s replica is in a failed log dir (its broker lives on): as if that
+    broker were gone for this partition alone. Leader: the next in-sync replica leads
+    (or the partition goes offline, leader -1); follower: it leaves the ISR. None when
+    it is neither."""
+    others = [b for b in live if b != offline]
+    if current.leader == offline:
+        try:
+            return offline_partition(replicas, current, others, controller_epoch, unclean)[0]
+        except NoEligibleLeader:
+            return leader_lost(current, controller_epoch)
+    return without_replicas(current, {offline}, controller_epoch)
+
+
 def leader_lost(current: LeaderAndIsr, controller_epoch: int) -> LeaderAndIsr:
     """No replica may lead: the partition is offline with leader -1, and its ISR keeps the
     replicas that had everything, so one of them can lead cleanly when it returns."""

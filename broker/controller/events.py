@@ -32,6 +32,7 @@ class ControllerState(StrEnum):
     MANUAL_LEADER_BALANCE = "ManualLeaderBalance"
     CONTROLLED_SHUTDOWN = "ControlledShutdown"
     ISR_CHANGE = "IsrChange"
+    LOG_DIR_CHANGE = "LogDirChange"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,22 @@ class IsrChangeNotification(ControllerEvent):
     """Leaders wrote ISR changes and said so under /isr_change_notification."""
 
     state = ControllerState.ISR_CHANGE
+
+
+@dataclass(frozen=True)
+class LogDirEventNotification(ControllerEvent):
+    """Brokers whose log dir failed said so under /log_dir_event_notification."""
+
+    state = ControllerState.LOG_DIR_CHANGE
+
+
+@dataclass(frozen=True)
+class ReplicasOffline(ControllerEvent):
+    """A broker answered KAFKA_STORAGE_ERROR for these replicas (their log dir failed)."""
+
+    state = ControllerState.LOG_DIR_CHANGE
+    broker_id: int
+    partitions: frozenset[TopicPartition]
 
 
 # -- asked for: shutdown, elections, reassignments --------------------------------------------

@@ -44,6 +44,29 @@ async def replicas_offline(c: Controller, dead: set[int]) -> None:
     c.send_update_metadata(sorted(touched))
 
 
+async def replicas_on_offline_dir(
+    c: Controller, broker_id: int, partitions: frozenset[TopicPartition]
+) -> None:
+    """`broker_id`'s replicas of `partitions` are in a failed log dir: partitions it
+    leads get a leader among the other in-sync replicas, and it leaves their ISRs
+    (it fetches them no more, so it cannot come back in until it restarts)."""
+    ctx = c.ctx
+    if ctx is None or not ctx.is_live(broker_id):
+        return
+
+    def decide(tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr | None:
+        return election.replica_offline(
+            ctx.replicas(tp), state, broker_id, ctx.live, ctx.epoch, c.allows_unclean(tp[0])
+        )
+
+    affected = [tp for tp in sorted(partitions) if tp in ctx.states and tp[0] not in ctx.deleting]
+    await c.refresh_unclean(tp[0] for tp in affected if ctx.states[tp].leader == broker_id)
+    changed = await c.apply(affected, decide)
+    if changed:
+        log.info("moved %d partitions off broker %d's failed log dir", len(changed), broker_id)
+        c.send_update_metadata(sorted(changed))
+
+
 def elect_one(c: Controller, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr:
     """A partition whose leader is gone: a clean (or, where the topic allows it, unclean)
     election, else offline (leader -1); an offline partition that still cannot be led

@@ -87,6 +87,9 @@ class ControllerStore(Protocol):
     async def take_isr_changes(self, watch: Watch) -> set[TopicPartition]:
         """The partitions named by ISR change notifications; the notifications go."""
 
+    async def take_log_dir_events(self, watch: Watch) -> set[int]:
+        """The brokers named by log dir failure notifications; the notifications go."""
+
     # -- decisions, fenced --------------------------------------------------------------
     async def create_states(
         self, states: dict[TopicPartition, LeaderAndIsr], fence: int
@@ -250,6 +253,21 @@ class ZkControllerStore:
         # One gone already (deleted by an earlier controller) fails its own delete alone.
         await self.zk.commit_each([[("delete", path)] for path in paths])
         return changed
+
+    async def take_log_dir_events(self, watch: Watch) -> set[int]:
+        children = sorted(
+            await self.zk.get_children(z.LOG_DIR_EVENT_NOTIFICATION, watch=_zk_watch(watch)) or []
+        )
+        paths = [f"{z.LOG_DIR_EVENT_NOTIFICATION}/{child}" for child in children]
+        brokers: set[int] = set()
+        for path, found in zip(paths, await self.zk.get_many(paths), strict=True):
+            if found is not None:
+                try:
+                    brokers.add(z.decode_log_dir_event(found[0]))
+                except z.ZkDataError as exc:
+                    log.error("ignoring %s: %s", path, exc)
+        await self.zk.commit_each([[("delete", path)] for path in paths])
+        return brokers
 
     # -- decisions, fenced --------------------------------------------------------------
     async def create_states(

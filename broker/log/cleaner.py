@@ -349,7 +349,7 @@ class LogCleaner:
         best: tuple[float, Log, CleanableRange, PartitionState] | None = None
         for each in self.logs.logs():
             tp = (each.topic, each.partition)
-            if not each.config.compact or each.deleted or tp in self._in_progress:
+            if not each.config.compact or each.deleted or each.offline or tp in self._in_progress:
                 continue
             if self._uncleanable.get(tp) is each:
                 continue
@@ -524,9 +524,14 @@ class LogCleaner:
             except CleanAborted:
                 self.abandon(job)
                 return
-            except Exception:
+            except Exception as exc:
                 if job is None:
                     log.exception("choosing a log to clean failed")
+                elif isinstance(exc, OSError):
+                    # Its log dir is failing (docs/contracts/log.md, "Log directory
+                    # failure"): it goes offline, told here on the event loop.
+                    job.log.on_io_error(exc)
+                    self.abandon(job)
                 elif job.log.deleted or job.log.truncations != job.truncations:
                     # A truncation cut what the job was reading: nothing is wrong.
                     log.info("dropping the cleaning of %s-%d: the log changed", *_tp(job))

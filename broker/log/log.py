@@ -12,6 +12,8 @@ Not thread-safe: the broker drives every log from its one event-loop thread.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -65,6 +67,35 @@ class RecordTooLarge(ValueError):
 
 class LogDeleted(RuntimeError):
     """The log was deleted (or closed) and can no longer be used."""
+
+
+class KafkaStorageError(RuntimeError):
+    """The log's directory is offline after an I/O error (Kafka's KafkaStorageException;
+    docs/contracts/log.md, "Log directory failure"): nothing of it is read or written."""
+
+
+def _storage(method):
+    """A Log method that touches its files: refused once the log is offline; an OSError
+    (disk full, EIO, read-only file system...) takes its log dir offline, through
+    `on_io_error`, and is raised as KafkaStorageError. The write it broke was never
+    acknowledged; the recovery at the next start cuts what it left half-written."""
+
+    @functools.wraps(method)
+    def guarded(self, *args, **kwargs):
+        if self.offline:
+            raise KafkaStorageError(
+                f"{self.topic}-{self.partition}: log dir {self._dir.parent} is offline"
+            )
+        try:
+            return method(self, *args, **kwargs)
+        except OSError as exc:
+            self.on_io_error(exc)
+            self.offline = True
+            raise KafkaStorageError(
+                f"{self.topic}-{self.partition}: I/O error in {self._dir.parent}: {exc}"
+            ) from exc
+
+    return guarded
 
 
 class AppendInfo(NamedTuple):
@@ -124,6 +155,10 @@ class Log:
         self._lowest_truncation: int | None = None
         # Told the seconds each flush that wrote anything took (its LogManager sets it).
         self.on_flush: Callable[[float], None] = lambda seconds: None
+        # Set when its log dir went offline (see `_storage`); the LogManager sets
+        # `on_io_error` to take the whole dir offline.
+        self.offline = False
+        self.on_io_error: Callable[[OSError], None] = lambda exc: None
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -258,6 +293,7 @@ class Log:
         return self._last_flush_ms
 
     # -- appending --------------------------------------------------------------------
+    @_storage
     def append(
         self,
         records: bytearray,
@@ -287,6 +323,7 @@ class Log:
             offset = header.next_offset
         return self._write(records, final)
 
+    @_storage
     def append_as_follower(
         self, records, batch_positions: list[tuple[int, BatchHeader]]
     ) -> AppendInfo:
@@ -351,6 +388,7 @@ class Log:
             self._segments.append(self._new_segment(first_offset))
         return self._segments[-1]
 
+    @_storage
     def roll(self) -> LogSegment:
         """Seal the active segment and start a new one at the log end (no-op when empty)."""
         self._check_live()
@@ -366,6 +404,7 @@ class Log:
         return _new_segment(self._dir, base_offset, self._config)
 
     # -- reading ----------------------------------------------------------------------
+    @_storage
     def read(
         self, offset: int, max_bytes: int, max_offset: int | None = None, min_one: bool = True
     ) -> ReadResult:
@@ -481,6 +520,7 @@ class Log:
         return None
 
     # -- transactions -----------------------------------------------------------------
+    @_storage
     def add_aborted_txn(self, entry: AbortedTxn) -> bool:
         """Index an aborted transaction in the segment holding its ABORT marker (the
         active one when the marker was just appended); False if it was indexed already."""
@@ -503,6 +543,7 @@ class Log:
         return max(bisect.bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
 
     # -- durability -------------------------------------------------------------------
+    @_storage
     def flush(self, up_to: int | None = None) -> None:
         """fsync every segment holding offsets below `up_to` (default: the log end) that
         has unflushed data, then advance the recovery point to it."""
@@ -545,6 +586,7 @@ class Log:
         return self._recovery_point < self._segments[-1].base_offset
 
     # -- truncation and retention -----------------------------------------------------
+    @_storage
     def truncate_to(self, offset: int) -> None:
         """Remove every batch holding an offset >= `offset` (replication), and the leader
         epochs that start there. A batch is never split, so the log end may land below
@@ -573,6 +615,7 @@ class Log:
         self._leader_epochs.truncate_from_end(self.log_end_offset)
         self._truncated(self.log_end_offset)
 
+    @_storage
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Drop the whole log and continue at `offset` (a follower whose log ends below
         its leader's log start: nothing it has is still in the leader's log)."""
@@ -600,6 +643,7 @@ class Log:
         return lowest
 
     # -- compaction (the cleaner's side is cleaner.py) ---------------------------------
+    @_storage
     def replace_segments(
         self,
         old: list[LogSegment],
@@ -646,6 +690,7 @@ class Log:
         self._schedule_deletion(old, now, renamed=True)
         return True
 
+    @_storage
     def delete_expired(self, now_ms: int, high_watermark: int | None = None) -> int:
         """Retention, as Kafka does it: delete the oldest segments whose largest timestamp
         is older than retention_ms, then the oldest while the log exceeds retention_bytes.
@@ -727,6 +772,7 @@ class Log:
                 segment.rename_deleted()
             self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
 
+    @_storage
     def collect_deleted(self, now_ms: int) -> int:
         """Close and unlink deleted segments whose delay is over. Returns how many."""
         due = [s for t, s in self._pending_deletes if t <= now_ms]
@@ -768,6 +814,11 @@ class Log:
         including segments still waiting for their delayed deletion."""
         if self._deleted:
             self.collect_deleted(2**63 - 1)
+            return
+        if self.offline:  # only close the files: recovery repairs them at the next start
+            for segment in self._segments:
+                with contextlib.suppress(OSError):
+                    segment.close()
             return
         active = self._segments[-1]
         if active.size:  # an empty one has nothing to seal (and may have no index files)

@@ -13,6 +13,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 
 from broker.cluster import TopicPartition
@@ -25,7 +26,7 @@ from broker.log.checkpoint import (
     write_checkpoint,
 )
 from broker.log.config import LogConfig
-from broker.log.log import Log
+from broker.log.log import KafkaStorageError, Log
 from broker.util import clock
 from broker.util.files import fsync_dir
 
@@ -86,6 +87,12 @@ class LogManager:
         self.on_flush: Callable[[float], None] = lambda seconds: None
         # Told the name of each checkpoint file written (the broker's metrics).
         self.on_checkpoint_written: Callable[[str], None] = lambda name: None
+        # Log dirs taken offline by an I/O error (Kafka's LogDirFailureChannel): nothing
+        # in them is read or written again until a restart (docs/contracts/log.md, "Log
+        # directory failure").
+        self.offline_dirs: set[Path] = set()
+        # Told each log dir once, when it goes offline (the replica manager).
+        self.on_dir_failed: Callable[[Path], None] = lambda path: None
 
     # -- start-up ---------------------------------------------------------------------
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
@@ -126,6 +133,7 @@ class LogManager:
                     log_start_offset=start_offsets.get(key, 0),
                 )
                 self._logs[key].on_flush = self._flushed
+                self._watch(self._logs[key], log_dir)
                 self._track_epochs(self._logs[key])
                 self._dir_of[key] = log_dir
                 self._counts[log_dir] += 1
@@ -155,15 +163,23 @@ class LogManager:
         existing = self._logs.get(key)
         if existing is not None:
             return existing
-        log_dir = min(self.log_dirs, key=self._counts.__getitem__)
-        created = Log.open(
-            log_dir / f"{topic}-{partition}",
-            topic,
-            partition,
-            self._config_for(topic),
-            now_ms=self._now_ms,
-        )
+        online = [d for d in self.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise KafkaStorageError(f"{topic}-{partition}: every log dir is offline")
+        log_dir = min(online, key=self._counts.__getitem__)
+        try:
+            created = Log.open(
+                log_dir / f"{topic}-{partition}",
+                topic,
+                partition,
+                self._config_for(topic),
+                now_ms=self._now_ms,
+            )
+        except OSError as exc:
+            self.dir_failed(log_dir, exc)
+            raise KafkaStorageError(f"{topic}-{partition}: {log_dir} failed: {exc}") from exc
         created.on_flush = self._flushed
+        self._watch(created, log_dir)
         self._track_epochs(created)
         self._unsynced_dirs.add(log_dir)
         created.sync_parent = lambda: self._sync_dir(log_dir)
@@ -171,6 +187,37 @@ class LogManager:
         self._dir_of[key] = log_dir
         self._counts[log_dir] += 1
         return created
+
+    def _watch(self, each: Log, log_dir: Path) -> None:
+        each.on_io_error = lambda exc: self.dir_failed(log_dir, exc)
+
+    # -- log directory failure ------------------------------------------------------------
+    def dir_failed(self, log_dir: Path, exc: OSError) -> None:
+        """An I/O error (disk full, EIO, read-only...) in `log_dir`: the whole dir goes
+        offline, as Kafka's LogDirFailureChannel takes it: its logs refuse every read and
+        write from now on (KafkaStorageError), whatever state the failed write left
+        behind is repaired by the recovery at the next start. Idempotent."""
+        log_dir = Path(log_dir)
+        if log_dir in self.offline_dirs:
+            return
+        self.offline_dirs.add(log_dir)
+        log.error("log dir %s is offline: %s", log_dir, exc)
+        for key, where in self._dir_of.items():
+            if where == log_dir:
+                self._logs[key].offline = True
+                self._dirty_epochs.pop(self._logs[key], None)
+        self.on_dir_failed(log_dir)
+
+    def is_offline(self, topic: str, partition: int) -> bool:
+        where = self._dir_of.get((topic, partition))
+        return where is not None and where in self.offline_dirs
+
+    @property
+    def all_dirs_offline(self) -> bool:
+        return set(self.log_dirs) <= self.offline_dirs
+
+    def _online_logs(self) -> list[Log]:
+        return [each for each in self._logs.values() if not each.offline]
 
     def _track_epochs(self, each: Log) -> None:
         epochs = each.leader_epochs
@@ -236,20 +283,24 @@ class LogManager:
         now = self._now_ms() if now_ms is None else now_ms
         if now - self._last_retention_check >= self.retention_check_interval_ms:
             self._last_retention_check = now
-            for each in self._logs.values():
-                each.delete_expired(now)
+            for each in self._online_logs():
+                with suppress(KafkaStorageError):
+                    each.delete_expired(now)
         # Once a second over every partition: only comparisons unless something is due.
-        for each in self._logs.values():
-            if each.has_unflushed_sealed_segments:
-                # Kafka flushes a rolled segment right after the roll.
-                each.flush(each.active_segment.base_offset)
-            if (
-                each.log_end_offset > each.recovery_point
-                and now - each.last_flush_ms >= each.config.flush_interval_ms
-            ):
-                each.flush()
-            if each.pending_deletions:
-                each.collect_deleted(now)
+        for each in self._online_logs():
+            if each.offline:  # its dir failed during this loop
+                continue
+            with suppress(KafkaStorageError):
+                if each.has_unflushed_sealed_segments:
+                    # Kafka flushes a rolled segment right after the roll.
+                    each.flush(each.active_segment.base_offset)
+                if (
+                    each.log_end_offset > each.recovery_point
+                    and now - each.last_flush_ms >= each.config.flush_interval_ms
+                ):
+                    each.flush()
+                if each.pending_deletions:
+                    each.collect_deleted(now)
         still_deleting = []
         for doomed in self._deleting:
             doomed.collect_deleted(now)
@@ -268,18 +319,24 @@ class LogManager:
         if high_watermarks is not None:
             self._high_watermarks = {k: v for k, v in high_watermarks.items() if k in self._logs}
         for log_dir in self.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
             here = {k: v for k, v in self._logs.items() if self._dir_of[k] == log_dir}
-            self._write_if_changed(
-                log_dir / RECOVERY_POINT_FILE, {k: v.recovery_point for k, v in here.items()}
-            )
-            self._write_if_changed(
-                log_dir / LOG_START_OFFSET_FILE, {k: v.log_start_offset for k, v in here.items()}
-            )
-            if high_watermarks is not None:
+            try:
                 self._write_if_changed(
-                    log_dir / HIGH_WATERMARK_FILE,
-                    {k: hw for k, hw in high_watermarks.items() if k in here},
+                    log_dir / RECOVERY_POINT_FILE, {k: v.recovery_point for k, v in here.items()}
                 )
+                self._write_if_changed(
+                    log_dir / LOG_START_OFFSET_FILE,
+                    {k: v.log_start_offset for k, v in here.items()},
+                )
+                if high_watermarks is not None:
+                    self._write_if_changed(
+                        log_dir / HIGH_WATERMARK_FILE,
+                        {k: hw for k, hw in high_watermarks.items() if k in here},
+                    )
+            except OSError as exc:
+                self.dir_failed(log_dir, exc)
 
     def write_leader_epochs(self, budget_s: float | None = None) -> int:
         """Write (without fsyncs) the leader-epoch files whose cache changed since they
@@ -292,12 +349,14 @@ class LogManager:
         while dirty:
             each = next(iter(dirty))
             del dirty[each]
+            if each.offline:
+                continue
             try:
                 if each.deleted or not each.leader_epochs.write():
                     continue
-            except OSError:
-                dirty[each] = None  # still dirty: tried again next time
-                raise
+            except OSError as exc:
+                each.on_io_error(exc)  # its dir goes offline: never written again
+                continue
             written += 1
             self.epoch_files_written += 1
             self.on_checkpoint_written(LEADER_EPOCH_FILE)
@@ -316,11 +375,13 @@ class LogManager:
 
     def close(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
         """Flush every log, checkpoint (recovery points = log ends) and close the files."""
-        for each in self._logs.values():
-            each.flush()
+        for each in self._online_logs():
+            with suppress(KafkaStorageError):
+                each.flush()
         self.checkpoint(high_watermarks)
         for each in self._logs.values():
-            each.close()
+            with suppress(KafkaStorageError):
+                each.close()
         for doomed in self._deleting:
             doomed.close()
         self._deleting = []

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from broker.cluster import NO_LEADER
-from broker.log.log import Log
+from broker.log.log import KafkaStorageError, Log
 from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
@@ -196,6 +196,8 @@ class Partition:
         carries several, every batch is checked before any is written, so a refused
         request leaves the log untouched.
         """
+        if self.log.offline:
+            return AppendResult(*self.storage_error())
         if not self.is_leader:
             return AppendResult(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -225,7 +227,10 @@ class Partition:
                     f"{header.base_sequence} epoch {header.producer_epoch} refused",
                 )
         append_time = now_ms if self.log.config.log_append_time else None
-        info = self.log.append(records, batches, self.leader_epoch, append_time)
+        try:
+            info = self.log.append(records, batches, self.leader_epoch, append_time)
+        except KafkaStorageError as exc:  # its log dir is offline now; nothing acknowledged
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         offset = info.first_offset
         for (_, header), marker in zip(batches, markers, strict=True):
             self._transaction_ended(self.producers.record(header, offset, now_ms, marker))
@@ -265,6 +270,15 @@ class Partition:
             completed = self.producers.record(header, header.base_offset, now_ms, marker)
             self._transaction_ended(completed)
         return end - start
+
+    def storage_error(self) -> tuple[ErrorCode, str]:
+        """The answer for a partition whose log dir is offline (docs/contracts/log.md,
+        "Log directory failure")."""
+        return (
+            ErrorCode.KAFKA_STORAGE_ERROR,
+            f"{self.topic}-{self.index}: log dir {self.log.dir.parent} of broker "
+            f"{self.broker_id} is offline",
+        )
 
     def _transaction_ended(self, completed: CompletedTxn | None) -> None:
         """A marker closed a transaction (leader and follower alike): an aborted one goes
@@ -394,6 +408,8 @@ class Partition:
         """Where an acks=all append ending before `next_offset` stands: None while some
         in-sync replica lacks it; NONE once the high watermark passed it; an error when
         leadership moved meanwhile, or the ISR shrank below min.insync.replicas."""
+        if self.log.offline:
+            return self.storage_error()
         if not self.is_leader:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved while waiting"
         if self.high_watermark < next_offset:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from broker.cluster import Endpoint, TopicPartition
 from broker.inter_broker import NodeClient
 from broker.inter_broker.security import PLAINTEXT, InterBrokerSecurity
+from broker.log.log import KafkaStorageError
 from broker.protocol.apis import FETCH_API, OFFSET_FOR_LEADER_EPOCH_API
 from broker.protocol.errors import ErrorCode, KafkaError, NetworkError, RequestTimedOutError
 from broker.records.batch import CorruptRecordError
@@ -459,6 +460,9 @@ class ReplicaFetcher:
             except CorruptRecordError as exc:
                 log.error("%s-%d: %s", *tp, exc)
                 self._pause(tp)
+                return
+            except KafkaStorageError:
+                # Its log dir went offline: the replica manager stopped fetching it.
                 return
             self.last_leader_hw[tp] = answer["high_watermark"]
             partition.follower_high_watermark(answer["high_watermark"])

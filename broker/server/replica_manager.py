@@ -10,18 +10,44 @@ broker/controller/ (docs/contracts/cluster.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from broker.cluster import TopicPartition
+from broker.log.log import KafkaStorageError
 from broker.log.manager import LogManager
 from broker.protocol.errors import ErrorCode
 from broker.server.partition import Leadership, Partition
 from broker.server.topic_config import TopicConfigs
 
 log = logging.getLogger(__name__)
+
+
+# How long a broker with no log dir left keeps answering (KAFKA_STORAGE_ERROR) before it
+# exits: long enough for the answers already decided, among them the one to the request
+# whose write failed, to reach their clients (Kafka halts from a thread of its own, so
+# its request threads answer meanwhile too).
+HALT_DELAY_S = 0.5
+
+
+def _halt() -> None:
+    """Stop, as Kafka halts: nothing is left to serve, and the controller moves the
+    leaderships once our ZooKeeper session ends (docs/contracts/log.md, "Log directory
+    failure"). No clean shutdown: it would flush and checkpoint what failed."""
+
+    def exit_now() -> None:
+        logging.shutdown()
+        os._exit(1)
+
+    try:
+        asyncio.get_running_loop().call_later(HALT_DELAY_S, exit_now)
+    except RuntimeError:  # no event loop (tools): at once
+        exit_now()
 
 
 class Fetchers(Protocol):
@@ -75,6 +101,12 @@ class ReplicaManager:
         )
         # The newest controller epoch seen: requests from older controllers are refused.
         self.controller_epoch = -1
+        # Told each log dir that went offline, after its partitions stopped (the broker:
+        # tell the controller, or stop when no log dir is left).
+        self.on_dir_failed: Callable[[Path], None] = lambda path: None
+        logs.on_dir_failed = self._dir_failed
+        # Called when no log dir is left (tests replace it).
+        self.halt: Callable[[], None] = _halt
 
     # -- start-up -------------------------------------------------------------------
     def load(self) -> None:
@@ -105,6 +137,29 @@ class ReplicaManager:
         for listener in self.leadership_listeners:
             listener(topic, partition)
 
+    def _dir_failed(self, log_dir: Path) -> None:
+        """A log dir went offline (LogManager.dir_failed): its partitions are neither
+        fetched nor served from now on (they answer KAFKA_STORAGE_ERROR); requests
+        waiting on them answer now. Kafka's ReplicaManager.handleLogDirFailure."""
+        offline = [tp for tp, p in self.partitions.items() if p.log.offline]
+        for tp in offline:
+            if self.fetchers is not None:
+                self.fetchers.remove(tp)
+            self._leadership_changed(*tp)
+        log.warning(
+            "stopped %d partitions of offline log dir %s: %s",
+            len(offline),
+            log_dir,
+            ", ".join(f"{t}-{p}" for t, p in sorted(offline)[:20]),
+        )
+        self.on_dir_failed(log_dir)
+        if self.logs.all_dirs_offline:
+            log.error(
+                "Shutdown broker because all log dirs in %s have failed",
+                ", ".join(str(d) for d in self.logs.log_dirs),
+            )
+            self.halt()
+
     # -- leadership decisions ---------------------------------------------------------
     def apply_leadership(
         self,
@@ -124,8 +179,16 @@ class ReplicaManager:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             partition = self.partitions.get(tp)
+            if partition is not None and partition.log.offline:
+                # Kafka's answer: the controller learns the replica is offline.
+                errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
             if partition is None:
-                partition = self._create(decision.topic, decision.partition)
+                try:
+                    partition = self._create(decision.topic, decision.partition)
+                except KafkaStorageError:
+                    errors[tp] = ErrorCode.KAFKA_STORAGE_ERROR
+                    continue
             elif state.leader_epoch < partition.leader_epoch or (
                 state.leader_epoch == partition.leader_epoch
                 and partition.leader_id == state.leader

@@ -30,6 +30,11 @@ REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+# A broker whose log dir failed says so here (docs/contracts/cluster.md, "Log directory
+# failure"): log_dir_event_<sequence> holding its id.
+LOG_DIR_EVENT_NOTIFICATION = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+LOG_DIR_FAILURE_EVENT = 1
 CONFIG_TOPICS = "/config/topics"
 CONFIG_BROKERS = "/config/brokers"
 # A user's SCRAM credentials (and Kafka's quotas): /config/users/<sanitized user>.
@@ -46,6 +51,7 @@ PERSISTENT_PATHS = (
     BROKER_TOPICS,
     DELETE_TOPICS,
     ISR_CHANGE_NOTIFICATION,
+    LOG_DIR_EVENT_NOTIFICATION,
     CONFIG_TOPICS,
     CONFIG_BROKERS,
     CONFIG_CHANGES,
@@ -361,6 +367,20 @@ def encode_isr_change(partitions: list[tuple[str, int]]) -> bytes:
 
 def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
     return decode_partition_list(data, "isr change notification")
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """`{"version":1,"broker":<id>,"event":1}`: Kafka's log dir failure notification."""
+    return _dump({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id of a log dir failure notification."""
+    value = _load(data, "log dir event notification")
+    try:
+        return int(value["broker"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZkDataError(f"log dir event notification: bad broker ({exc})") from None
 
 
 def encode_config_change(entity_path: str) -> bytes:

@@ -34,6 +34,7 @@ class MemoryStore:
         self.configs: dict[str, dict[str, str]] = {}
         self.states: dict[TopicPartition, LeaderAndIsr] = {}
         self.isr_notifications: list[list[TopicPartition]] = []
+        self.log_dir_events: list[int] = []
         self.marked_for_deletion: list[str] = []
         self.preferred_election: list[TopicPartition] | None = None
         self.reassign_request: dict[TopicPartition, list[int]] | None = None
@@ -138,6 +139,13 @@ class MemoryStore:
         if taken:
             self._fire("isr")  # deleting the notifications is a change of the children
         return {tp for notification in taken for tp in notification}
+
+    async def take_log_dir_events(self, watch: Watch) -> set[int]:
+        self._watch("log_dir", watch)
+        taken, self.log_dir_events = self.log_dir_events, []
+        if taken:
+            self._fire("log_dir")
+        return set(taken)
 
     # -- decisions, fenced --------------------------------------------------------------
     def _check(self, fence: int, what: str) -> None:

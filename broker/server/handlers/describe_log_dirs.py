@@ -40,7 +40,19 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> dict:
             }
         )
     results = []
+    offline = {str(d.resolve()) for d in replicas.logs.offline_dirs}
     for directory, topics in per_dir.items():
+        if directory in offline:  # docs/contracts/log.md, "Log directory failure"
+            results.append(
+                {
+                    "error_code": ErrorCode.KAFKA_STORAGE_ERROR,
+                    "log_dir": directory,
+                    "topics": [],
+                    "total_bytes": -1,
+                    "usable_bytes": -1,
+                }
+            )
+            continue
         try:
             usage = shutil.disk_usage(directory)
             total, usable, code = usage.total, usage.free, ErrorCode.NONE

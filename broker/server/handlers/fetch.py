@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 
 from broker.cluster import TopicPartition
-from broker.log.log import OffsetOutOfRange
+from broker.log.log import KafkaStorageError, OffsetOutOfRange
 from broker.protocol.apis import FETCH_API
 from broker.protocol.errors import ErrorCode
 from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
@@ -320,6 +320,8 @@ def _fetch_partition(
     partition = ctx.replicas.get(topic, index)
     if partition is None:
         return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if partition.log.offline:  # docs/contracts/log.md, "Log directory failure"
+        return _empty(index, ErrorCode.KAFKA_STORAGE_ERROR)
     if not partition.is_leader:  # no fetching from followers (KIP-392 is not implemented)
         return _empty(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
     code = current_leader_epoch_error(preq.get("current_leader_epoch", -1), partition.leader_epoch)
@@ -341,6 +343,8 @@ def _fetch_partition(
         result = partition.log.read(offset, limit, max_offset=readable, min_one=min_one)
     except OffsetOutOfRange:
         return _empty(index, ErrorCode.OFFSET_OUT_OF_RANGE, hw, log_start, lso)
+    except KafkaStorageError:  # the read's I/O error took the log dir offline
+        return _empty(index, ErrorCode.KAFKA_STORAGE_ERROR)
     entry = _empty(index, ErrorCode.NONE, hw, log_start, lso)
     entry["records"] = result.regions
     if read_committed and result.regions:

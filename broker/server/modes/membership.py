@@ -158,6 +158,7 @@ class ClusterMembership:
             ctx.acl_store = ZkAclStore(ctx.authorizer, self.zk, self.spawn, now_ms)
         ctx.producer_ids = ZkProducerIdBlocks(self.zk, self.broker_id, self.spawn)
         ctx.replicas.isr_writer = self.isr_writer
+        ctx.replicas.on_dir_failed = lambda path: self.spawn(self._log_dir_failed())
         ctx.replicas.fetchers = ReplicaFetcherManager(
             ctx.replicas,
             FetcherSettings(
@@ -173,6 +174,16 @@ class ClusterMembership:
             ),
             ctx.now_ms,
             quota=ReplicationQuota(lambda: ctx.configs.current[FOLLOWER_RATE]),
+        )
+
+    async def _log_dir_failed(self) -> None:
+        """Tell the controller a log dir failed (docs/contracts/cluster.md, "Log directory
+        failure"): it asks which of our replicas are offline and moves their leaderships."""
+        await self.zk.create(
+            f"{z.LOG_DIR_EVENT_NOTIFICATION}/{z.LOG_DIR_EVENT_PREFIX}",
+            z.encode_log_dir_event(self.broker_id),
+            sequence=True,
+            makepath=True,
         )
 
     def spawn(self, coro) -> asyncio.Task:
