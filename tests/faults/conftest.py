@@ -65,9 +65,7 @@ def netns_cluster(tmp_path):
             log_path=tmp_path / "logs" / "zookeeper.log",
         )
         hosts = {i: network.add_host(f"broker{i}") for i in range(3)}
-        c = Cluster(
-            tmp_path, 3, zookeeper=zookeeper, hosts=hosts, overrides=campaign.FAULT_CLUSTER
-        )
+        c = Cluster(tmp_path, 3, zookeeper=zookeeper, hosts=hosts, overrides=campaign.FAULT_CLUSTER)
         c.start()
         try:
             yield c, network

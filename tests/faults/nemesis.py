@@ -25,7 +25,6 @@ import shutil
 import signal
 import subprocess
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -208,9 +207,9 @@ def faketime_unavailable() -> str | None:
 
 def faketime_prefix(clock_file: Path) -> Host:
     """A host (this machine's loopback) whose processes run under libfaketime, reading their
-    offset from `clock_file` ("+0" for none), read again at most every second (reading it
-on every call slows the broker's start several times over). Only the wall clock is
-    moved: monotonic clocks stay true, as NTP steps only the wall clock."""
+        offset from `clock_file` ("+0" for none), read again at most every second (reading it
+    on every call slows the broker's start several times over). Only the wall clock is
+        moved: monotonic clocks stay true, as NTP steps only the wall clock."""
     clock_file.write_text("+0\n")
     return Host(
         command_prefix=(

@@ -65,4 +65,3 @@ def test_a_resumed_old_leader_cannot_hand_out_an_id(fault_cluster, tmp_path):
     finally:
         for r in instances:
             r.stop()
-

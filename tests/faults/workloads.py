@@ -151,7 +151,12 @@ class Group:
     SESSION_MS = 6000
 
     def __init__(self, bootstrap, topic, partitions, group, history: History, members=3):
-        self.bootstrap, self.topic, self.partitions, self.group = bootstrap, topic, partitions, group
+        self.bootstrap, self.topic, self.partitions, self.group = (
+            bootstrap,
+            topic,
+            partitions,
+            group,
+        )
         self.history = history
         self.feed = Producer(bootstrap, topic, partitions, History(), rate=200.0)
         self._stop = threading.Event()
@@ -244,9 +249,7 @@ class Group:
 
 
 def schema_text(name: str) -> str:
-    return json.dumps(
-        {"type": "record", "name": name, "fields": [{"name": "n", "type": "long"}]}
-    )
+    return json.dumps({"type": "record", "name": name, "fields": [{"name": "n", "type": "long"}]})
 
 
 def registry_leader(instances) -> int:
