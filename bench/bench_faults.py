@@ -88,12 +88,16 @@ def kind_of(name: str) -> str:
         return "skew"
     if name.startswith("partition"):
         return "netns"
+    if name.endswith("zookeeper"):
+        # Its own cluster each run: a controller can lose its topics watch when ZooKeeper
+        # goes (docs/faults.md, F2) and would fail every later run on that cluster.
+        return "zk"
     return "plain"
 
 
 class Clusters:
-    """A cluster per kind, made when first needed and kept (a disk cluster is made anew
-    for every run: the filled tmpfs keeps what the run wrote)."""
+    """A cluster per kind, made when first needed and kept (disk and ZooKeeper clusters
+    are made anew for every run: a filled tmpfs keeps what the run wrote; see `kind_of`)."""
 
     def __init__(self, work: Path, stack: contextlib.ExitStack) -> None:
         self.work, self.stack, self.made = work, stack, {}
@@ -112,8 +116,10 @@ class Clusters:
         self.count += 1
         work = self.work / f"{kind}-{self.count}"
         overrides = campaign.FAULT_CLUSTER
-        if kind == "plain":
+        if kind in ("plain", "zk"):
             made = (self.stack.enter_context(Cluster(work, 3, overrides=overrides)), {})
+            if kind == "zk":
+                return made  # not kept
         elif kind == "skew":
             files = {i: work / f"clock-{i}" for i in range(3)}
             work.mkdir(parents=True)

@@ -68,7 +68,11 @@ class Env:
         return rng.choice(sorted(set(others) & set(isr)) or others)
 
     def controller(self) -> int:
-        return wait_for(self.cluster.controller, "a controller")
+        # Broker 0 may be the controller: wait for "not None", not for a truthy id.
+        found = wait_for(
+            lambda: (c := self.cluster.controller()) is not None and (c,), "a controller"
+        )
+        return found[0]
 
     def coordinator(self) -> int:
         from confluent_kafka.admin import AdminClient
