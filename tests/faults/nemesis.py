@@ -344,10 +344,12 @@ class LoseUnflushed(Nemesis):
 
     def inject(self, env, rng):
         broker = env.resolve(self.role, rng)
+        # Said in the history: a controller's power cut meets docs/faults.md, F1.
+        role = " (the controller)" if env.cluster.controller() == broker else ""
         env.cluster.kill(broker)
         dropped = truncate_to_recovery_point(env.cluster.broker(broker).log_dir)
         mine = {k: v for k, v in dropped.items() if k.startswith(env.topic)}
-        return f"broker-{broker} cut {mine}", broker
+        return f"broker-{broker}{role} cut {mine}", broker
 
     def heal(self, env, undo):
         _, broker = undo

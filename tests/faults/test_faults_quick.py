@@ -34,9 +34,13 @@ def test_acknowledged_writes_survive(fault_cluster, nemesis, seed):
 
 
 def test_lost_unflushed_writes_of_a_leader(fault_cluster):
-    """A power cut of the leader of partition 0 (not the controller: see docs/faults.md,
-    F1, for a restarted broker the new controller still takes for the leader)."""
+    """A power cut of the leader of partition 0. Should it also be the controller, the new
+    controller may still take the restarted broker for the leader (docs/faults.md, F1):
+    an expected failure then, named."""
     result = campaign.run_producer(fault_cluster, NEMESES["lose-unflushed-leader"], 14)
+    hit = " ".join(str(op.value) for op in result.history.faults())
+    if result.anomalies and "(the controller)" in hit:
+        pytest.xfail(f"docs/faults.md F1 (the leader was also the controller): {explain(result)}")
     assert_clean(result)
 
 
