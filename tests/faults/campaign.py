@@ -4,7 +4,10 @@ Used by the quick tests (tests/faults/test_*.py) and the soak (bench/bench_fault
 
 from __future__ import annotations
 
+import contextlib
+import os
 import random
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,14 +168,9 @@ def run_registry(
         return _finish(result, history, schedule, anomalies, started)
     finally:
         for r in instances:
-            if r.proc is not None:
-                try:
-                    import os
-                    import signal
-
+            if r.proc is not None:  # a paused instance would not hear SIGTERM
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(r.proc.pid, signal.SIGCONT)
-                except ProcessLookupError:
-                    pass
             r.stop()
 
 
