@@ -36,6 +36,7 @@ from broker.client.security import SecurityConfig
 from broker.client.simple_consumer import SimpleConsumer
 from broker.protocol.errors import ErrorCode, KafkaError, OffsetOutOfRangeError
 from broker.util.clock import SECOND_MS
+from schemas.registry.fencing import decode_epoch, encode_epoch
 
 log = logging.getLogger(__name__)
 
@@ -43,11 +44,13 @@ Entry = tuple[dict, dict | None]
 
 
 class Record(NamedTuple):
-    """One entry of the log and where it is."""
+    """One entry of the log and where it is; ``epoch`` the leader epoch it was written
+    at (schemas/registry/fencing.py), None for an entry written without one."""
 
     offset: int
     key: dict
     value: dict | None
+    epoch: int | None = None
 
 
 class StoreError(Exception):
@@ -55,8 +58,9 @@ class StoreError(Exception):
 
 
 class SchemaStore(Protocol):
-    def append(self, key: dict, value: dict | None) -> int:
-        """Durably append one entry; returns its offset; raises StoreError."""
+    def append(self, key: dict, value: dict | None, epoch: int | None = None) -> int:
+        """Durably append one entry (at leader ``epoch``, if given); returns its offset;
+        raises StoreError."""
 
     def start_offset(self) -> int:
         """The offset of the oldest entry kept (compaction may have removed older ones)."""
@@ -102,12 +106,12 @@ class InMemoryStore:
     """
 
     def __init__(self) -> None:
-        self._entries: list[tuple[bytes, bytes | None]] = []
+        self._entries: list[tuple[bytes, bytes | None, int | None]] = []
         self._appended = threading.Condition()
 
-    def append(self, key: dict, value: dict | None) -> int:
+    def append(self, key: dict, value: dict | None, epoch: int | None = None) -> int:
         with self._appended:
-            self._entries.append((encode(key), encode(value)))
+            self._entries.append((encode(key), encode(value), epoch))
             self._appended.notify_all()
             return len(self._entries) - 1
 
@@ -123,8 +127,8 @@ class InMemoryStore:
             self._appended.wait_for(lambda: len(self._entries) > position, max_wait_ms / SECOND_MS)
             entries = self._entries[position:]
         records = [
-            Record(position + i, decode(key), decode(value))
-            for i, (key, value) in enumerate(entries)
+            Record(position + i, decode(key), decode(value), epoch)
+            for i, (key, value, epoch) in enumerate(entries)
         ]
         return records, position + len(records)
 
@@ -263,7 +267,8 @@ class KafkaTopicStore:
             if r.offset < position:
                 continue
             try:
-                records.append(Record(r.offset, decode(r.key), decode(r.value)))
+                epoch = decode_epoch(r.headers)
+                records.append(Record(r.offset, decode(r.key), decode(r.value), epoch))
             except ValueError as exc:  # not written by a registry: skipped, and said so
                 log.error(
                     "skipping offset %d of %s: not a JSON entry (%s)", r.offset, self.topic, exc
@@ -273,7 +278,7 @@ class KafkaTopicStore:
     def replay(self) -> Iterator[Entry]:
         return replay(self)
 
-    def append(self, key: dict, value: dict | None) -> int:
+    def append(self, key: dict, value: dict | None, epoch: int | None = None) -> int:
         try:
             self._ensure_topic()
             if self._producer is None:
@@ -288,7 +293,11 @@ class KafkaTopicStore:
                     security=self.security,
                 )
             future = self._producer.send(
-                self.topic, encode(value), key=encode(key), partition=self.PARTITION
+                self.topic,
+                encode(value),
+                key=encode(key),
+                partition=self.PARTITION,
+                headers=encode_epoch(epoch) or None,
             )
             return future.result(timeout=max(self.timeout_ms, 1) / SECOND_MS).offset
         except FutureTimeout as exc:

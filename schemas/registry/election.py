@@ -175,7 +175,7 @@ class ElectionHooks:
         if decided.leader_identity is None:
             log.warning("no eligible registry instance in the group: writes fail until one joins")
         self.last_leader = decided.leader_identity
-        self.registry.set_leader(decided.leader_identity)
+        self.registry.set_leader(decided.leader_identity, generation.generation_id)
 
 
 class LeaderElector:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -25,6 +26,7 @@ from schemas import canonical, compatibility
 from schemas.compatibility import Level
 from schemas.registry import errors
 from schemas.registry.election import Identity
+from schemas.registry.fencing import Fence, marker_key, marker_value
 from schemas.registry.state import (
     Mode,
     RegistryState,
@@ -86,6 +88,15 @@ class Registry:
         self._applied = threading.Condition()  # notified when ``position`` moves
         self._write_lock = threading.Lock()
         self._caught_up = False  # this leadership read the store to its end
+        # Fencing (fencing.py), with several instances: the epoch this leadership writes
+        # at once its marker is admitted (None: not yet), and whether a newer leader's
+        # marker or a dropped write of ours showed it was superseded.
+        self.fence = Fence()
+        self._epoch: int | None = None
+        self._nonce = ""
+        self._superseded = False
+        self._generation: int | None = None
+        self._dropped: set[int] = set()  # offsets of entries the fence dropped (recent)
         self._closed = threading.Event()
         self._tail: threading.Thread | None = None
 
@@ -110,6 +121,8 @@ class Registry:
         records, position = self._store(self.store.read, self.position, max_wait_ms)
         for record in records:
             try:
+                if not self._admit(record):
+                    continue
                 self.state.apply(record.key, record.value)
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 # An entry no registry wrote (or a newer layout): skipped, named, and the
@@ -162,6 +175,23 @@ class Registry:
         if self._tail is not None:
             self._tail.join(timeout=5)
 
+    def _admit(self, record) -> bool:
+        """Whether a read entry counts (fencing.py); notes when this leader was superseded."""
+        if self.identity is None:
+            return True  # alone: nobody to be fenced by
+        admitted = self.fence.admit(record.offset, record.key, record.value, record.epoch)
+        if not admitted:
+            if len(self._dropped) > 1000:
+                self._dropped.clear()  # only the last write's offset is ever asked about
+            self._dropped.add(record.offset)
+        elif self._epoch is not None and self.fence.current.nonce != self._nonce:
+            log.warning(
+                "leader epoch %d of %s supersedes this instance's epoch %d: it stops writing",
+                self.fence.epoch, self.fence.current.leader, self._epoch,
+            )  # fmt: skip
+            self._superseded = True
+        return admitted
+
     @staticmethod
     def _store(call, *args):
         try:
@@ -175,14 +205,19 @@ class Registry:
     def leading(self) -> bool:
         return self.identity is None or self.leader == self.identity
 
-    def set_leader(self, leader: Identity | None) -> None:
-        """What the election decided (None: no leader now). Taken under the write lock, so
-        a write under way finishes before this instance stops or starts leading."""
+    def set_leader(self, leader: Identity | None, generation: int | None = None) -> None:
+        """What the election decided (None: no leader now), in group ``generation``. Taken
+        under the write lock, so a write under way finishes before this instance stops or
+        starts leading. Only here does a leadership start: an instance whose writes were
+        fenced writes no new marker until the election names it again."""
         with self._write_lock:
             if leader != self.leader:
                 log.info("leader: %s (this instance: %s)", leader, self.identity)
             self.leader = leader
+            self._generation = generation
             self._caught_up = False
+            self._epoch = None
+            self._superseded = False
 
     def write_target(self) -> Identity | None:
         """Where a write goes: None for here, else the leader's identity; 50004 if none."""
@@ -198,15 +233,56 @@ class Registry:
         with self._write_lock:
             if not self.leading:
                 raise errors.unknown_leader("this instance stopped leading; try again")
+            if self._superseded:
+                raise errors.unknown_leader(
+                    f"this instance was fenced by leader epoch {self.fence.epoch} of "
+                    f"{self.fence.current.leader}; try again"
+                )
             if not self._caught_up:
                 # Everything earlier leaders wrote is read before this one allocates an id.
                 self.wait_for(self._store(self.store.end_offset))
                 self._caught_up = True
+            if self.identity is not None and self._epoch is None:
+                self._take_epoch()
+            for key, value in self.fence.take_repairs():
+                # A superseded leader's entry shadows this key: the admitted value again,
+                # so compaction keeps it (fencing.py).
+                self._write(key, value)
             yield
 
+    def _take_epoch(self) -> None:
+        """Append this leadership's marker (one above the highest epoch read) until one is
+        admitted. A void marker (another new leader's came first with the same epoch) is
+        tried again from the newer log, a few times; one admitted and then superseded
+        means a newer leader: this one stops."""
+        for _ in range(3):
+            nonce = uuid.uuid4().hex
+            value = marker_value(self.fence.epoch + 1, nonce, self.identity.url, self._generation)
+            self._nonce = nonce  # before the read: our own marker must not look like another's
+            offset = self._store(self.store.append, marker_key(nonce), value)
+            self.wait_for(offset + 1)
+            if self.fence.current.nonce == nonce:
+                self._epoch = value["epoch"]
+                log.info("leading at leader epoch %d (generation %s)", self._epoch,
+                         self._generation)  # fmt: skip
+                return
+            if offset not in self._dropped:
+                # Admitted, then a newer leader's marker: that one was elected after us.
+                self._superseded = True
+                break
+        raise errors.unknown_leader("another instance took the leadership meanwhile; try again")
+
     def _write(self, key: dict, value: dict | None) -> None:
-        offset = self._store(self.store.append, key, value)
+        epoch = () if self._epoch is None else (self._epoch,)  # alone: stores as before
+        offset = self._store(self.store.append, key, value, *epoch)
         self.wait_for(offset + 1)
+        if offset in self._dropped:
+            self._superseded = True
+            raise errors.unknown_leader(
+                f"this write was fenced: leader epoch {self.fence.epoch} of "
+                f"{self.fence.current.leader} supersedes this instance's {self._epoch}; "
+                "try again"
+            )
 
     def _keep_highest_id(self) -> None:
         """Before a permanent delete: once compaction drops the deleted entries, this

@@ -1,0 +1,154 @@
+"""Checkers: pure functions from a history (and the final reads a workload made) to the
+anomalies found. Each anomaly names its kind and what was seen, so a report can list it.
+
+- `producer_anomalies`: acknowledged writes lost (or found elsewhere than acknowledged),
+  duplicates under idempotence, offsets or values out of order per partition;
+- `group_anomalies`: two members owning one partition in one generation, committed
+  offsets going backwards, acknowledged commits the group no longer has;
+- `registry_anomalies`: one id for two schemas, one schema under two ids in a subject,
+  acknowledged registrations missing, instances that disagree.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tests.faults.history import OK, History
+
+
+@dataclass(frozen=True)
+class Anomaly:
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def _limit(found: list[Anomaly], most: int = 50) -> list[Anomaly]:
+    """Many anomalies of one run usually share a cause: the first ones say it."""
+    return found[:most]
+
+
+# -- an idempotent producer with numbered values ------------------------------------------
+
+
+def producer_anomalies(history: History, read: dict[int, list[tuple[int, int]]]) -> list[Anomaly]:
+    """`history`: "send" ops whose ok value is (number, partition, offset); `read`: the
+    final read, partition -> [(offset, number)] in the order the consumer got them."""
+    found: list[Anomaly] = []
+    where: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    at: dict[tuple[int, int], int] = {}
+    for partition, records in read.items():
+        last_offset, last_number = -1, -1
+        for offset, number in records:
+            where[number].append((partition, offset))
+            at[(partition, offset)] = number
+            if offset <= last_offset:
+                found.append(Anomaly("offset-order", f"p{partition}: {offset} after {last_offset}"))
+            if number <= last_number:
+                found.append(
+                    Anomaly("value-order", f"p{partition}@{offset}: {number} after {last_number}")
+                )
+            last_offset, last_number = offset, number
+    for number, places in sorted(where.items()):
+        if len(places) > 1:
+            found.append(Anomaly("duplicate", f"value {number} at {places}"))
+    for op in history.of("send", OK):
+        number, partition, offset = op.value
+        if number not in where:
+            found.append(Anomaly("lost", f"value {number} acknowledged at p{partition}@{offset}"))
+        elif at.get((partition, offset)) != number:
+            found.append(
+                Anomaly(
+                    "moved",
+                    f"value {number} acknowledged at p{partition}@{offset}, read at "
+                    f"{where[number]}",
+                )
+            )
+    return _limit(found)
+
+
+# -- a consumer group committing offsets ----------------------------------------------------
+
+
+def group_anomalies(history: History, final_commits: dict[int, int]) -> list[Anomaly]:
+    """`history`: "assign" ok values (generation, member, [partitions]) and "commit" ok
+    values (member, generation, {partition: offset}); `final_commits`: the group's
+    committed offsets read at the end."""
+    found: list[Anomaly] = []
+    owners: dict[tuple[int, int], set[str]] = defaultdict(set)
+    for op in history.of("assign", OK):
+        generation, member, partitions = op.value
+        for p in partitions:
+            owners[(generation, p)].add(member)
+    for (generation, p), members in sorted(owners.items()):
+        if len(members) > 1:
+            found.append(
+                Anomaly("double-ownership", f"p{p} in generation {generation}: {sorted(members)}")
+            )
+    highest: dict[int, tuple[int, str, int]] = {}
+    for op in history.of("commit", OK):
+        member, generation, offsets = op.value
+        for p, offset in sorted(offsets.items()):
+            before = highest.get(p)
+            if before is not None and offset < before[0]:
+                found.append(
+                    Anomaly(
+                        "commit-backwards",
+                        f"p{p}: {member} (generation {generation}) committed {offset} after "
+                        f"{before[1]} (generation {before[2]}) committed {before[0]}",
+                    )
+                )
+            if before is None or offset >= before[0]:
+                highest[p] = (offset, member, generation)
+    for p, (offset, member, generation) in sorted(highest.items()):
+        if final_commits.get(p, -1) < offset:
+            found.append(
+                Anomaly(
+                    "commit-lost",
+                    f"p{p}: {offset} acknowledged to {member} (generation {generation}), the "
+                    f"group has {final_commits.get(p)}",
+                )
+            )
+    return _limit(found)
+
+
+# -- the schema registry ---------------------------------------------------------------------
+
+
+def registry_anomalies(
+    history: History, views: dict[str, dict[tuple[str, int], tuple[int, str]]]
+) -> list[Anomaly]:
+    """`history`: "register" ok values (subject, schema name, id); `views`: each
+    instance's final view, (subject, version) -> (id, schema name)."""
+    found: list[Anomaly] = []
+    names = list(views)
+    for other in names[1:]:
+        if views[other] != views[names[0]]:
+            diff = set(views[other].items()) ^ set(views[names[0]].items())
+            found.append(Anomaly("divergent", f"{other} vs {names[0]}: {sorted(diff)[:5]}"))
+    seen = views[names[0]] if names else {}
+    schemas_of_id: dict[int, set[str]] = defaultdict(set)
+    ids_in_subject: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for (subject, _), (schema_id, name) in seen.items():
+        schemas_of_id[schema_id].add(name)
+        ids_in_subject[(subject, name)].add(schema_id)
+    acked: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for op in history.of("register", OK):
+        subject, name, schema_id = op.value
+        schemas_of_id[schema_id].add(name)
+        acked[(subject, name)].add(schema_id)
+        ids_in_subject[(subject, name)].add(schema_id)
+    for schema_id, schema_names in sorted(schemas_of_id.items()):
+        if len(schema_names) > 1:
+            found.append(Anomaly("id-reused", f"id {schema_id} names {sorted(schema_names)}"))
+    for (subject, name), ids in sorted(ids_in_subject.items()):
+        if len(ids) > 1:
+            found.append(Anomaly("two-ids", f"{name} under {subject} has ids {sorted(ids)}"))
+    visible = {(subject, name) for (subject, _), (_, name) in seen.items()}
+    for key in sorted(acked):
+        if key not in visible:
+            found.append(Anomaly("lost-registration", f"{key[1]} under {key[0]}"))
+    return _limit(found)
