@@ -49,7 +49,8 @@ def test_group_members_never_share_a_partition(fault_cluster):
 
 
 def test_disk_full_leader_loses_nothing_acknowledged(disk_cluster):
-    """Today the producer only sees timeouts while the disk is full (docs/faults.md)."""
+    """The leader's log directory fills up and goes offline (docs/faults.md, F5): nothing
+    acknowledged is lost."""
     cluster, dirs = disk_cluster
     result = campaign.run_producer(
         cluster, DiskFull("leader"), 31, env_extra={"fill_dirs": dirs}, fault_s=3.0
