@@ -26,6 +26,7 @@ from broker.protocol.errors import (
 )
 
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1  # the coordinator of a transactional id
 COORDINATOR_ERRORS = frozenset(
     {
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -45,12 +46,12 @@ def coordinator_error(codes: Iterable[int]) -> ErrorCode:
     return ErrorCode.NONE
 
 
-def find_coordinator(conn: BrokerConnection, group_id: str) -> Node:
+def find_coordinator(conn: BrokerConnection, group_id: str, key_type: int = GROUP_KEY_TYPE) -> Node:
     """One FindCoordinator for a group on `conn` (v4+ asks a list of keys, KIP-699: one
     here); raises the answer's error. The group consumer's heartbeat thread calls it on
     a connection of its own."""
     version = conn.version_for(FIND_COORDINATOR)
-    body = {"key": group_id, "key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
+    body = {"key": group_id, "key_type": key_type, "coordinator_keys": [group_id]}
     response = conn.request(FIND_COORDINATOR, body, version)
     answer = response["coordinators"][0] if version >= 4 else response
     if answer["error_code"] != ErrorCode.NONE:
@@ -62,9 +63,12 @@ def find_coordinator(conn: BrokerConnection, group_id: str) -> Node:
 class GroupCoordinators:
     """The coordinator of each group, looked up once and again when it moves."""
 
-    def __init__(self, cluster: ClusterMetadata, timeout_s: float) -> None:
+    def __init__(
+        self, cluster: ClusterMetadata, timeout_s: float, key_type: int = GROUP_KEY_TYPE
+    ) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
+        self.key_type = key_type  # GROUP_KEY_TYPE, or TRANSACTION_KEY_TYPE for transactional ids
         self._nodes: dict[str, int] = {}
 
     def request(
@@ -129,7 +133,7 @@ class GroupCoordinators:
         refreshes it, so that `cluster.connection()` can reach it.
         """
         try:
-            found = find_coordinator(self.cluster.any_connection(), group_id)
+            found = find_coordinator(self.cluster.any_connection(), group_id, self.key_type)
         except UNREACHABLE:
             self.cluster.refresh([])
             raise
