@@ -25,9 +25,7 @@ def _producers(b, topic="t", partitions=(0,)) -> dict:
 
 
 def _describe(b, *ids) -> list[dict]:
-    return b.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": list(ids)})[
-        "transaction_states"
-    ]
+    return b.call(DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": list(ids)})["transaction_states"]
 
 
 def _list(b, states=(), pids=(), duration=-1, version=1) -> dict:
@@ -121,7 +119,9 @@ def test_the_tools_apis_follow_kafkas_acls(tmp_path):
         allow(b, alice, Op.DESCRIBE, R.TRANSACTIONAL_ID, "mine")
         with as_principal(b, alice):
             assert _producers(b)[0]["error_code"] == E.TOPIC_AUTHORIZATION_FAILED
-            states = {d["transactional_id"]: d["error_code"] for d in _describe(b, "mine", "theirs")}
+            states = {
+                d["transactional_id"]: d["error_code"] for d in _describe(b, "mine", "theirs")
+            }
             assert states == {"mine": 0, "theirs": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED}
             # Listing leaves out what alice may not describe, silently.
             listed = _list(b)
