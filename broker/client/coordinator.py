@@ -26,7 +26,7 @@ from broker.protocol.errors import (
 )
 
 GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1  # the coordinator of a transactional id
+TRANSACTION_KEY_TYPE = 1  # a transactional id's coordinator (docs/contracts/transactions.md)
 COORDINATOR_ERRORS = frozenset(
     {
         ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
@@ -47,9 +47,9 @@ def coordinator_error(codes: Iterable[int]) -> ErrorCode:
 
 
 def find_coordinator(conn: BrokerConnection, group_id: str, key_type: int = GROUP_KEY_TYPE) -> Node:
-    """One FindCoordinator for a group on `conn` (v4+ asks a list of keys, KIP-699: one
-    here); raises the answer's error. The group consumer's heartbeat thread calls it on
-    a connection of its own."""
+    """One FindCoordinator for a group (or, key type 1, a transactional id) on `conn` (v4+
+    asks a list of keys, KIP-699: one here); raises the answer's error. The group
+    consumer's heartbeat thread calls it on a connection of its own."""
     version = conn.version_for(FIND_COORDINATOR)
     body = {"key": group_id, "key_type": key_type, "coordinator_keys": [group_id]}
     response = conn.request(FIND_COORDINATOR, body, version)
@@ -61,14 +61,15 @@ def find_coordinator(conn: BrokerConnection, group_id: str, key_type: int = GROU
 
 
 class GroupCoordinators:
-    """The coordinator of each group, looked up once and again when it moves."""
+    """The coordinator of each group (or, with TRANSACTION_KEY_TYPE, of each transactional
+    id), looked up once and again when it moves."""
 
     def __init__(
         self, cluster: ClusterMetadata, timeout_s: float, key_type: int = GROUP_KEY_TYPE
     ) -> None:
         self.cluster = cluster
         self.timeout_s = timeout_s
-        self.key_type = key_type  # GROUP_KEY_TYPE, or TRANSACTION_KEY_TYPE for transactional ids
+        self.key_type = key_type
         self._nodes: dict[str, int] = {}
 
     def request(
@@ -145,6 +146,10 @@ class GroupCoordinators:
                     f"coordinator {found.node_id} of {group_id!r} is not in the metadata",
                 )
         return found
+
+    def forget(self, group_id: str) -> None:
+        """Look the coordinator up again before the next request (an answer said it moved)."""
+        self._forget(group_id)
 
     def _forget(self, group_id: str, drop_connection: bool = False) -> None:
         node = self._nodes.pop(group_id, None)

@@ -713,37 +713,8 @@ TXN_OFFSET_COMMIT_API = Api(
 )
 
 # -- Transactions: tools and visibility (KIP-664; docs/contracts/transactions.md, "Tools
-# and visibility"). Flexible from their first version. ListTransactions v1 adds KIP-994's
-# duration filter (its response is v0's).
-
-DESCRIBE_PRODUCERS_API = Api(
-    61, "DescribeProducers", 0, 0, 0,
-    request=Struct(
-        F("topics", Array(Struct(
-            F("name", STRING),
-            F("partition_indexes", Array(INT32)),
-        ))),
-    ),
-    response=Struct(
-        F("throttle_time_ms", INT32),
-        F("topics", Array(Struct(
-            F("name", STRING),
-            F("partitions", Array(Struct(
-                F("partition_index", INT32),
-                F("error_code", INT16),
-                F("error_message", STRING, nullable="0+", default=None),
-                F("active_producers", Array(Struct(
-                    F("producer_id", INT64),
-                    F("producer_epoch", INT32),
-                    F("last_sequence", INT32, default=-1),
-                    F("last_timestamp", INT64, default=-1),
-                    F("coordinator_epoch", INT32),
-                    F("current_txn_start_offset", INT64, default=-1),
-                ))),
-            ))),
-        ))),
-    ),
-)
+# and visibility"; DescribeProducers is with the cluster APIs). Flexible from their first
+# version. ListTransactions v1 adds KIP-994's duration filter (its response is v0's).
 
 DESCRIBE_TRANSACTIONS_API = Api(
     65, "DescribeTransactions", 0, 0, 0,
@@ -1001,6 +972,36 @@ DESCRIBE_CLUSTER_API = Api(
             F("is_fenced", BOOL, "2+", default=False),
         ))),
         F("cluster_authorized_operations", INT32, default=-(2**31)),
+    ),
+)
+
+# KIP-664: the producers a partition leader tracks (docs/contracts/log.md, "Transactions").
+DESCRIBE_PRODUCERS_API = Api(
+    61, "DescribeProducers", 0, 0, 0,
+    request=Struct(
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partition_indexes", Array(INT32)),
+        ))),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("topics", Array(Struct(
+            F("name", STRING),
+            F("partitions", Array(Struct(
+                F("partition_index", INT32),
+                F("error_code", INT16),
+                F("error_message", STRING, nullable="0+", default=None),
+                F("active_producers", Array(Struct(
+                    F("producer_id", INT64),
+                    F("producer_epoch", INT32),
+                    F("last_sequence", INT32, default=-1),
+                    F("last_timestamp", INT64, default=-1),
+                    F("coordinator_epoch", INT32),
+                    F("current_txn_start_offset", INT64, default=-1),
+                ))),
+            ))),
+        ))),
     ),
 )
 

@@ -21,8 +21,9 @@ DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on 
 or the cluster (broker resources); InitProducerId WRITE on the transactional id, else
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic; AddPartitionsToTxn WRITE on the
 transactional id and each topic (v4: CLUSTER_ACTION); AddOffsetsToTxn READ group;
-DescribeCluster DESCRIBE cluster; DescribeProducers READ topic; DescribeTransactions
-DESCRIBE transactional id; ListTransactions DESCRIBE transactional id (others left out).
+DescribeCluster DESCRIBE cluster;
+DescribeProducers READ topic; WriteTxnMarkers CLUSTER_ACTION; DescribeTransactions DESCRIBE
+transactional id; ListTransactions DESCRIBE transactional id (others left out).
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ def test_kafka_python_covers_nearly_all_our_versions():
     missing = sorted(set(all_api_versions()) - set(BOTH))
     # See _has; kafka-python's old classes stop before the flexible versions of most APIs
     # (ListOffsets v6+, Metadata v9, CreateTopics v4, the group APIs' later versions) and
-    # have no OffsetDelete, DescribeLogDirs, reassignment, DescribeCluster, SCRAM credential or
+    # have no OffsetDelete, DescribeLogDirs, reassignment, DescribeCluster, DescribeProducers, SCRAM credential or
     # IncrementalAlterConfigs classes (nor usable ACL ones: their DescribeAcls "v2" is not
     # flexible) (and DescribeConfigs up to v2 only; their AlterConfigs
     # response list holds a request class; we check those against the generated ones);
