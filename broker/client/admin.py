@@ -28,7 +28,11 @@ from typing import NamedTuple
 
 from broker.client.cluster import ClusterMetadata
 from broker.client.connection import UNREACHABLE
-from broker.client.coordinator import COORDINATOR_ERRORS, GroupCoordinators
+from broker.client.coordinator import (
+    COORDINATOR_ERRORS,
+    TRANSACTION_KEY_TYPE,
+    GroupCoordinators,
+)
 from broker.client.security import SecurityConfig
 from broker.cluster import Node
 from broker.protocol.apis import (
@@ -46,14 +50,18 @@ from broker.protocol.apis import (
     DESCRIBE_CONFIGS,
     DESCRIBE_GROUPS,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS,
+    DESCRIBE_TRANSACTIONS,
     DESCRIBE_USER_SCRAM_CREDENTIALS,
     ELECT_LEADERS,
     INCREMENTAL_ALTER_CONFIGS,
     LIST_GROUPS,
     LIST_PARTITION_REASSIGNMENTS,
+    LIST_TRANSACTIONS,
     OFFSET_COMMIT,
     OFFSET_DELETE,
     OFFSET_FETCH,
+    WRITE_TXN_MARKERS,
 )
 from broker.protocol.consumer_protocol import decode_assignment
 from broker.protocol.errors import (
@@ -257,6 +265,35 @@ class UserScramCredentialDeletion(NamedTuple):
     mechanism: str
 
 
+class ProducerState(NamedTuple):
+    """A producer as a partition's leader knows it (DescribeProducers)."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int  # -1: no marker of this producer written here yet
+    current_txn_start_offset: int  # -1: no transaction open here
+
+
+class TransactionListing(NamedTuple):
+    transactional_id: str
+    producer_id: int
+    state: str  # Kafka's name: Ongoing, PrepareCommit, CompleteAbort, ...
+    coordinator_id: int
+
+
+class TransactionDescription(NamedTuple):
+    coordinator_id: int
+    transactional_id: str
+    state: str
+    timeout_ms: int
+    start_time_ms: int  # -1: no transaction open
+    producer_id: int
+    producer_epoch: int
+    partitions: list[tuple[str, int]]
+
+
 class AdminClient:
     def __init__(
         self,
@@ -268,6 +305,9 @@ class AdminClient:
         self.timeout_s = request_timeout_ms / 1000
         self.cluster = ClusterMetadata(bootstrap_servers, client_id, self.timeout_s, security)
         self.coordinators = GroupCoordinators(self.cluster, self.timeout_s)
+        self.txn_coordinators = GroupCoordinators(
+            self.cluster, self.timeout_s, key_type=TRANSACTION_KEY_TYPE
+        )
         self.last_errors: dict[str | tuple[str, int], tuple[ErrorCode, str | None]] = {}
 
     def close(self) -> None:
@@ -944,6 +984,132 @@ class AdminClient:
             (result,) = self._broker_request(_config_node(resource), api_key, body)["responses"]
             outcome[resource] = (as_error_code(result["error_code"]), result["error_message"])
         return self._report(operation, outcome, raise_errors)
+
+    # --- transactions (KIP-664) ---------------------------------------------------------
+
+    def describe_producers(
+        self, partitions: Iterable[tuple[str, int]]
+    ) -> dict[tuple[str, int], list[ProducerState]]:
+        """The active producers of each partition, asked of its leader; a partition's
+        error is raised (NOT_LEADER_OR_FOLLOWER after a metadata refresh and retry)."""
+        wanted = list(partitions)
+        self.cluster.refresh(sorted({t for t, _ in wanted}))
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in wanted:
+            by_leader.setdefault(self.cluster.leader_for(*tp), []).append(tp)
+        out: dict[tuple[str, int], list[ProducerState]] = {}
+        for node, tps in by_leader.items():
+            body = {
+                "topics": [
+                    {"name": t, "partition_indexes": [p for p, _ in ps]}
+                    for t, ps in _by_topic((tp, None) for tp in tps).items()
+                ]
+            }
+            response = self._broker_request(node, DESCRIBE_PRODUCERS, body)
+            for topic in response["topics"]:
+                for p in topic["partitions"]:
+                    tp = (topic["name"], p["partition_index"])
+                    if p["error_code"] != ErrorCode.NONE:
+                        raise error_for(
+                            p["error_code"],
+                            p["error_message"] or f"describe producers of {_label(tp)}",
+                        )
+                    out[tp] = [ProducerState(**s) for s in p["active_producers"]]
+        return out
+
+    def list_transactions(
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int = -1,
+    ) -> list[TransactionListing]:
+        """The transactional ids of every coordinator (ListTransactions to every broker,
+        merged), filtered by Kafka's state names, producer ids and (v1) how long their
+        transaction has been open."""
+        body = {
+            "state_filters": list(states),
+            "producer_id_filters": list(producer_ids),
+            "duration_filter": min_duration_ms,
+        }
+        self.cluster.refresh([])
+        listed = []
+        for node in sorted(self.cluster.brokers):
+            if (
+                min_duration_ms >= 0
+                and self.cluster.connection(node).version_for(LIST_TRANSACTIONS) < 1
+            ):
+                raise UnsupportedVersionError(
+                    f"broker {node} cannot filter transactions by duration (ListTransactions v1)"
+                )
+            response = self._broker_request(node, LIST_TRANSACTIONS, body)
+            _raise_request_error(response, f"list transactions at broker {node}")
+            listed += [
+                TransactionListing(
+                    t["transactional_id"], t["producer_id"], t["transaction_state"], node
+                )
+                for t in response["transaction_states"]
+            ]
+        return sorted(listed)
+
+    def describe_transactions(
+        self, transactional_ids: Iterable[str]
+    ) -> dict[str, TransactionDescription]:
+        """Each id's state at its coordinator; an id's error (TRANSACTIONAL_ID_NOT_FOUND,
+        ...) is raised."""
+        out = {}
+        for txn_id in transactional_ids:
+            response = self.txn_coordinators.request(
+                txn_id,
+                DESCRIBE_TRANSACTIONS,
+                {"transactional_ids": [txn_id]},
+                lambda r: [s["error_code"] for s in r["transaction_states"]],
+            )
+            (s,) = response["transaction_states"]
+            if s["error_code"] != ErrorCode.NONE:
+                raise error_for(s["error_code"], f"describe transactional id {txn_id!r}")
+            out[txn_id] = TransactionDescription(
+                self.txn_coordinators.node(txn_id),
+                txn_id,
+                s["transaction_state"],
+                s["transaction_timeout_ms"],
+                s["transaction_start_time_ms"],
+                s["producer_id"],
+                s["producer_epoch"],
+                [(t["topic"], p) for t in s["topics"] for p in t["partitions"]],
+            )
+        return out
+
+    def abort_transaction(
+        self,
+        partition: tuple[str, int],
+        producer_id: int,
+        producer_epoch: int,
+        coordinator_epoch: int,
+    ) -> None:
+        """Kafka's Admin.abortTransaction: an ABORT marker for the producer written by the
+        partition's leader (WriteTxnMarkers, which needs CLUSTER_ACTION on the cluster),
+        for a hanging transaction no coordinator will end. Its error is raised."""
+        topic, index = partition
+        self.cluster.refresh([topic])
+        body = {
+            "markers": [
+                {
+                    "producer_id": producer_id,
+                    "producer_epoch": producer_epoch,
+                    "transaction_result": False,
+                    "topics": [{"name": topic, "partition_indexes": [index]}],
+                    "coordinator_epoch": coordinator_epoch,
+                }
+            ]
+        }
+        response = self._broker_request(
+            self.cluster.leader_for(topic, index), WRITE_TXN_MARKERS, body
+        )
+        for code in _error_codes(response):
+            if code != ErrorCode.NONE:
+                raise error_for(
+                    code, f"abort transaction of producer {producer_id} on {_label(partition)}"
+                )
 
     # --- helpers ------------------------------------------------------------------
 

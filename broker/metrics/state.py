@@ -20,6 +20,16 @@ from prometheus_client.registry import Collector
 from broker.controller.events import ControllerState
 from broker.coordinator.group import GroupState
 from broker.server.context import BrokerContext
+from broker.transactions.state import TxnState
+
+OPEN = frozenset(
+    {
+        TxnState.ONGOING,
+        TxnState.PREPARE_COMMIT,
+        TxnState.PREPARE_ABORT,
+        TxnState.PREPARE_EPOCH_FENCE,
+    }
+)
 
 
 class BrokerStateCollector(Collector):
@@ -57,6 +67,8 @@ class BrokerStateCollector(Collector):
         yield connections
         if ctx.groups is not None:
             yield from self._groups(ctx)
+        if ctx.transactions is not None:
+            yield from transaction_families(ctx.transactions.state)
 
     def _fetch_sessions(self, ctx: BrokerContext) -> Iterable:
         """Kafka's FetchSessionCache metrics: NumIncrementalFetchSessions,
@@ -123,6 +135,47 @@ class BrokerStateCollector(Collector):
                 end.add_metric([topic], ends[topic])
         yield size
         yield end
+        yield from self._stable_lag(leaders)
+
+    def _stable_lag(self, leaders: list) -> Iterable:
+        """How far read_committed consumers are held back: high watermark minus last
+        stable offset, per partition led here, or (series switched off) the largest of a
+        topic's partitions: one hanging transaction shows as it is, not diluted in a sum.
+        The broker-wide largest and the count of partitions with an open transaction are
+        one series each, whatever the partition count (what an alert needs)."""
+        labels = ["topic", "partition"] if self.per_partition else ["topic"]
+        lag = GaugeMetricFamily(
+            "kafka_log_stable_offset_lag",
+            "High watermark minus last stable offset (records read_committed consumers "
+            "wait for: open transactions)"
+            + ("" if self.per_partition else "; the largest of the topic's partitions")
+            + ", partitions led here.",
+            labels=labels,
+        )
+        worst: dict[str, int] = defaultdict(int)
+        largest = unstable = 0
+        for p in leaders:
+            behind = max(p.high_watermark - p.last_stable_offset, 0)
+            largest = max(largest, behind)
+            unstable += 1 if p.producers.ongoing else 0
+            if self.per_partition:
+                lag.add_metric([p.topic, str(p.index)], behind)
+            else:
+                worst[p.topic] = max(worst[p.topic], behind)
+        for topic, behind in worst.items():
+            lag.add_metric([topic], behind)
+        yield lag
+        yield GaugeMetricFamily(
+            "kafka_log_stable_offset_lag_max",
+            "The largest kafka_log_stable_offset_lag of the partitions led here.",
+            largest,
+        )
+        yield GaugeMetricFamily(
+            "kafka_partitions_with_open_transactions",
+            "Partitions led here with at least one open transaction (the last stable offset "
+            "is held at its first offset).",
+            unstable,
+        )
 
     def _cluster(self, ctx: BrokerContext) -> Iterable:
         metadata = ctx.metadata
@@ -204,6 +257,28 @@ class BrokerStateCollector(Collector):
         if self.per_partition:
             yield committed
         yield lag
+
+
+def transaction_families(coordinator) -> Iterable:
+    """The transaction coordinator's ids (broker/transactions/): per state, and the open
+    transactions (Ongoing, PrepareCommit, PrepareAbort, PrepareEpochFence)."""
+    by_state = GaugeMetricFamily(
+        "kafka_transactional_ids",
+        "Transactional ids coordinated here, by state (Kafka's names).",
+        labels=["state"],
+    )
+    counts = {state: 0 for state in TxnState}
+    for owner in coordinator.partitions.values():
+        for meta in owner.transactions.values():
+            counts[meta.state] += 1
+    for state, count in counts.items():
+        by_state.add_metric([state.kafka_name], count)
+    yield by_state
+    yield GaugeMetricFamily(
+        "kafka_transactions_open",
+        "Open transactions coordinated here: begun and not yet completed.",
+        sum(count for state, count in counts.items() if state in OPEN),
+    )
 
 
 def controller_families(controller) -> Iterable:

@@ -712,6 +712,52 @@ TXN_OFFSET_COMMIT_API = Api(
     ),
 )
 
+# -- Transactions: tools and visibility (KIP-664; docs/contracts/transactions.md, "Tools
+# and visibility"; DescribeProducers is with the cluster APIs). Flexible from their first
+# version. ListTransactions v1 adds KIP-994's duration filter (its response is v0's).
+
+DESCRIBE_TRANSACTIONS_API = Api(
+    65, "DescribeTransactions", 0, 0, 0,
+    request=Struct(
+        F("transactional_ids", Array(STRING)),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("transaction_states", Array(Struct(
+            F("error_code", INT16),
+            F("transactional_id", STRING),
+            F("transaction_state", STRING),
+            F("transaction_timeout_ms", INT32),
+            F("transaction_start_time_ms", INT64),
+            F("producer_id", INT64),
+            F("producer_epoch", INT16),
+            F("topics", Array(Struct(
+                F("topic", STRING),
+                F("partitions", Array(INT32)),
+            ))),
+        ))),
+    ),
+)
+
+LIST_TRANSACTIONS_API = Api(
+    66, "ListTransactions", 0, 1, 0,
+    request=Struct(
+        F("state_filters", Array(STRING)),
+        F("producer_id_filters", Array(INT64)),
+        F("duration_filter", INT64, "1+", default=-1),
+    ),
+    response=Struct(
+        F("throttle_time_ms", INT32),
+        F("error_code", INT16),
+        F("unknown_state_filters", Array(STRING)),
+        F("transaction_states", Array(Struct(
+            F("transactional_id", STRING),
+            F("producer_id", INT64),
+            F("transaction_state", STRING),
+        ))),
+    ),
+)
+
 # -- Inter-broker APIs. Every broker of a cluster runs this code, so each is declared at
 # one version: the last one before the flexible versions, with everything the ZooKeeper
 # era needs (broker epochs, adding/removing replicas for reassignments, offline replicas,

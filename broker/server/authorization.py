@@ -22,7 +22,8 @@ or the cluster (broker resources); InitProducerId WRITE on the transactional id,
 IDEMPOTENT_WRITE on the cluster or WRITE on some topic; AddPartitionsToTxn WRITE on the
 transactional id and each topic (v4: CLUSTER_ACTION); AddOffsetsToTxn READ group;
 DescribeCluster DESCRIBE cluster;
-DescribeProducers READ topic; WriteTxnMarkers CLUSTER_ACTION.
+DescribeProducers READ topic; WriteTxnMarkers CLUSTER_ACTION; DescribeTransactions DESCRIBE
+transactional id; ListTransactions DESCRIBE transactional id (others left out).
 """
 
 from __future__ import annotations

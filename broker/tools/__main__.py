@@ -17,6 +17,7 @@ from broker.tools import (
     producer_perf,
     reassign_partitions,
     topics,
+    transactions,
     zk_offset_checker,
 )
 
@@ -35,6 +36,7 @@ TOOLS = {
     "leader-election": leader_election.main,
     "reassign-partitions": reassign_partitions.main,
     "topics": topics.main,
+    "transactions": transactions.main,
 }
 
 

@@ -111,7 +111,7 @@ def test_kafka_python_covers_nearly_all_our_versions():
         (31, 2), (31, 3), (32, 3), (32, 4), (33, 0), (33, 1), (33, 2), (35, 0), (35, 1),
         (35, 2), (35, 3), (35, 4), (36, 2), (37, 0), (37, 1), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 0), (44, 1), (45, 0), (46, 0), (47, 0), (50, 0), (51, 0), (60, 0),
-        (60, 1), (60, 2), (61, 0),
+        (60, 1), (60, 2), (61, 0), (65, 0), (66, 0), (66, 1),
     ]  # fmt: skip
     assert {m for m in missing if m[0] in GENERATED_ONLY} <= set(GENERATED)
 
@@ -289,7 +289,7 @@ GENERATED_CLASSES = _generated_classes()
 # the versions only the generated classes cover.
 GENERATED_ONLY = {
     8, 9, 24, 25, 26, 28, 10, 11, 12, 13, 14, 15, 16, 29, 30, 31, 32, 33, 35, 36, 37, 42, 43, 44, 45, 46, 47,
-    50, 51, 60,
+    50, 51, 60, 61, 65, 66,
 }  # fmt: skip
 GENERATED = [
     (k, v)

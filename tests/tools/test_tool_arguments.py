@@ -3,6 +3,7 @@ Kafka's words where Kafka has them) on stderr, exit code 2, before any broker is
 
 from __future__ import annotations
 
+import io
 import shlex
 import tomllib
 from pathlib import Path
@@ -18,6 +19,7 @@ SCRIPTS = {
     "kafka-console-consumer": "broker.tools.console_consumer:main",
     "kafka-producer-perf-test": "broker.tools.producer_perf:main",
     "kafka-consumer-perf-test": "broker.tools.consumer_perf:main",
+    "kafka-transactions": "broker.tools.transactions:main",
 }
 
 CASES = [
@@ -140,6 +142,23 @@ CASES = [
         "consumer-perf-test --bootstrap-server x:1 --topic t --messages 0",
         "--messages must be at least 1",
     ),
+    (
+        "transactions --bootstrap-server x:1 find-hanging",
+        "The `find-hanging` command requires either --topic or --broker-id",
+    ),
+    (
+        "transactions --bootstrap-server x:1 find-hanging --broker-id 0 --partition 1",
+        "The --partition argument requires --topic to be provided",
+    ),
+    (
+        "transactions --bootstrap-server x:1 abort --topic t --partition 0",
+        "must be identified either with --start-offset",
+    ),
+    (
+        "transactions --bootstrap-server x:1 abort --topic t --partition 0 --producer-id 5",
+        "Missing required argument --producer-epoch",
+    ),
+    ("transactions --bootstrap-server x:1", "the following arguments are required: COMMAND"),
 ]
 
 
@@ -154,3 +173,16 @@ def test_bad_arguments_exit_2(command, problem, capsys):
 def test_console_scripts_are_declared():
     scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert {name: scripts[name] for name in SCRIPTS} == SCRIPTS
+
+
+def test_transactions_tables_are_kafkas():
+    """TransactionsCommand's table: each column padded to its widest value, then a tab."""
+    from broker.tools.output import Output
+    from broker.tools.transactions import LIST_HEADERS, table
+
+    buffer = io.StringIO()
+    table(Output(out=buffer), LIST_HEADERS, [("a-long-transactional-id", 0, 4000, "Ongoing")])
+    assert buffer.getvalue().splitlines() == [
+        "TransactionalId        \tCoordinator\tProducerId\tTransactionState\t",
+        "a-long-transactional-id\t0          \t4000      \tOngoing         \t",
+    ]
