@@ -4,6 +4,7 @@ election's decisions and messages (pure functions of the members' identities).""
 import httpx
 import pytest
 
+from broker.client.group.membership import Generation
 from schemas import canonical, catalog
 from schemas.registry.election import (
     DUPLICATE_URLS,
@@ -150,7 +151,7 @@ def test_the_group_leader_skips_members_without_an_identity():
     ]
     assignments = hooks.perform_assignment("v0", members)
     assert set(assignments) == {"m1", "m2"}
-    hooks.on_join_complete(None, assignments["m2"])
+    hooks.on_join_complete(Generation(1, "m1", "v0"), assignments["m2"])
     assert registry.leader == B and registry.leading
-    hooks.on_join_complete(None, b"not json")  # unreadable: nothing decided
+    hooks.on_join_complete(Generation(2, "m1", "v0"), b"not json")  # unreadable: nothing decided
     assert registry.leader == B
