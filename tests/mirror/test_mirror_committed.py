@@ -68,6 +68,9 @@ def test_the_mirror_copies_committed_records_only(broker, broker_factory, tmp_pa
     target = broker_factory()
     topic = fresh("mirrored-txn")
     write_source(broker.bootstrap, topic)
+    # One partition at the target too, so the copy keeps the source's order in one place.
+    with AdminClient(target.bootstrap) as admin:
+        admin.create_topics([NewTopic(topic, 1)])
     args = [
         "--consumer.config",
         properties(
