@@ -47,10 +47,11 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
         body["group_instance_id"],
         offsets,
     )
-    return respond(result, lambda errors: _body(body, {**errors, **refused}))
+    return respond(result, lambda errors: commit_answer(body, {**errors, **refused}))
 
 
-def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+def commit_answer(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
+    """OffsetCommit's answer, also TxnOffsetCommit's (the same shape): a code per partition."""
     return {"throttle_time_ms": 0, "topics": partition_errors(body["topics"], errors)}
 
 
@@ -58,7 +59,7 @@ def error_response(body: dict, code: ErrorCode) -> dict:
     every = {
         (t["name"], p["partition_index"]): code for t in body["topics"] for p in t["partitions"]
     }
-    return _body(body, every)
+    return commit_answer(body, every)
 
 
 HANDLER = ApiHandler(OFFSET_COMMIT_API, handle, error_response)

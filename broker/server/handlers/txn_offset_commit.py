@@ -18,9 +18,9 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_partitions
 from broker.server.context import BrokerContext
-from broker.server.handlers.answers import partition_errors
 from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.handlers.groups import coordinator_or_error
+from broker.server.handlers.offset_commit import commit_answer, error_response
 from broker.server.request import RequestContext
 
 
@@ -48,7 +48,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
         if (topic["name"], p["partition_index"]) not in refused
     }
     if not offsets:
-        return _body(body, refused)
+        return commit_answer(body, refused)
     result = groups.commit_txn_offsets(
         body["group_id"],
         (body["producer_id"], body["producer_epoch"]),
@@ -57,18 +57,7 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
         body["group_instance_id"],
         offsets,
     )
-    return respond(result, lambda errors: _body(body, {**errors, **refused}))
-
-
-def _body(body: dict, errors: dict[tuple[str, int], ErrorCode]) -> dict:
-    return {"throttle_time_ms": 0, "topics": partition_errors(body["topics"], errors)}
-
-
-def error_response(body: dict, code: ErrorCode) -> dict:
-    every = {
-        (t["name"], p["partition_index"]): code for t in body["topics"] for p in t["partitions"]
-    }
-    return _body(body, every)
+    return respond(result, lambda errors: commit_answer(body, {**errors, **refused}))
 
 
 HANDLER = ApiHandler(TXN_OFFSET_COMMIT_API, handle, error_response)
