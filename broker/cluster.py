@@ -95,6 +95,10 @@ class LeaderAndIsr:
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int = field(default=-1, compare=False)
+    # The zxid of the write it was read at (the znode's mzxid; -1 when not read): a
+    # controller taking over compares it with brokers' epochs, the czxids of their
+    # registrations (docs/contracts/cluster.md, "Controller failover").
+    zxid: int = field(default=-1, compare=False)
 
     def with_version(self, zk_version: int) -> LeaderAndIsr:
         return LeaderAndIsr(

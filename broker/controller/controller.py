@@ -349,18 +349,34 @@ class Controller:
             len(self.ctx.assignments),
             len(self.ctx.states),
         )
+        # Brokers that restarted while nobody was controller (registered after the states
+        # naming them were written) are first gone, then started, as a BrokerChange with
+        # their new epochs has them: keeping their leaderships would have followers
+        # truncate to what they lost (docs/contracts/cluster.md, "Controller failover").
+        registered = self.ctx.live
+        restarted = leadership.restarted_since_decided(self.ctx)
+        if restarted:
+            log.warning("brokers %s restarted since their leaderships", sorted(restarted))
+            self.ctx.live = {b: r for b, r in registered.items() if b not in restarted}
         for registration in self.ctx.live.values():
             self.channels.open(registration)
         # Every broker gets the whole picture, and each live replica its leadership.
         self.send_update_metadata(self.ctx.partitions())
         for broker_id in self.ctx.live:
             self.send_leader_and_isr(self.ctx.partitions_on(broker_id), only={broker_id})
-        # Brokers that died while nobody was controller: their leaderships and ISR places.
+        # Brokers that died (or restarted) while nobody was controller: their leaderships
+        # and ISR places.
         gone = {r for st in self.ctx.states.values() for r in (st.leader, *st.isr)}
         gone -= set(self.ctx.live) | {-1}
         if gone:
             await leadership.replicas_offline(self, gone)
-        await leadership.elect_offline(self, self.ctx.partitions())
+        if restarted:
+            self.ctx.live = registered
+            for broker_id in restarted:
+                self.channels.open(registered[broker_id])
+            await self._on_brokers_started(restarted)  # elects offline partitions too
+        else:
+            await leadership.elect_offline(self, self.ctx.partitions())
         await deletion.topics_marked(self)
         await self._isr_changes()
         await self._log_dir_events()

@@ -44,6 +44,24 @@ async def replicas_offline(c: Controller, dead: set[int]) -> None:
     c.send_update_metadata(sorted(touched))
 
 
+def restarted_since_decided(ctx: ControllerContext) -> set[int]:
+    """Live brokers that registered after a partition state naming them leader or in sync
+    was written: they restarted since that was decided, while no controller saw it (a
+    live one gets a BrokerChange with their new epoch), and may have lost what they had
+    not flushed. A controller taking over treats them as that BrokerChange would: gone,
+    then started (docs/contracts/cluster.md, "Controller failover"). States of unknown
+    zxid (-1) name nobody."""
+    restarted: set[int] = set()
+    for state in ctx.states.values():
+        if state.zxid < 0:
+            continue
+        for broker_id in (state.leader, *state.isr):
+            registration = ctx.live.get(broker_id)
+            if registration is not None and registration.epoch > state.zxid:
+                restarted.add(broker_id)
+    return restarted
+
+
 async def replicas_on_offline_dir(
     c: Controller, broker_id: int, partitions: frozenset[TopicPartition]
 ) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
+from dataclasses import replace
 from typing import Protocol
 
 from broker.cluster import BrokerRegistration, LeaderAndIsr, TopicPartition
@@ -78,8 +79,8 @@ class ControllerStore(Protocol):
     async def read_states(
         self, partitions: Collection[TopicPartition]
     ) -> dict[TopicPartition, LeaderAndIsr]:
-        """The partitions' leaders and ISRs with their versions (missing or unreadable
-        ones left out)."""
+        """The partitions' leaders and ISRs with their versions and the zxids of their
+        last writes (missing or unreadable ones left out)."""
 
     async def read_topic_states(self, topic: str) -> dict[int, LeaderAndIsr]:
         """The states of every partition of the topic that has one."""
@@ -226,7 +227,8 @@ class ZkControllerStore:
             if data is None:
                 continue
             try:
-                states[tp] = z.decode_partition_state(data[0], data[1].version)
+                state = z.decode_partition_state(data[0], data[1].version)
+                states[tp] = replace(state, zxid=data[1].mzxid)
             except z.ZkDataError as exc:
                 log.error("%s-%d: unreadable state: %s", *tp, exc)
         return states

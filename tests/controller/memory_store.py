@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Collection, Iterable
+from dataclasses import replace
 
 from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr, TopicPartition
 from broker.controller.events import ControllerState
@@ -41,7 +42,9 @@ class MemoryStore:
         # Every write, in order: (what, which).
         self.writes: list[tuple] = []
         self._watches: dict[str, list[Watch]] = {}
-        self._next_broker_epoch = 100
+        # ZooKeeper's zxid: every registration (its czxid is the broker's epoch) and every
+        # partition state write (the state's zxid) takes the next one.
+        self.zxid = 100
         self.counts = ZkCounts()
         # Every call of the store's interface, in order: (method, znodes it covered).
         self.calls: list[tuple[str, int]] = []
@@ -62,6 +65,10 @@ class MemoryStore:
             return await attribute(*args, **kwargs)
 
         return counted
+
+    def _next_zxid(self) -> int:
+        self.zxid += 1
+        return self.zxid
 
     # -- watches --------------------------------------------------------------------------
     def _watch(self, key: str, watch: Watch | None) -> None:
@@ -156,7 +163,7 @@ class MemoryStore:
         self._check(fence, "partition states")
         for tp, state in states.items():
             if tp not in self.states:
-                self.states[tp] = state.with_version(0)
+                self.states[tp] = replace(state.with_version(0), zxid=self._next_zxid())
                 self.writes.append(("create state", tp))
         return {tp: self.states[tp] for tp in states}
 
@@ -166,7 +173,8 @@ class MemoryStore:
         for tp, state in states.items():
             stored = self.states.get(tp)
             if stored is not None and stored.zk_version == state.zk_version:
-                written[tp] = self.states[tp] = state.with_version(stored.zk_version + 1)
+                stored = replace(state.with_version(stored.zk_version + 1), zxid=self._next_zxid())
+                written[tp] = self.states[tp] = stored
                 self.writes.append(("state", tp))
         return written
 
@@ -225,13 +233,12 @@ class MemoryStore:
     # -- what brokers and admin tools do ------------------------------------------------
     def register(self, broker_id: int) -> BrokerRegistration:
         """A broker (re)registers, with a new broker epoch."""
-        self._next_broker_epoch += 1
         self.brokers[broker_id] = BrokerRegistration(
             broker_id,
             (Endpoint("PLAINTEXT", f"broker{broker_id}", 9092, "PLAINTEXT"),),
             None,
             0,
-            epoch=self._next_broker_epoch,
+            epoch=self._next_zxid(),
         )
         self._fire("brokers")
         return self.brokers[broker_id]
@@ -261,7 +268,12 @@ class MemoryStore:
         """The leader changes the ISR (a conditional write) and notifies the controller."""
         state = self.states[tp]
         self.states[tp] = LeaderAndIsr(
-            state.leader, state.leader_epoch, isr, state.controller_epoch, state.zk_version + 1
+            state.leader,
+            state.leader_epoch,
+            isr,
+            state.controller_epoch,
+            state.zk_version + 1,
+            self._next_zxid(),
         )
         self.isr_notifications.append([tp])
         self._fire("isr")

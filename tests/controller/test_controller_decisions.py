@@ -1,8 +1,10 @@
 """The controller's decisions that read its context alone: which asked-for elections are
 held, what the automatic rebalance moves, what a stopping broker still leads, when a
-deleted topic's znodes may go."""
+deleted topic's znodes may go, which brokers a controller taking over finds restarted."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from broker.cluster import BrokerRegistration, LeaderAndIsr
 from broker.controller import deletion, leadership, shutdown
@@ -60,3 +62,27 @@ def test_a_deleted_topic_goes_once_every_holder_deleted_its_replica():
     assert not deletion.every_replica_deleted(ctx, "t")
     ctx.deleted_replicas.add(("t", 2))
     assert deletion.every_replica_deleted(ctx, "t")
+
+
+def test_a_broker_registered_after_a_state_naming_it_was_written_restarted():
+    ctx = _ctx()
+    # The states' last writes: t-0 at zxid 50, t-1 at 60, t-2 (led by 1 alone) at 40.
+    for tp, zxid in {("t", 0): 50, ("t", 1): 60, ("t", 2): 40}.items():
+        ctx.states[tp] = replace(ctx.states[tp], zxid=zxid)
+
+    def registered(**epochs: int) -> None:
+        ctx.live = {
+            int(b[1:]): BrokerRegistration(int(b[1:]), (), epoch=e) for b, e in epochs.items()
+        }
+
+    registered(b0=10, b1=30, b2=20)  # every registration before every decision
+    assert leadership.restarted_since_decided(ctx) == set()
+    registered(b0=10, b1=45, b2=20)  # 1 restarted after t-2's leadership (40) was decided
+    assert leadership.restarted_since_decided(ctx) == {1}
+    registered(b0=55, b1=30, b2=20)  # 0, a follower in t-0's ISR (50), restarted after it
+    assert leadership.restarted_since_decided(ctx) == {0}
+    registered(b0=61, b2=61)  # after every write; 1 is not registered (it died)
+    assert leadership.restarted_since_decided(ctx) == {0, 2}
+    # A state of unknown zxid (not read from the store) names nobody.
+    ctx.states = {tp: replace(state, zxid=-1) for tp, state in ctx.states.items()}
+    assert leadership.restarted_since_decided(ctx) == set()

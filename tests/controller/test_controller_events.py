@@ -413,6 +413,47 @@ def test_a_controlled_shutdown_and_a_controller_failover_are_a_few_store_request
     run(scenario())
 
 
+def test_a_broker_that_restarted_while_nobody_was_controller_leads_nothing_it_led():
+    """F1 (docs/faults.md): the controller, also a leader, loses its power and its
+    unflushed writes, and registers again before the next controller takes over. That
+    one finds it registered after its leaderships were decided: as a BrokerChange with
+    its new epoch would, it moves them and takes it out of the ISRs, in one write."""
+
+    async def scenario():
+        async with Cluster(3) as c:
+            await _big_topic(c, 300)  # each broker leads 100
+            await c.active.stop()  # broker 0, the controller, is killed ...
+            c.store.session_ended(0)
+            c.store.register(0)  # ... and is back, with a new epoch, before anyone took over
+            successor = await c.controller(1)
+            assert successor.is_active and 0 in successor.ctx.live and 0 in successor.channels
+            for tp, state in c.store.states.items():
+                assert state.leader != 0 and 0 not in state.isr and state.leader_epoch == 1, tp
+            assert [n for name, n in c.store.calls if name == "write_states"] == [300]
+            # The restarted broker was told no leadership of the old epoch: it follows.
+            told = [p for _, p in successor.channels.partition_states(0, "LeaderAndIsr")]
+            assert len(told) == 300
+            assert {(p["leader"] != 0, p["leader_epoch"]) for p in told} == {(True, 1)}
+            assert {b for b, name, _, _ in successor.channels.sent} == {0, 1, 2}
+
+    run(scenario())
+
+
+def test_a_controller_taking_over_keeps_the_leaderships_of_brokers_that_did_not_restart():
+    async def scenario():
+        async with Cluster(3) as c:
+            await _big_topic(c, 30)
+            await c.active.stop()  # the controller resigns; broker 0 lives on
+            successor = await c.controller(1)
+            assert successor.is_active
+            assert not [call for call in c.store.calls if call[0] == "write_states"]
+            assert {s.leader_epoch for s in c.store.states.values()} == {0}
+            led = [p for _, p in successor.channels.partition_states(0, "LeaderAndIsr")]
+            assert sum(p["leader"] == 0 for p in led) == 10
+
+    run(scenario())
+
+
 class _LeadersRace(MemoryStore):
     """Leaders change the ISR of `racing` partitions just before the controller's first
     write of them lands, as a leader's conditional update can."""
