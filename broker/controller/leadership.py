@@ -1,5 +1,6 @@
 """Who leads each partition, as the controller's events change it: replicas going
-offline, partitions without a live leader (or without a state yet), leader elections
+offline, partitions without a live leader (or without a state yet), brokers a controller
+taking over finds restarted since their leaderships were decided, leader elections
 asked for (ElectLeaders, `/admin/preferred_replica_election`) and the automatic
 rebalance. The decisions themselves are broker/controller/election.py's pure functions;
 here they are applied to the controller's context (broker/controller/controller.py

@@ -371,6 +371,7 @@ NEMESES = {
         DiskFull("leader"),
         LoseUnflushed("leader"),
         LoseUnflushed("follower"),
+        LoseUnflushed("controller"),  # leads partitions too: docs/faults.md, F1
     ]
 }
 
