@@ -201,6 +201,40 @@ def test_a_dead_leader_is_replaced_from_the_isr_and_leaves_the_isrs(zk_connect):
     run(scenario(), 90)
 
 
+def test_a_broker_that_restarted_while_nobody_was_controller_leads_nothing_it_led(zk_connect):
+    """docs/faults.md F1 against ZooKeeper's zxids: the controller's broker, a leader too,
+    restarts (a new registration) while no controller runs; the next one finds it
+    registered after the states naming it were written and moves them off it."""
+
+    async def scenario():
+        async with Harness(zk_connect) as h:
+            for broker_id in range(3):
+                await h.broker(broker_id)
+            first = await h.controller(0)
+            await h.create_topic("t", {0: [0, 1, 2], 1: [1, 0, 2]})
+            await until(lambda: h.state("t", 1))
+            await first.stop()  # broker 0, the controller, loses its power ...
+            await h.brokers[0].stop()
+            restarted = await h.broker(0)  # ... and is back before anyone took over
+            await h.controller(1)
+            moved = await until(_leader_changed(h, "t", 0, 0))
+            assert (moved.leader, moved.leader_epoch, moved.isr) == (1, 1, (1, 2))
+            shrunk = await until(_isr_without(h, "t", 1, 0))
+            assert (shrunk.leader, shrunk.leader_epoch, shrunk.isr) == (1, 1, (1, 2))
+            # The restarted broker follows at the new epochs, never led at the old one.
+            for partition in (0, 1):
+                p = await until(lambda p=partition: _epoch_at_least(restarted, "t", p, 1))
+                assert p["leader"] == 1
+            assert all(
+                p["leader_epoch"] >= 1
+                for body in restarted.requests(LEADER_AND_ISR)
+                for t in body["topic_states"]
+                for p in t["partition_states"]
+            )
+
+    run(scenario(), 90)
+
+
 def test_no_eligible_leader_keeps_the_isr_then_the_replica_returns(zk_connect):
     async def scenario():
         async with Harness(zk_connect) as h:
@@ -716,6 +750,7 @@ def test_the_store_writes_and_reads_1000_states_in_a_few_requests(zk_connect):
             assert sent == ["Transaction"] * 2, sent  # 1,000 sets: below 1,000 ops a multi
             read = await store.read_topic_states("big")
             assert read == {tp[1]: state for tp, state in written.items()}
+            assert all(state.zxid > 0 for state in read.values())  # each last write's zxid
             # A stale version loses alone; a fence moved on raises.
             stale = {("big", 7): moved[("big", 7)], ("big", 8): written[("big", 8)]}
             assert list(await store.write_states(stale, fence)) == [("big", 8)]
