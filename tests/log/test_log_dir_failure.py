@@ -10,11 +10,23 @@ import pytest
 
 from broker.log import manager, segment
 from broker.log.log import KafkaStorageError
-from broker.protocol.apis import DESCRIBE_LOG_DIRS, PRODUCE
+from broker.protocol.apis import (
+    DESCRIBE_LOG_DIRS,
+    DESCRIBE_PRODUCERS_API,
+    OFFSET_FOR_LEADER_EPOCH_API,
+    PRODUCE,
+)
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import iter_records
 from tests.helpers.inprocess_broker import InProcessBroker
-from tests.helpers.server_requests import create, fetch, produce, produce_body, values
+from tests.helpers.server_requests import (
+    create,
+    fetch,
+    list_offsets,
+    produce,
+    produce_body,
+    values,
+)
 
 
 def _disk_full(*args, **kwargs):
@@ -83,6 +95,16 @@ def test_a_failed_checkpoint_in_the_background_takes_its_dir_offline(two_dirs, m
     b.state.replicas.logs.checkpoint(b.state.replicas.high_watermarks())
     assert b.state.replicas.logs.offline_dirs == {failing.dir.parent}
     assert fetch(b, "t", 0)["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+    # Every read of the partition answers so, as Kafka's getPartitionOrError, not only Fetch.
+    assert list_offsets(b, "t", -1)["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+    epochs = b.call(OFFSET_FOR_LEADER_EPOCH_API.key, 3, {"replica_id": -1, "topics": [
+        {"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}
+    ]})  # fmt: skip
+    assert epochs["topics"][0]["partitions"][0]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
+    producers = b.call(
+        DESCRIBE_PRODUCERS_API.key, 0, {"topics": [{"name": "t", "partition_indexes": [0]}]}
+    )
+    assert producers["topics"][0]["partitions"][0]["error_code"] == ErrorCode.KAFKA_STORAGE_ERROR
     with pytest.raises(KafkaStorageError):
         failing.read(0, 100)
     assert b.halted == 0

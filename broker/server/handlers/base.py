@@ -138,6 +138,21 @@ class ApiHandler:
         return self.declares(version) and version >= (self.accepted_from or 0)
 
 
+def leader_error(partition, current_leader_epoch: int = -1, any_replica: bool = False) -> ErrorCode:
+    """Whether this broker may answer a read of `partition` (a Partition or None), in
+    Kafka's order (ReplicaManager's getPartitionOrError, then the leader and epoch checks):
+    not hosted, its log dir offline (KAFKA_STORAGE_ERROR: docs/contracts/log.md, "Log
+    directory failure"), not the leader (unless `any_replica`, a debugging tool reading a
+    follower), then `current_leader_epoch_error`."""
+    if partition is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    if partition.log.offline:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if not partition.is_leader and not any_replica:
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    return current_leader_epoch_error(current_leader_epoch, partition.leader_epoch)
+
+
 def current_leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
     """The check of a request's `current_leader_epoch` (KIP-320: Fetch, ListOffsets,
     OffsetForLeaderEpoch) against the partition's `leader_epoch`: -1 is not checked; an

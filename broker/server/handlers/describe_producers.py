@@ -12,7 +12,7 @@ from broker.protocol.errors import ErrorCode
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
 from broker.server.context import BrokerContext
-from broker.server.handlers.base import ApiHandler
+from broker.server.handlers.base import ApiHandler, leader_error
 from broker.server.request import RequestContext
 
 
@@ -31,8 +31,9 @@ def _partition(ctx: BrokerContext, topic: str, index: int) -> dict:
         known = ctx.metadata.partition(topic, index) is not None
         code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         return _answer(index, code)
-    if not partition.is_leader:
-        return _answer(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    code = leader_error(partition)
+    if code != ErrorCode.NONE:
+        return _answer(index, code)
     table = partition.producers
     producers = [
         {

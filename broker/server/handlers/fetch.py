@@ -31,7 +31,7 @@ from broker.server.handlers.base import (
     Answer,
     ApiHandler,
     Delayed,
-    current_leader_epoch_error,
+    leader_error,
     respond,
 )
 from broker.server.replication_quota import LEADER_REPLICAS, is_throttled
@@ -318,13 +318,8 @@ def _fetch_partition(
     (`min_one`: the first batch comes whole even past it; ResponseBudget says which)."""
     index = preq["partition"]
     partition = ctx.replicas.get(topic, index)
-    if partition is None:
-        return _empty(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if partition.log.offline:  # docs/contracts/log.md, "Log directory failure"
-        return _empty(index, ErrorCode.KAFKA_STORAGE_ERROR)
-    if not partition.is_leader:  # no fetching from followers (KIP-392 is not implemented)
-        return _empty(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    code = current_leader_epoch_error(preq.get("current_leader_epoch", -1), partition.leader_epoch)
+    # No fetching from followers (KIP-392 is not implemented).
+    code = leader_error(partition, preq.get("current_leader_epoch", -1))
     if code != ErrorCode.NONE:
         return _empty(index, code)
     hw, log_start = partition.high_watermark, partition.log.log_start_offset

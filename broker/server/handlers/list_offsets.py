@@ -15,7 +15,7 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import refused_code
 from broker.server.context import BrokerContext
 from broker.server.handlers.answers import per_partition
-from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
+from broker.server.handlers.base import ApiHandler, leader_error
 from broker.server.request import RequestContext
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
@@ -43,12 +43,10 @@ def _partition(
 ) -> dict:
     index = req["partition_index"]
     partition = ctx.replicas.get(topic, index)
-    if partition is None:
-        return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not partition.is_leader and replica_id != DEBUGGING_REPLICA_ID:
-        # A follower's high watermark and log lag the leader's: clients ask the leader.
-        return _answer(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    code = current_leader_epoch_error(req.get("current_leader_epoch", -1), partition.leader_epoch)
+    # A follower's high watermark and log lag the leader's: clients ask the leader.
+    code = leader_error(
+        partition, req.get("current_leader_epoch", -1), replica_id == DEBUGGING_REPLICA_ID
+    )
     if code != ErrorCode.NONE:
         return _answer(index, code)
     ts, hw, log = req["timestamp"], partition.high_watermark, partition.log

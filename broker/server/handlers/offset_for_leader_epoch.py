@@ -23,7 +23,7 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, refused_code
 from broker.server.context import BrokerContext
 from broker.server.handlers.answers import per_partition
-from broker.server.handlers.base import ApiHandler, current_leader_epoch_error
+from broker.server.handlers.base import ApiHandler, leader_error
 from broker.server.request import RequestContext
 
 
@@ -39,11 +39,8 @@ def _answer(
 def _partition(ctx: BrokerContext, topic: str, req: dict) -> dict:
     index = req["partition"]
     partition = ctx.replicas.get(topic, index)
-    if partition is None:
-        return _answer(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if not partition.is_leader:  # only the leader's log is the reference
-        return _answer(index, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    code = current_leader_epoch_error(req["current_leader_epoch"], partition.leader_epoch)
+    # Only the leader's log is the reference.
+    code = leader_error(partition, req["current_leader_epoch"])
     if code != ErrorCode.NONE:
         return _answer(index, code)
     log = partition.log
