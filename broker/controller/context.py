@@ -39,6 +39,9 @@ class ControllerContext:
     deleted_replicas: set[tuple[str, int]] = field(default_factory=set)
     # Partitions being reassigned (their `assignments` entry is then every replica).
     reassigning: dict[TopicPartition, Reassignment] = field(default_factory=dict)
+    # Replicas a live broker answered KAFKA_STORAGE_ERROR for (their log dir failed), by
+    # broker, until it restarts: offline in UpdateMetadata as a dead broker's are.
+    offline_dir_replicas: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     def replicas(self, tp: TopicPartition) -> list[int]:
         return self.assignments.get(tp[0], {}).get(tp[1], [])
@@ -51,6 +54,14 @@ class ControllerContext:
 
     def is_live(self, broker_id: int) -> bool:
         return broker_id in self.live
+
+    def offline_replicas(self, tp: TopicPartition) -> list[int]:
+        """`tp`'s replicas on dead brokers or in failed log dirs (Kafka's offlineReplicas)."""
+        return [
+            r
+            for r in self.replicas(tp)
+            if r not in self.live or tp in self.offline_dir_replicas.get(r, ())
+        ]
 
     def forget_topic(self, topic: str) -> None:
         """The topic is gone (deleted, or its znode removed): nothing of it is kept."""

@@ -478,6 +478,8 @@ class Controller:
         for broker_id in dead:
             ctx.live.pop(broker_id, None)
             ctx.shutting_down.discard(broker_id)
+            # It comes back with its log dirs checked again at start-up.
+            ctx.offline_dir_replicas.pop(broker_id, None)
             await self.channels.close(broker_id)
         await leadership.replicas_offline(self, dead)
 

@@ -81,9 +81,11 @@ async def replicas_on_offline_dir(
     affected = [tp for tp in sorted(partitions) if tp in ctx.states and tp[0] not in ctx.deleting]
     await c.refresh_unclean(tp[0] for tp in affected if ctx.states[tp].leader == broker_id)
     changed = await c.apply(affected, decide)
+    ctx.offline_dir_replicas.setdefault(broker_id, set()).update(partitions)
     if changed:
         log.info("moved %d partitions off broker %d's failed log dir", len(changed), broker_id)
-        c.send_update_metadata(sorted(changed))
+    # Every broker's metadata names the replicas offline, moved or not.
+    c.send_update_metadata(sorted(set(changed) | set(partitions)))
 
 
 def elect_one(c: Controller, tp: TopicPartition, state: LeaderAndIsr) -> LeaderAndIsr:

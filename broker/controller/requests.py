@@ -106,7 +106,7 @@ def update_metadata(
                 "isr": list(state.isr) if state else [],
                 "zk_version": state.zk_version if state else 0,
                 "replicas": list(replicas),
-                "offline_replicas": [r for r in replicas if not ctx.is_live(r)],
+                "offline_replicas": ctx.offline_replicas(tp),
             }
         )
     live_brokers = [

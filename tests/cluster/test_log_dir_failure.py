@@ -12,6 +12,7 @@ import threading
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
+from kafka.admin import KafkaAdminClient
 
 from tests.helpers.cluster import FAST_FAILOVER, fresh, in_sync, read_partition, wait_for
 
@@ -95,11 +96,22 @@ def test_a_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, smal
     state = wait_for(lambda: in_sync(admin, topic, 2), "the leadership moved off broker 0")
     leader, _, isr = state[0]
     assert leader != 0 and 0 not in isr
+    # Broker 0 lives on, its replica offline in everyone's metadata (Metadata v5+).
+    wait_for(lambda: _offline_replicas(cluster.bootstrap, topic) == [0], "replica 0 named offline")
     broker_log = (cluster.logs / "broker-0.log").read_text()
     assert f"log dir {small_disk} is offline" in broker_log
     values = read_partition(cluster.bootstrap, topic)
     assert len(values) == len(set(values)), "duplicates in the log"
     assert set(acked) == set(values) and len(acked) == 3000, "acknowledged writes lost"
+
+
+def _offline_replicas(bootstrap: str, topic: str) -> list[int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        (described,) = admin.describe_topics([topic])
+        return described["partitions"][0]["offline_replicas"]
+    finally:
+        admin.close()
 
 
 class _Collect:

@@ -107,6 +107,15 @@ def test_update_metadata_the_same_picture_to_every_live_broker():
     }
 
 
+def test_update_metadata_names_replicas_in_a_failed_log_dir_offline():
+    ctx = _ctx()
+    ctx.offline_dir_replicas = {1: {("t", 0)}}
+    bodies = requests.update_metadata(ctx, [("t", 0), ("t", 1)])
+    p0, p1 = bodies[0]["topic_states"][0]["partition_states"]
+    # Broker 1 is live: only its replica in the failed dir is offline, with dead 3's.
+    assert (p0["offline_replicas"], p1["offline_replicas"]) == ([1, 3], [])
+
+
 def test_update_metadata_leaves_out_partitions_without_a_state():
     assert requests.update_metadata(_ctx(), [("u", 0)])[0]["topic_states"] == []
 
