@@ -111,6 +111,9 @@ class Partition:
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
         self._rebuild_producers(log.opened_recovery_point)
+        # Its .txnindex is whole now: a later load (a Partition made again) may start
+        # from any snapshot.
+        log.opened_recovery_point = log.log_end_offset
         log.producer_snapshot = lambda: encode_snapshot(self.producers)
         # Told (topic, partition) whenever the high watermark moves: completes waiting
         # fetches and acks=all produces.

@@ -178,10 +178,11 @@ class ProducerStateTable:
         return min(self.ongoing.values()) if self.ongoing else None
 
     def rebuild(self, batches) -> list[CompletedTxn]:
-        """Restore the table from batches already in the log, (header, marker or None)
-        oldest first (at start-up, after a truncation), so a producer's retry of a batch
-        written just before a restart is still answered as a duplicate and open
-        transactions are open again. A rebuilt producer was last seen at its batch's
+        """Replay batches already in the log, (header, marker or None) oldest first, into
+        the table (at start-up and after a truncation: the batches after the snapshot it
+        was loaded from, or the whole log), so a producer's retry of a batch written
+        before a restart is still answered as a duplicate and open transactions are open
+        again. A rebuilt producer was last seen at its batch's
         timestamp, as Kafka does. Returns the transactions the markers closed."""
         completed = []
         for header, marker in batches:

@@ -187,3 +187,32 @@ def test_truncation_drops_snapshots_above_the_new_log_end(tmp_path):
     assert p.producers.producers[7].last_seq == 0  # reloaded from what is left
     p.log.truncate_fully_and_start_at(100)
     assert snapshot_offsets(path) == []
+
+
+def test_a_broker_stop_writes_the_snapshot_its_restart_loads(tmp_path, monkeypatch):
+    """The broker's own stop path (flush, checkpoint, close) leaves a snapshot at the log
+    end and a recovery point there, so the restart replays nothing and still knows the
+    idempotent producer."""
+    from tests.helpers.inprocess_broker import InProcessBroker
+    from tests.helpers.server_requests import create, produce, values
+
+    broker = InProcessBroker(tmp_path / "logs")
+    create(broker, "t")
+    idempotent = {"producer_id": 5, "producer_epoch": 0, "base_sequence": 0}
+    assert produce(broker, "t", values(b"a", b"b", **idempotent))["base_offset"] == 0
+    broker.close()
+    assert snapshot_offsets(tmp_path / "logs" / "t-0") == [2]
+    replayed = []
+    real = Log.batches_from
+    monkeypatch.setattr(
+        Log,
+        "batches_from",
+        lambda log, offset: (replayed.append((log.topic, offset)), real(log, offset))[1],
+    )
+    broker = InProcessBroker(tmp_path / "logs")
+    try:
+        assert ("t", 2) in replayed
+        retry = produce(broker, "t", values(b"a", b"b", **idempotent))
+        assert (retry["error_code"], retry["base_offset"]) == (0, 0)
+    finally:
+        broker.close()
