@@ -17,7 +17,6 @@ offsets partitions it leads (docs/contracts/consumer-groups.md):
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 
@@ -36,10 +35,10 @@ from broker.coordinator.offsets_topic import (
     encode_offset_value,
     partition_for,
 )
-from broker.log.log import OffsetOutOfRange
+from broker.log.loading import read_batches
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import DecodeError
-from broker.records.batch import CorruptRecordError, build_batch, decode_batch, iter_batches
+from broker.records.batch import CorruptRecordError, build_batch, decode_batch
 from broker.records.control import parse_marker
 from broker.records.header import BatchHeader
 from broker.server.appends import append_records
@@ -319,32 +318,16 @@ class GroupMetadataManager:
     async def _read_partition(self, index: int, epoch: int) -> LoadedPartition:
         """The latest group metadata and offsets of the partition, chunk by chunk."""
         loaded = LoadedPartition()
-        partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-        offset = partition.log.log_start_offset
-        end = partition.log.log_end_offset
-        while offset < end:
-            await asyncio.sleep(0)  # serve other requests between chunks
-            if self.loading.get(index) != epoch:
-                break
+
+        def current_log():
             partition = self.broker.replicas.get(OFFSETS_TOPIC, index)
-            if partition is None:
-                break
-            try:
-                read = partition.log.read(offset, self.load_buffer_bytes, max_offset=end)
-            except OffsetOutOfRange:
-                offset = partition.log.log_start_offset  # retention or compaction moved the start
-                continue
-            if not read.regions:
-                break
-            data = b"".join(bytes(region.read()) for region in read.regions)
-            following = offset
-            for pos, header in iter_batches(data):
-                if header.next_offset > offset:
-                    loaded.apply_batch(data, pos, header, index)
-                following = max(following, header.next_offset)
-            if following <= offset:
-                raise CorruptRecordError(f"no complete batch at offset {offset}")
-            offset = following
+            return None if partition is None else partition.log
+
+        batches = read_batches(
+            current_log, lambda: self.loading.get(index) == epoch, self.load_buffer_bytes
+        )
+        async for batch in batches:
+            loaded.apply_batch(batch.data, batch.pos, batch.header, index)
         return loaded
 
 

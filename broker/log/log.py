@@ -19,13 +19,19 @@ import os
 import shutil
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import LEADER_EPOCH_FILE, CorruptCheckpoint
 from broker.log.config import INT32_MAX, LogConfig
 from broker.log.leader_epoch import LeaderEpochCache
+from broker.log.producer_snapshots import (
+    delete_snapshot,
+    delete_snapshots_outside,
+    newest_snapshots,
+    write_snapshot,
+)
 from broker.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -36,6 +42,7 @@ from broker.log.segment import (
 from broker.log.swap import complete_swaps, swap_steps
 from broker.log.txn_index import TXN_INDEX_SUFFIX, AbortedTxn
 from broker.records.batch import Record, decode_batch
+from broker.records.control import Marker, parse_marker
 from broker.records.header import (
     CONTROL,
     HEADER_SIZE,
@@ -159,6 +166,15 @@ class Log:
         # `on_io_error` to take the whole dir offline.
         self.offline = False
         self.on_io_error: Callable[[OSError], None] = lambda exc: None
+        # The bytes of a producer-state snapshot of everything appended so far (its
+        # Partition sets it): written at each roll and at close, so a start-up replays
+        # the log from there only (docs/contracts/log.md, "Producer-state snapshots").
+        self.producer_snapshot: Callable[[], bytes] | None = None
+        # The recovery point `open` found: above it the `.txnindex` entries may have been
+        # lost with a crash, so the first producer-state load replays from a snapshot at
+        # or below it, which re-adds them (docs/contracts/log.md, "Producer-state
+        # snapshots").
+        self.opened_recovery_point = log_start_offset
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -201,7 +217,9 @@ class Log:
         epochs = _open_leader_epochs(
             directory, segments, f"{topic}-{partition}", config, replay_from, start, end
         )
+        delete_snapshots_outside(directory, start, end)
         opened = cls(directory, topic, partition, config, segments, start, now_ms, epochs)
+        opened.opened_recovery_point = max(min(recovery_point, end), start)
         log.info(
             "opened log %s-%d: offsets %d..%d, %d segments",
             topic,
@@ -385,6 +403,7 @@ class Log:
             or overflow
         ):
             active.seal()
+            self._snapshot_producers(first_offset)
             self._segments.append(self._new_segment(first_offset))
         return self._segments[-1]
 
@@ -396,8 +415,49 @@ class Log:
         if active.size == 0:
             return active
         active.seal()
+        self._snapshot_producers(self.log_end_offset)
         self._segments.append(self._new_segment(self.log_end_offset))
         return self._segments[-1]
+
+    def _snapshot_producers(self, offset: int) -> None:
+        """Write the producer-state snapshot at `offset` (everything below it appended)."""
+        if self.producer_snapshot is not None:
+            write_snapshot(self._dir, offset, self.producer_snapshot())
+
+    # -- producer-state snapshots (the bytes are the Partition's) -------------------------
+    def producer_snapshots(self, up_to: int | None = None) -> Iterator[tuple[int, bytes]]:
+        """(offset, bytes) of the snapshots within the log (at most `up_to`), newest
+        first."""
+        end = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
+        return newest_snapshots(self._dir, self._log_start_offset, end)
+
+    def drop_producer_snapshot(self, offset: int) -> None:
+        """Delete a snapshot its reader found corrupt."""
+        delete_snapshot(self._dir, offset)
+
+    def batches_from(self, offset: int) -> Iterator[tuple[BatchHeader, Marker | None]]:
+        """Every batch from the first at or after `offset` to the log end, oldest first,
+        each with its transaction marker when it is one: what a producer-state load
+        replays after its snapshot (one pread per 64 KiB of headers). A generator, so a
+        rebuild of a whole log never holds its headers at once; an OSError takes the log
+        dir offline as `_storage` does."""
+        self._check_live()
+        if self.offline:
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: log dir is offline")
+        try:
+            for segment in self._segments[self._segment_index(offset) :]:
+                start = 0
+                if segment.base_offset < offset:
+                    start = segment.position_of(offset, _MAX_WINDOW)
+                for pos, header in segment.headers(start, segment.size, _MAX_WINDOW):
+                    marker = None
+                    if header.is_control and header.producer_id >= 0:
+                        marker = parse_marker(segment.read_batch(pos, header), 0, header)
+                    yield header, marker
+        except OSError as exc:
+            self.on_io_error(exc)
+            self.offline = True
+            raise KafkaStorageError(f"{self.topic}-{self.partition}: {exc}") from exc
 
     def _new_segment(self, base_offset: int) -> LogSegment:
         self._dir_dirty = True
@@ -613,6 +673,7 @@ class Log:
         self._recovery_point = min(self._recovery_point, self.log_end_offset)
         self._log_start_offset = min(self._log_start_offset, self.log_end_offset)
         self._leader_epochs.truncate_from_end(self.log_end_offset)
+        delete_snapshots_outside(self._dir, self._log_start_offset, self.log_end_offset)
         self._truncated(self.log_end_offset)
 
     @_storage
@@ -629,6 +690,8 @@ class Log:
         # point jumps, or a crash could bring back epochs below the new log start.
         self._leader_epochs.truncate_from_end(0)
         self._sync_leader_epochs()
+        # The old log's producers are not the leader's: no snapshot of them may remain.
+        delete_snapshots_outside(self._dir, offset + 1, offset)
         self._recovery_point = offset
         self._truncated(offset)
 
@@ -763,6 +826,8 @@ class Log:
         follow, so the first epoch starts at the new log start."""
         self._log_start_offset = max(self._log_start_offset, offset)
         self._leader_epochs.truncate_from_start(self._log_start_offset)
+        # A snapshot below the log start cannot be replayed from: its segments went.
+        delete_snapshots_outside(self._dir, self._log_start_offset, self.log_end_offset)
 
     def _schedule_deletion(
         self, segments: list[LogSegment], now_ms: int, renamed: bool = False
@@ -824,6 +889,8 @@ class Log:
         if active.size:  # an empty one has nothing to seal (and may have no index files)
             active.seal()
         self.flush()
+        # The next start then replays nothing of the log for its producer state.
+        self._snapshot_producers(self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self.collect_deleted(2**63 - 1)

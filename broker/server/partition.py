@@ -14,6 +14,7 @@ No I/O and no clock of its own: callers pass `now_ms`.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -25,7 +26,15 @@ from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.control import Marker, parse_marker
 from broker.records.header import BatchHeader, crc_is_valid
-from broker.server.producer_state import CompletedTxn, ProducerStateTable
+from broker.server.producer_state import (
+    CompletedTxn,
+    CorruptSnapshot,
+    ProducerStateTable,
+    decode_snapshot,
+    encode_snapshot,
+)
+
+logger = logging.getLogger(__name__)
 
 
 class AppendResult(NamedTuple):
@@ -65,30 +74,6 @@ class Follower:
     session: Any = None
 
 
-# How far back in the log producer state is rebuilt at start-up: clients retry only their
-# last few batches, which are far more recent than this.
-REBUILD_WINDOW_BYTES = 64 << 20
-
-
-def _recent_batches(log: Log) -> list[tuple[BatchHeader, Marker | None]]:
-    """Headers of the batches in the newest REBUILD_WINDOW_BYTES of the log, oldest
-    first, each with its transaction marker when it is one."""
-    segments, size = [], 0
-    for segment in reversed(log.segments):
-        segments.append(segment)
-        size += segment.size
-        if size >= REBUILD_WINDOW_BYTES:
-            break
-    found = []
-    for seg in reversed(segments):
-        for pos, header in seg.headers(0, seg.size, 64 * 1024):
-            marker = None
-            if header.is_control and header.producer_id >= 0:
-                marker = parse_marker(seg.read_batch(pos, header), 0, header)
-            found.append((header, marker))
-    return found
-
-
 def _markers(records, batches: list[tuple[int, BatchHeader]]) -> list[Marker | None]:
     """The transaction marker of each control batch of `records` (None for the others)."""
     return [parse_marker(records, pos, h) if h.is_control else None for pos, h in batches]
@@ -125,7 +110,11 @@ class Partition:
         hw = log.log_end_offset if high_watermark is None else high_watermark
         self.high_watermark = max(log.log_start_offset, min(hw, log.log_end_offset))
         self.producers = ProducerStateTable(retain_batches)
-        self._rebuild_producers()
+        self._rebuild_producers(log.opened_recovery_point)
+        # Its .txnindex is whole now: a later load (a Partition made again) may start
+        # from any snapshot.
+        log.opened_recovery_point = log.log_end_offset
+        log.producer_snapshot = lambda: encode_snapshot(self.producers)
         # Told (topic, partition) whenever the high watermark moves: completes waiting
         # fetches and acks=all produces.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
@@ -310,7 +299,6 @@ class Partition:
             return
         self.log.truncate_to(offset)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
-        self.producers = ProducerStateTable(self.producers.retain_batches)
         self._rebuild_producers()
 
     def start_over_at(self, offset: int) -> None:
@@ -320,10 +308,26 @@ class Partition:
         self.high_watermark = offset
         self.producers = ProducerStateTable(self.producers.retain_batches)
 
-    def _rebuild_producers(self) -> None:
-        """Producer state from the log's recent batches; the aborted transactions found
-        are indexed again where a crash or a truncation lost their entries."""
-        for completed in self.producers.rebuild(_recent_batches(self.log)):
+    def _rebuild_producers(self, up_to: int | None = None) -> None:
+        """Producer state from the newest readable snapshot and the batches after it, or
+        from the whole log when there is none (docs/contracts/log.md, "Producer-state
+        snapshots"); the aborted transactions found are indexed again where a crash or a
+        truncation lost their entries. `up_to`: the newest snapshot allowed (at start-up
+        the recovery point, above which those entries may be missing)."""
+        retain = self.producers.retain_batches
+        table, replay_from = ProducerStateTable(retain), self.log.log_start_offset
+        for offset, data in self.log.producer_snapshots(up_to):
+            try:
+                table, replay_from = decode_snapshot(data, retain), offset
+                break
+            except CorruptSnapshot as exc:
+                logger.warning("%s: producer snapshot at %d is corrupt (%s)", self.log, offset, exc)
+                self.log.drop_producer_snapshot(offset)
+        else:
+            if self.log.log_end_offset > replay_from:
+                logger.info("%s: no producer snapshot: reading the whole log", self.log)
+        self.producers = table
+        for completed in table.rebuild(self.log.batches_from(replay_from)):
             self._transaction_ended(completed)
 
     # -- the ISR and the high watermark (leader) ----------------------------------------

@@ -11,13 +11,20 @@ Transactions (docs/contracts/log.md, "Transactions"): a producer's first transac
 batch opens its transaction at that batch's offset; a marker (COMMIT/ABORT control batch)
 closes it and records the coordinator epoch that wrote it. The smallest first offset of
 the open transactions bounds the last stable offset.
+
+The table survives restarts in producer-state snapshots (`encode_snapshot` /
+`decode_snapshot`; the files are the log's, docs/contracts/log.md "Producer-state
+snapshots").
 """
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
+
+import crc32c
 
 from broker.protocol.errors import ErrorCode
 from broker.records.control import Marker
@@ -171,10 +178,11 @@ class ProducerStateTable:
         return min(self.ongoing.values()) if self.ongoing else None
 
     def rebuild(self, batches) -> list[CompletedTxn]:
-        """Restore the table from batches already in the log, (header, marker or None)
-        oldest first (at start-up, after a truncation), so a producer's retry of a batch
-        written just before a restart is still answered as a duplicate and open
-        transactions are open again. A rebuilt producer was last seen at its batch's
+        """Replay batches already in the log, (header, marker or None) oldest first, into
+        the table (at start-up and after a truncation: the batches after the snapshot it
+        was loaded from, or the whole log), so a producer's retry of a batch written
+        before a restart is still answered as a duplicate and open transactions are open
+        again. A rebuilt producer was last seen at its batch's
         timestamp, as Kafka does. Returns the transactions the markers closed."""
         completed = []
         for header, marker in batches:
@@ -205,3 +213,68 @@ class ProducerStateTable:
         ]
         for pid in stale:
             del self.producers[pid]
+
+
+# -- snapshots (docs/contracts/log.md, "Producer-state snapshots") ---------------------
+SNAPSHOT_VERSION = 1
+_HEAD = struct.Struct(">hIi")  # version, CRC-32C of all after it, producer count
+_PRODUCER = struct.Struct(">qhqiqqh")  # id, epoch, last seen, coord epoch, marker, txn, n
+_BATCH = struct.Struct(">iiqqq")  # first seq, last seq, first offset, last offset, timestamp
+
+
+class CorruptSnapshot(Exception):
+    """A snapshot file that cannot be trusted (torn, garbled, another version)."""
+
+
+def encode_snapshot(table: ProducerStateTable) -> bytes:
+    """Every producer's entry and open transaction, all its retained batches included
+    (Kafka keeps only the last one: a retry of an older in-flight batch after a restart
+    would then be refused as out of order)."""
+    body = bytearray()
+    for pid, e in table.producers.items():
+        body += _PRODUCER.pack(
+            pid,
+            e.epoch,
+            e.last_seen_ms,
+            e.coordinator_epoch,
+            e.last_marker_offset,
+            table.ongoing.get(pid, -1),
+            len(e.batches),
+        )
+        for b in e.batches:
+            body += _BATCH.pack(*b)
+    count = len(table.producers)
+    crc = crc32c.crc32c(struct.pack(">i", count) + body)
+    return _HEAD.pack(SNAPSHOT_VERSION, crc, count) + body
+
+
+def decode_snapshot(data: bytes, retain_batches: int = 5) -> ProducerStateTable:
+    """The table `encode_snapshot` wrote; CorruptSnapshot when the bytes are not one."""
+    if len(data) < _HEAD.size:
+        raise CorruptSnapshot(f"{len(data)} bytes, shorter than the header")
+    version, crc, count = _HEAD.unpack_from(data)
+    if version != SNAPSHOT_VERSION:
+        raise CorruptSnapshot(f"unknown version {version}")
+    if crc32c.crc32c(memoryview(data)[6:]) != crc:
+        raise CorruptSnapshot("CRC mismatch")
+    table = ProducerStateTable(retain_batches)
+    pos = _HEAD.size
+    try:
+        for _ in range(count):
+            pid, epoch, seen, coordinator, marker, txn, n = _PRODUCER.unpack_from(data, pos)
+            pos += _PRODUCER.size
+            entry = ProducerEntry(epoch, last_seen_ms=seen, coordinator_epoch=coordinator)
+            entry.last_marker_offset = marker
+            for _ in range(n):
+                entry.batches.append(BatchMetadata(*_BATCH.unpack_from(data, pos)))
+                pos += _BATCH.size
+            while len(entry.batches) > retain_batches:
+                entry.batches.popleft()
+            table.producers[pid] = entry
+            if txn >= 0:
+                table.ongoing[pid] = txn
+    except struct.error as exc:
+        raise CorruptSnapshot(f"truncated: {exc}") from None
+    if pos != len(data):
+        raise CorruptSnapshot(f"{len(data) - pos} stray bytes after the last producer")
+    return table

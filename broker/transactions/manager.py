@@ -21,9 +21,9 @@ import logging
 from collections.abc import Callable
 
 from broker.coordinator.coordinator import Waiter
-from broker.log.log import OffsetOutOfRange
+from broker.log.loading import read_batches
 from broker.protocol.errors import ErrorCode
-from broker.records.batch import CorruptRecordError, build_batch, iter_batches, iter_records
+from broker.records.batch import build_batch, decode_batch
 from broker.server.appends import append_records
 from broker.transactions import coordinator as core
 from broker.transactions.coordinator import Decision, SendMarkers, TxnConfig, TxnCoordinatorState
@@ -219,34 +219,23 @@ class TransactionManager:
         )
 
     async def _read_partition(self, index: int, epoch: int) -> list[tuple[bytes, bytes | None]]:
-        """Every (key, value) of the partition in log order, read chunk by chunk."""
+        """Every (key, value) of the partition's data records in log order."""
         records: list[tuple[bytes, bytes | None]] = []
-        partition = self.ctx.replicas.get(TRANSACTION_STATE_TOPIC, index)
-        offset = partition.log.log_start_offset
-        end = partition.log.log_end_offset
-        while offset < end:
-            await asyncio.sleep(0)  # serve other requests between chunks
-            if self._loading_epoch.get(index) != epoch:
-                break
+
+        def current_log():
             partition = self.ctx.replicas.get(TRANSACTION_STATE_TOPIC, index)
-            if partition is None:
-                break
-            try:
-                read = partition.log.read(offset, LOAD_CHUNK_BYTES, max_offset=end)
-            except OffsetOutOfRange:
-                offset = partition.log.log_start_offset  # compaction moved the start
+            return None if partition is None else partition.log
+
+        batches = read_batches(
+            current_log, lambda: self._loading_epoch.get(index) == epoch, LOAD_CHUNK_BYTES
+        )
+        async for batch in batches:
+            if batch.header.is_control:
                 continue
-            if not read.regions:
-                break
-            data = b"".join(bytes(region.read()) for region in read.regions)
-            for record in iter_records(data, offset):
+            for record in decode_batch(batch.data, batch.pos)[1]:
                 if record.key is not None:
                     value = None if record.value is None else bytes(record.value)
                     records.append((bytes(record.key), value))
-            following = max((h.next_offset for _, h in iter_batches(data)), default=offset)
-            if following <= offset:
-                raise CorruptRecordError(f"no complete batch at offset {offset}")
-            offset = following
         return records
 
 

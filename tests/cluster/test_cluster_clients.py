@@ -112,3 +112,42 @@ def test_kcat_lists_produces_and_consumes(cluster):
         capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert sorted(out.split("\n")[:-1]) == sorted(lines.split("\n")[:-1])
+
+
+def test_our_transactional_producer_with_the_coordinator_on_another_broker(cluster):
+    """Our client's transactions across brokers: the transaction coordinator of its id and
+    the leaders of its two partitions are three different brokers, so AddPartitionsToTxn,
+    the Produce (verified with the coordinator, KIP-890) and the markers all cross the
+    cluster; confluent-kafka reads back the committed records only."""
+    from broker.client.producer import Producer as OurProducer
+    from broker.protocol.apis import FIND_COORDINATOR
+    from tests.helpers.group_state import connect
+    from tests.transactions.test_transactional_clients import _read
+
+    topic, txn_id = fresh("our-txn-3"), fresh("our-txn-id")
+    with OurProducer(cluster.bootstrap, transactional_id=txn_id, linger_ms=1) as producer:
+        producer.init_transactions(60)
+        with connect(cluster.brokers[0].bootstrap) as conn:
+            found = conn.request(FIND_COORDINATOR, {"key": txn_id, "key_type": 1}, 2)
+        assert found["error_code"] == 0, found
+        coordinator = found["node_id"]
+        a, b = [i for i in cluster.ids if i != coordinator]
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        assignment = [[a, b, coordinator], [b, a, coordinator]]  # leaders: a and b
+        admin.create_topics([NewTopic(topic, 2, replica_assignment=assignment)])[topic].result(30)
+        placed = wait_for(lambda: leaders(admin, topic), "leaders")
+        assert {p: leader for p, (leader, _, _) in placed.items()} == {0: a, 1: b}
+
+        producer.begin_transaction()
+        for i in range(4):
+            producer.send(topic, f"committed-{i}".encode(), partition=i % 2)
+        producer.commit_transaction(60)
+        producer.begin_transaction()
+        for i in range(2):
+            producer.send(topic, f"aborted-{i}".encode(), partition=i % 2)
+        producer.flush(60)
+        producer.abort_transaction(60)
+    committed = sorted(m.value() for m in _read(cluster.bootstrap, topic, 2, 4, "read_committed"))
+    assert committed == [f"committed-{i}".encode() for i in range(4)]
+    everything = _read(cluster.bootstrap, topic, 2, 6, "read_uncommitted")
+    assert len(everything) == 6

@@ -14,6 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from broker.client.group import GroupConsumer
 from broker.client.simple_consumer import SimpleConsumer
 from broker.coordinator.offsets_topic import OFFSETS_TOPIC, partition_for
+from broker.processes import BrokerProcess
 from broker.protocol.apis import (
     OFFSET_COMMIT,
     OFFSET_FETCH,
@@ -22,15 +23,31 @@ from broker.protocol.apis import (
     WRITE_TXN_MARKERS,
 )
 from broker.protocol.errors import ErrorCode as E
+from tests.groups.conftest import GROUP_SETTINGS
 from tests.helpers.cluster import create_topic, fresh, wait_for
 from tests.helpers.group_state import connect, coordinator_of
 from tests.helpers.groups import commit_body, partition_errors, txn_commit_body
-from tests.helpers.server_requests import marker_body, produce_body, txn_records, values
+from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
+    marker_body,
+    produce_body,
+    txn_records,
+    values,
+)
 
 pytestmark = pytest.mark.clients
 
 PID = 91_000
 OFFSETS_PARTITIONS = 50  # the shared broker's offsets.topic.num.partitions (the default)
+
+
+@pytest.fixture(scope="module")
+def group_broker(tmp_path_factory):
+    """GROUP_SETTINGS, and raw transactional produces name a transactional id no
+    coordinator knows (tests.helpers.server_requests.RAW_TXN_SETTINGS)."""
+    settings = {**GROUP_SETTINGS, **RAW_TXN_SETTINGS}
+    with BrokerProcess(tmp_path_factory.mktemp("groups") / "logs", settings) as b:
+        yield b
 
 
 def stable_fetch(conn, group: str, topic: str) -> tuple[int, int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from broker.client.connection import BrokerConnection
 from broker.protocol.apis import CREATE_TOPICS, FETCH, LIST_OFFSETS, PRODUCE, WRITE_TXN_MARKERS
 from broker.records.batch import build_batch
+from broker.records.header import ATTRIBUTES_POS, TRANSACTIONAL
 
 
 def create(broker, name: str, partitions: int = 1, configs: dict | None = None) -> dict:
@@ -21,9 +22,19 @@ def create(broker, name: str, partitions: int = 1, configs: dict | None = None) 
     return topic
 
 
+# The transactional id raw requests name for transactional records (a Produce of them
+# without one is refused, as Kafka does). No coordinator knows it: brokers these requests
+# go to run with RAW_TXN_SETTINGS (no KIP-890 verification, which would refuse it).
+RAW_TXN_ID = "raw-txn"
+RAW_TXN_SETTINGS = {"transaction.partition.verification.enable": "false"}
+
+
 def produce_body(topic: str, records: bytes, partition: int = 0, acks: int = -1) -> dict:
+    attributes = records[ATTRIBUTES_POS + 1] if records and len(records) > 22 else 0
+    transactional = attributes & TRANSACTIONAL
     return {
-        "transactional_id": None, "acks": acks, "timeout_ms": 1000,
+        "transactional_id": RAW_TXN_ID if transactional else None,
+        "acks": acks, "timeout_ms": 1000,
         "topic_data": [{"name": topic, "partition_data": [{"index": partition, "records": records}]}],
     }  # fmt: skip
 

@@ -15,7 +15,7 @@ import pytest
 
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.simple_consumer import SimpleConsumer
-from broker.processes import ROOT
+from broker.processes import ROOT, BrokerProcess
 from broker.protocol.apis import PRODUCE, WRITE_TXN_MARKERS
 from broker.util.clock import HOUR_MS, now_ms
 from ingest import audit
@@ -28,7 +28,12 @@ from schemas.audited_producer import AuditedProducer
 from schemas.windows import DEFAULT_AUDIT_WINDOW_MS, window_start
 from tests.helpers.cluster import fresh
 from tests.helpers.group_state import connect
-from tests.helpers.server_requests import marker_body, produce_body, txn_records
+from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
+    marker_body,
+    produce_body,
+    txn_records,
+)
 
 NOW = now_ms()
 HOUR = NOW - NOW % HOUR_MS - 3 * HOUR_MS  # a whole hour, ended long enough ago to audit
@@ -59,6 +64,14 @@ class Transactions:
 def create(bootstrap: str, topic: str) -> None:
     with AdminClient(bootstrap) as admin:
         admin.create_topics([NewTopic(topic, 1)])
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """The module's broker: raw transactional produces name a transactional id no
+    coordinator knows (tests.helpers.server_requests.RAW_TXN_SETTINGS)."""
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", RAW_TXN_SETTINGS) as b:
+        yield b
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,30 @@ import pytest
 from broker.client.admin import AdminClient, NewTopic
 from broker.client.producer import Producer
 from broker.client.simple_consumer import SimpleConsumer
+from broker.processes import BrokerProcess
 from broker.protocol.apis import PRODUCE, WRITE_TXN_MARKERS
 from broker.tools import mirror_maker
 from broker.tools.output import Output
 from tests.helpers.cluster import fresh, wait_for
 from tests.helpers.group_state import connect
-from tests.helpers.server_requests import marker_body, produce_body, txn_records
+from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
+    marker_body,
+    produce_body,
+    txn_records,
+)
 
 pytestmark = pytest.mark.clients
 
 ABORTED_PID, COMMITTED_PID = 880_001, 880_002
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    """The module's broker: raw transactional produces name a transactional id no
+    coordinator knows (tests.helpers.server_requests.RAW_TXN_SETTINGS)."""
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", RAW_TXN_SETTINGS) as b:
+        yield b
 
 
 def write_source(bootstrap: str, topic: str) -> None:

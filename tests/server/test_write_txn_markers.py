@@ -3,25 +3,37 @@ per-partition errors the coordinator acts on (docs/contracts/transactions.md, "M
 
 from __future__ import annotations
 
-from broker.protocol.apis import DESCRIBE_PRODUCERS, FETCH, WRITE_TXN_MARKERS
+import pytest
+
+from broker.protocol.apis import DESCRIBE_PRODUCERS, FETCH, PRODUCE, WRITE_TXN_MARKERS
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import iter_batches, iter_records
 from broker.records.control import ControlType, parse_marker
 from broker.server.partition import Follower
-from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
+from tests.helpers.inprocess_broker import InProcessBroker, NoResponse, Respond, Wait
 from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
     create,
     fetch,
     fetch_body,
     list_offsets,
     marker_body,
     produce,
+    produce_body,
     txn_records,
     values,
     write_marker,
 )
 
 PID = 4000
+
+
+@pytest.fixture
+def broker(tmp_path):
+    """Raw transactional produces name a transactional id no coordinator knows."""
+    b = InProcessBroker(tmp_path / "logs", **RAW_TXN_SETTINGS)
+    yield b
+    b.close()
 
 
 def test_a_marker_is_a_control_batch_that_closes_the_transaction(broker):
@@ -115,16 +127,18 @@ def test_a_waiting_read_committed_fetch_wakes_when_the_lso_moves(broker):
     assert p["last_stable_offset"] == 2 and p["aborted_transactions"] == []
 
 
-def test_the_aborted_index_and_open_transactions_survive_a_restart(tmp_path):
-    broker = InProcessBroker(tmp_path / "logs")
+def test_the_aborted_index_and_open_transactions_survive_a_crash(tmp_path):
+    broker = InProcessBroker(tmp_path / "logs", **RAW_TXN_SETTINGS)
     create(broker, "t")
     produce(broker, "t", txn_records(PID, b"x"))
     write_marker(broker, PID, "t", commit=False)
     produce(broker, "t", txn_records(PID + 1, b"open"))  # 2, left open
-    broker.close()  # no flush of the txnindex: the rebuild must not depend on it
+    # A crash before the txnindex reached the disk (nothing flushed, no clean stop): the
+    # rebuild replays the log above the recovery point and must not depend on it.
     (index,) = (tmp_path / "logs" / "t-0").glob("*.txnindex")
     index.unlink()
-    broker = InProcessBroker(tmp_path / "logs")
+    broker.loop.close()
+    broker = InProcessBroker(tmp_path / "logs", **RAW_TXN_SETTINGS)
     try:
         p = _committed(broker)
         assert p["last_stable_offset"] == 2
@@ -151,3 +165,18 @@ def test_describe_producers_shows_the_open_transaction(broker):
         for p in p0["active_producers"]
     ]  # fmt: skip
     assert got == [(PID, 2, 0, 6, -1), (PID + 1, 0, 1, -1, 3)]
+
+
+def test_transactional_records_without_a_transactional_id_are_refused(broker):
+    """Kafka refuses the whole request (TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every
+    partition, the plain one too) and appends nothing."""
+    create(broker, "t", partitions=2)
+    body = produce_body("t", txn_records(PID, b"x"))
+    body["topic_data"][0]["partition_data"].append({"index": 1, "records": values(b"plain")})
+    body["transactional_id"] = None
+    answer = broker.call(PRODUCE, 8, body)
+    refused = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert [p["error_code"] for p in answer["responses"][0]["partition_responses"]] == [refused] * 2
+    assert all(broker.state.replicas.get("t", i).log.log_end_offset == 0 for i in (0, 1))
+    assert isinstance(broker.send(PRODUCE, 8, {**body, "acks": 0}), NoResponse)
+    assert broker.state.replicas.get("t", 0).producers.producers == {}

@@ -8,14 +8,21 @@ import pytest
 from confluent_kafka.admin import AdminClient
 
 from tests.helpers.cluster import FAST_FAILOVER, create_topic, fresh, in_sync, leaders, wait_for
-from tests.helpers.server_requests import Wire, produce, txn_records, values, write_marker
+from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
+    Wire,
+    produce,
+    txn_records,
+    values,
+    write_marker,
+)
 from tests.transactions.test_log_read_committed import kafka_python, producer_id
 
 pytestmark = [pytest.mark.slow, pytest.mark.clients]
 
 
 def test_a_new_leader_has_the_aborted_index_and_the_open_transaction(cluster_factory):
-    cluster = cluster_factory(3, overrides=FAST_FAILOVER)
+    cluster = cluster_factory(3, overrides={**FAST_FAILOVER, **RAW_TXN_SETTINGS})
     topic = fresh("txn-failover")
     leader = create_topic(cluster, topic)[0][0]
     wire = Wire(cluster.broker(leader).bootstrap)

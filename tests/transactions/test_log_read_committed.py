@@ -17,6 +17,7 @@ from kafka import KafkaConsumer, TopicPartition
 from broker.processes import BrokerProcess
 from broker.protocol.apis import INIT_PRODUCER_ID
 from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
     Wire,
     create,
     produce,
@@ -42,7 +43,7 @@ def producer_id(wire: Wire) -> int:
 def txn_broker(tmp_path_factory):
     """One broker for the module, holding (offset: value) 0 c0, 1-2 a1 a2 (aborted, its
     ABORT at 3), 4 b1 (committed at 5), 6 c1, 7 open (a transaction left open), 8 c2."""
-    with BrokerProcess(tmp_path_factory.mktemp("txn") / "logs") as broker:
+    with BrokerProcess(tmp_path_factory.mktemp("txn") / "logs", RAW_TXN_SETTINGS) as broker:
         wire = Wire(broker.bootstrap)
         create(wire, TOPIC)
         first, second = producer_id(wire), producer_id(wire)

@@ -14,7 +14,14 @@ from broker.security.acl import Operation as Op
 from broker.security.acl import ResourceType as R
 from tests.helpers import transactions as tx
 from tests.helpers.acls import ADMIN, AUTHORIZER_SETTINGS, allow, as_principal
-from tests.helpers.server_requests import create, produce, txn_records, values, write_marker
+from tests.helpers.server_requests import (
+    RAW_TXN_SETTINGS,
+    create,
+    produce,
+    txn_records,
+    values,
+    write_marker,
+)
 from tests.transactions.test_wiring import Leaders, _close, _open
 
 
@@ -36,7 +43,7 @@ def _list(b, states=(), pids=(), duration=-1, version=1) -> dict:
 
 
 def test_describe_producers_shows_open_transactions_and_markers(tmp_path):
-    b = _open(tmp_path / "logs", Leaders())
+    b = _open(tmp_path / "logs", Leaders(), **RAW_TXN_SETTINGS)
     try:
         create(b, "t", partitions=1)
         assert produce(b, "t", values(b"plain"))["error_code"] == 0
@@ -60,7 +67,7 @@ def test_describe_producers_shows_open_transactions_and_markers(tmp_path):
 
 
 def test_describe_and_list_transactions(tmp_path):
-    b = _open(tmp_path / "logs", Leaders())
+    b = _open(tmp_path / "logs", Leaders(), **RAW_TXN_SETTINGS)
     try:
         create(b, "t", partitions=2)
         tx.ready(b)
@@ -108,7 +115,7 @@ def test_describe_and_list_transactions(tmp_path):
 
 
 def test_the_tools_apis_follow_kafkas_acls(tmp_path):
-    b = _open(tmp_path / "logs", Leaders(), **AUTHORIZER_SETTINGS)
+    b = _open(tmp_path / "logs", Leaders(), **AUTHORIZER_SETTINGS, **RAW_TXN_SETTINGS)
     try:
         with as_principal(b, ADMIN):
             create(b, "t")

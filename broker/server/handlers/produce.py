@@ -19,6 +19,7 @@ from broker.coordinator.coordinator import Waiter
 from broker.protocol.apis import PRODUCE_API
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import iter_batches
+from broker.records.header import ATTRIBUTES_POS, MAGIC_POS, TRANSACTIONAL
 from broker.records.validate import RecordsError, validate_append
 from broker.security.acl import Operation, ResourceType
 from broker.server.appends import replication_outcome
@@ -55,6 +56,15 @@ def _partition_response(
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     acks = body["acks"]
     transactional_id = body.get("transactional_id")
+    if transactional_id is None and _has_transactional_batch(body):
+        # Kafka's rule: transactional records need a transactional id the client may
+        # write (docs/contracts/transactions.md, "Produce"); nothing of it is appended.
+        refused = error_response(
+            body,
+            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional records need a transactional_id in the Produce request",
+        )
+        return NO_RESPONSE if acks == 0 else refused
     if transactional_id is not None and not allowed(
         ctx, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id
     ):
@@ -194,6 +204,22 @@ def _produce_partition(
 # -- KIP-890 part 1: verification before a transaction opens here ------------------------------
 
 
+def _has_transactional_batch(body: dict) -> bool:
+    """Any partition's first batch has the transactional attribute (what Kafka's
+    ProduceRequest looks at); malformed records are left to the append's validation."""
+    for topic in body["topic_data"]:
+        for pdata in topic["partition_data"]:
+            records = pdata["records"]
+            if (
+                records is not None
+                and len(records) > ATTRIBUTES_POS + 1
+                and records[MAGIC_POS] == 2
+                and records[ATTRIBUTES_POS + 1] & TRANSACTIONAL
+            ):
+                return True
+    return False
+
+
 def _verifying(ctx: BrokerContext, acks: int) -> bool:
     return (
         acks in (0, 1, -1)
@@ -284,13 +310,14 @@ def _after_verification(
     return NO_RESPONSE if body["acks"] == 0 else Delayed(answer)
 
 
-def error_response(body: dict, code: ErrorCode) -> dict:
+def error_response(body: dict, code: ErrorCode, message: str | None = None) -> dict:
     return {
         "responses": [
             {
                 "name": t["name"],
                 "partition_responses": [
-                    _partition_response(p["index"], code) for p in t["partition_data"]
+                    _partition_response(p["index"], code, message=message)
+                    for p in t["partition_data"]
                 ],
             }
             for t in body["topic_data"]
