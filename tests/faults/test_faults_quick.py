@@ -55,10 +55,11 @@ def test_group_members_never_share_a_partition(fault_cluster):
 
 class DiskFullThenRestart(DiskFull):
     """DiskFull whose heal is what an operator does: the filled log directory went offline
-    (KAFKA_STORAGE_ERROR, the controller moved its leaderships away) and, as in Kafka,
-    comes back only when its broker restarts; so the heal waits until the leadership of
-    partition 0 left the broker, frees the space and restarts it. Without the restart the
-    topic never gets back in sync and the campaign's settle waits out its 90 s."""
+    (KAFKA_STORAGE_ERROR; the controller moves its leaderships away; a broker whose only
+    log dir failed shuts down, as Kafka's does) and comes back only when its broker starts
+    again; so the heal waits until the leadership of partition 0 left the broker, frees
+    the space and restarts it. Without the restart the topic never gets back in sync and
+    the campaign's settle waits out its 90 s."""
 
     def __init__(self) -> None:
         super().__init__("leader")
@@ -67,12 +68,13 @@ class DiskFullThenRestart(DiskFull):
     def heal(self, env, undo):
         broker = int(undo[0].removeprefix("broker-"))
 
-        def elsewhere():
+        def elsewhere():  # the state, not the new leader's id (broker 0 is falsy)
             state = env._state()
-            return state is not None and state[0] not in (-1, broker) and state[0]
+            return state if state is not None and state[0] not in (-1, broker) else None
 
         try:
-            self.moved_to = wait_for(elsewhere, f"{env.topic}-0 led off full broker {broker}")
+            state = wait_for(elsewhere, f"{env.topic}-0 led off full broker {broker}")
+            self.moved_to = state[0]
         finally:
             super().heal(env, undo)
             env.cluster.restart(broker)
