@@ -78,8 +78,9 @@ def properties(tmp_path, name: str, text: str) -> str:
     return str(path)
 
 
-def test_the_mirror_copies_committed_records_only(broker, broker_factory, tmp_path):
-    target = broker_factory()
+def test_the_mirror_copies_committed_records_only(group_broker, broker_factory, tmp_path):
+    # The source forms the mirror's group at once (no initial rebalance delay).
+    broker, target = group_broker, broker_factory()
     topic = fresh("mirrored-txn")
     write_source(broker.bootstrap, topic)
     # One partition at the target too, so the copy keeps the source's order in one place.
@@ -120,7 +121,8 @@ def test_the_mirror_copies_committed_records_only(broker, broker_factory, tmp_pa
     assert row.split()[1:] == ["5", "5", "0", "0", "0"]
 
 
-def test_a_read_uncommitted_mirror_is_refused(broker, tmp_path):
+def test_a_read_uncommitted_mirror_is_refused(group_broker, tmp_path):
+    broker = group_broker
     consumer = properties(
         tmp_path,
         "source.properties",

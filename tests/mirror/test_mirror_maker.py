@@ -52,7 +52,9 @@ def produce(bootstrap: str, topic: str, start: int, count: int) -> None:
 
 def start_mirror(work: Path, source: str, target: str, group: str, log_name: str):
     consumer = work / "source.properties"
-    consumer.write_text(f"bootstrap.servers={source}\ngroup.id={group}\n")
+    # The restarted mirror joins a group still holding the killed run's member: the join
+    # waits until that member's session ends (Kafka's default: 45 s), so a short one.
+    consumer.write_text(f"bootstrap.servers={source}\ngroup.id={group}\nsession.timeout.ms=6000\n")
     producer = work / "target.properties"
     producer.write_text(f"bootstrap.servers={target}\nlinger.ms=5\n")
     command = [
@@ -74,7 +76,7 @@ def committed(source: str, group: str) -> int:
 
 
 def test_mirror_two_clusters_through_a_kill(cluster_factory, tmp_path):
-    source = cluster_factory(3).bootstrap
+    source = cluster_factory(3, overrides={"group.initial.rebalance.delay.ms": "0"}).bootstrap
     target_cluster = cluster_factory(2)
     target = target_cluster.bootstrap
     topic, group = fresh("mirrored"), fresh("mirror")

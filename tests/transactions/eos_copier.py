@@ -48,7 +48,11 @@ def main(
             "group.id": group,
             # A restarted copier takes its place back at once (KIP-345).
             "group.instance.id": f"{txn_id}-member",
-            "session.timeout.ms": 6000,
+            # Longer than a coordinator failover (the brokers' ZooKeeper session of 6 s,
+            # then an election and the group's load): librdkafka, its session timed out,
+            # heartbeats a static member with an empty member id before it rejoins, and the
+            # new coordinator fences that (FENCED_INSTANCE_ID, as Kafka's does): fatal.
+            "session.timeout.ms": 30000,
             "isolation.level": "read_committed",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
@@ -66,7 +70,12 @@ def main(
     consumer.subscribe([source])
     done = 0
     while True:
-        messages = [m for m in consumer.consume(BATCH, timeout=0.5) if m.error() is None]
+        messages = []
+        for m in consumer.consume(BATCH, timeout=0.5):
+            if m.error() is None:
+                messages.append(m)
+            elif m.error().fatal():  # the consumer is done for: exit, do not spin
+                raise KafkaException(m.error())
         if not messages:
             continue
         producer.begin_transaction()

@@ -6,9 +6,12 @@ input record exactly once (docs/contracts/transactions.md)."""
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.processes import BrokerProcess
+from tests.helpers.cluster import WAIT_S
 from tests.transactions.test_transactional_clients import SETTINGS, _read
 
 pytestmark = pytest.mark.clients
@@ -26,7 +30,8 @@ PARTITIONS = 2
 
 
 class Copier:
-    """One run of the copier process, its stdout followed line by line."""
+    """One run of the copier process, its stdout followed line by line (by a thread, so
+    every wait on it has a deadline)."""
 
     def __init__(self, bootstrap: str, names: dict, hold_at: int = -1):
         args = [*(names[k] for k in ("input", "output", "group", "txn_id")), TOTAL, hold_at]
@@ -38,15 +43,32 @@ class Copier:
             env={**os.environ, "PYTHONPATH": str(ROOT)},
         )
         self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._follow, daemon=True).start()
 
-    def until(self, predicate) -> str:
-        """Read lines until one satisfies `predicate`; fails if the copier exits first."""
+    def _follow(self) -> None:
         for line in self.process.stdout:
-            line = line.strip()
+            self._queue.put(line.strip())
+        self._queue.put(None)  # the copier closed its stdout: it exited
+
+    def until(self, predicate, timeout_s: float = WAIT_S) -> str:
+        """Read lines until one satisfies `predicate`; fails if the copier exits first or
+        prints no such line within `timeout_s` (then it is killed)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                self.close()
+                raise AssertionError(
+                    f"the copier printed no awaited line in {timeout_s:.0f}s: {self.lines[-5:]}"
+                ) from None
+            if line is None:
+                code = self.process.wait()
+                raise AssertionError(f"the copier exited ({code}): {self.lines[-5:]}")
             self.lines.append(line)
             if predicate(line):
                 return line
-        raise AssertionError(f"the copier exited ({self.process.wait()}): {self.lines[-5:]}")
 
     def committed_at_least(self, count: int):
         return lambda line: line.startswith("committed ") and int(line.split()[1]) >= count
@@ -55,8 +77,13 @@ class Copier:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait()
 
+    def close(self) -> None:
+        """Kill the copier if it still runs (a test that failed half way)."""
+        if self.process.poll() is None:
+            self.kill()
+
     def finish(self, timeout_s: float = 90) -> None:
-        self.until(lambda line: line == "done")
+        self.until(lambda line: line == "done", timeout_s)
         assert self.process.wait(timeout_s) == 0
 
 
@@ -94,12 +121,17 @@ def test_a_killed_copier_restarted_copies_each_record_once(eos_broker):
     n = names()
     fill_input(bootstrap, n["input"])
     first = Copier(bootstrap, n, hold_at=TOTAL // 3)
-    first.until(first.committed_at_least(TOTAL // 3))
-    # The next transaction's records are written and held uncommitted: kill it now.
-    first.until(lambda line: line.startswith("open "))
-    first.kill()
+    try:
+        first.until(first.committed_at_least(TOTAL // 3))
+        # The next transaction's records are written and held uncommitted: kill it now.
+        first.until(lambda line: line.startswith("open "))
+    finally:
+        first.kill()
     second = Copier(bootstrap, n)
-    second.finish()
+    try:
+        second.finish()
+    finally:
+        second.close()
     uncommitted = assert_exactly_once(bootstrap, n["output"])
     # The kill left records of an open transaction in the log: the restart aborted them.
     assert len(uncommitted) > TOTAL

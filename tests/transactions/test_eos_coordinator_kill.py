@@ -44,13 +44,16 @@ def test_the_coordinator_killed_mid_transaction_copies_each_record_once(cluster_
         create_topic(cluster, topic, PARTITIONS, 3)
     fill_input(bootstrap, n["input"])
     copier = Copier(bootstrap, n)
-    copier.until(copier.committed_at_least(TOTAL // 3))
-    coordinator = partition_state(bootstrap, TRANSACTION_STATE_TOPIC, 0)[0]
-    copier.until(lambda line: line.startswith("open "))
-    cluster.kill(coordinator)
-    survivor = next(i for i in cluster.ids if i != coordinator)
-    survivor_bootstrap = cluster.broker(survivor).bootstrap
-    copier.finish()
+    try:
+        copier.until(copier.committed_at_least(TOTAL // 3))
+        coordinator = partition_state(bootstrap, TRANSACTION_STATE_TOPIC, 0)[0]
+        copier.until(lambda line: line.startswith("open "))
+        cluster.kill(coordinator)
+        survivor = next(i for i in cluster.ids if i != coordinator)
+        survivor_bootstrap = cluster.broker(survivor).bootstrap
+        copier.finish()
+    finally:
+        copier.close()
     moved = partition_state(survivor_bootstrap, TRANSACTION_STATE_TOPIC, 0)[0]
     assert moved not in (coordinator, -1)
     assert_exactly_once(survivor_bootstrap, n["output"])
