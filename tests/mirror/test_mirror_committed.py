@@ -36,8 +36,10 @@ ABORTED_PID, COMMITTED_PID = 880_001, 880_002
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory):
     """The module's broker: raw transactional produces name a transactional id no
-    coordinator knows (tests.helpers.server_requests.RAW_TXN_SETTINGS)."""
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", RAW_TXN_SETTINGS) as b:
+    coordinator knows (tests.helpers.server_requests.RAW_TXN_SETTINGS); the mirror's group
+    forms at once (no initial rebalance delay)."""
+    settings = {**RAW_TXN_SETTINGS, "group.initial.rebalance.delay.ms": "0"}
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", settings) as b:
         yield b
 
 
@@ -78,9 +80,8 @@ def properties(tmp_path, name: str, text: str) -> str:
     return str(path)
 
 
-def test_the_mirror_copies_committed_records_only(group_broker, broker_factory, tmp_path):
-    # The source forms the mirror's group at once (no initial rebalance delay).
-    broker, target = group_broker, broker_factory()
+def test_the_mirror_copies_committed_records_only(broker, broker_factory, tmp_path):
+    target = broker_factory()
     topic = fresh("mirrored-txn")
     write_source(broker.bootstrap, topic)
     # One partition at the target too, so the copy keeps the source's order in one place.
@@ -121,8 +122,7 @@ def test_the_mirror_copies_committed_records_only(group_broker, broker_factory, 
     assert row.split()[1:] == ["5", "5", "0", "0", "0"]
 
 
-def test_a_read_uncommitted_mirror_is_refused(group_broker, tmp_path):
-    broker = group_broker
+def test_a_read_uncommitted_mirror_is_refused(broker, tmp_path):
     consumer = properties(
         tmp_path,
         "source.properties",
