@@ -32,6 +32,12 @@ def test_lost_moved_duplicated_and_reordered_writes_are_found():
     ]  # fmt: skip
 
 
+def test_a_write_acknowledged_without_an_offset_is_checked_by_partition():
+    # librdkafka's implicit acknowledgement: persisted, offset unknown (None).
+    h = sends((0, 0, 0), (1, 0, None), (2, 1, None))
+    assert kinds(producer_anomalies(h, {0: [(0, 0), (1, 1), (2, 2)], 1: []})) == ["moved"]
+
+
 def test_unacknowledged_writes_may_be_missing():
     h = sends((0, 0, 0))
     h.invoke("send", "p", 1)
