@@ -55,6 +55,7 @@ from broker.controller.events import (
     PartitionModifications,
     PartitionReassignment,
     PreferredReplicaElection,
+    Reconnected,
     Reelect,
     ReplicaDeleted,
     ReplicasOffline,
@@ -69,6 +70,7 @@ from broker.controller.store import ControllerStore, Fenced
 from broker.protocol.apis import LEADER_AND_ISR_API, STOP_REPLICA_API, UPDATE_METADATA_API
 from broker.protocol.errors import ErrorCode
 from broker.util.clock import now_ms
+from broker.zk.client import ConnectionLoss
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +115,7 @@ class Controller:
         self._runner: asyncio.Task | None = None
         self._stopped = False
         self._rebalance_timer: asyncio.Task | None = None
+        self._reconnect_pending = False  # a Reconnected is due (or queued)
 
     @property
     def is_active(self) -> bool:
@@ -165,6 +168,14 @@ class Controller:
                 self.enqueue(Reelect())
             except asyncio.CancelledError:
                 raise
+            except ConnectionLoss:
+                log.warning(
+                    "controller event %s (%s) cut short: ZooKeeper connection lost; "
+                    "taking the controller's place again once reconnected",
+                    event.name,
+                    event.state,
+                )
+                self._reconnect_when_connected()
             except Exception:
                 log.exception("controller event %s (%s) failed", event.name, event.state)
             finally:
@@ -208,6 +219,8 @@ class Controller:
             case SessionRenewed():
                 await self._resign()
                 await self._elect()
+            case Reconnected():
+                await self._reconnected()
             case BrokerChange():
                 await self._brokers_changed()
             case TopicChange():
@@ -298,6 +311,33 @@ class Controller:
             return
         self._set_active(self.broker_id)
         await self.store.watch_controller(self.watch(ControllerChange()))
+        await self._activate()
+
+    def _reconnect_when_connected(self) -> None:
+        if not self._reconnect_pending:
+            self._reconnect_pending = True
+            self.store.when_connected(lambda: self.enqueue(Reconnected()))
+
+    async def _reconnected(self) -> None:
+        """An event failed on a lost connection: the watch it was setting is gone (every
+        other one fired when the connection dropped, and their events re-read) and what
+        it decided may be half written or unsent (F2 in docs/faults.md). As Kafka's
+        controller re-registers its watches and handlers: whoever holds /controller now is
+        followed; when it is still ours, we take our place again as a newly elected
+        controller does, reading everything (watches set again) under a new epoch, so
+        every broker gets our decisions afresh (docs/contracts/cluster.md, "Controller
+        failover")."""
+        self._reconnect_pending = False
+        active = await self.store.read_controller(watch=self.watch(ControllerChange()))
+        if active != self.broker_id:
+            await self._resign()
+            self._set_active(active)
+            if active is None:
+                await self._elect()
+            return
+        log.warning("broker %d takes its place as controller again", self.broker_id)
+        await self._resign()
+        self._set_active(self.broker_id)
         await self._activate()
 
     async def _controller_changed(self) -> None:

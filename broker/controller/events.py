@@ -80,6 +80,15 @@ class SessionRenewed(ControllerEvent):
     state = ControllerState.CONTROLLER_CHANGE
 
 
+@dataclass(frozen=True)
+class Reconnected(ControllerEvent):
+    """The ZooKeeper connection is back after an event failed on its loss (the session
+    lived): the watch that event was setting is not set and its work is half done, so
+    the controller takes its place again from what ZooKeeper holds."""
+
+    state = ControllerState.CONTROLLER_CHANGE
+
+
 # -- brokers and topics ---------------------------------------------------------------------
 @dataclass(frozen=True)
 class BrokerChange(ControllerEvent):

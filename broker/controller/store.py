@@ -7,7 +7,9 @@ and JSON, broker/zk/layout.py; docs/contracts/cluster.md). Watches are
 one-shot, as ZooKeeper's: `watch()` is called once on the event loop at the next change
 of what was read, and the controller turns it into an event. Writes of decisions are
 fenced by the version of /controller_epoch the controller wrote (a ZooKeeper multi): a
-fence that no longer holds raises `Fenced`.
+fence that no longer holds raises `Fenced`. A call cut short by a lost connection raises
+ZooKeeper's `ConnectionLoss`: what it did is unknown and the watch it was setting is not
+set, so the controller takes its place again once connected (`when_connected`).
 
 Partition states are read and written many at a time: an event that changes a thousand
 partitions costs a few requests, not a thousand round trips one after another. Writes go
@@ -41,6 +43,10 @@ class Fenced(Exception):
 
 class ControllerStore(Protocol):
     counts: ZkCounts  # the requests made (and the operations they carried) so far
+
+    def when_connected(self, callback: Callable[[], None]) -> None:
+        """`callback()` on the event loop once connected (soon when connected now): what
+        an event cut short by a lost connection waits for before it is taken up again."""
 
     # -- /controller and /controller_epoch ----------------------------------------------
     async def create_controller(self, broker_id: int, timestamp_ms: int) -> bool:
@@ -140,6 +146,9 @@ class ZkControllerStore:
     def __init__(self, zk: ZkClient) -> None:
         self.counts = ZkCounts()
         self.zk = zk.counted(self.counts)
+
+    def when_connected(self, callback: Callable[[], None]) -> None:
+        self.zk.when_connected(callback)
 
     # -- /controller and /controller_epoch ----------------------------------------------
     async def create_controller(self, broker_id: int, timestamp_ms: int) -> bool:

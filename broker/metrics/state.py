@@ -97,6 +97,13 @@ class BrokerStateCollector(Collector):
         yield GaugeMetricFamily(
             "kafka_leader_partitions", "Partitions this broker leads.", len(leaders)
         )
+        fetchers = ctx.replicas.fetchers
+        yield GaugeMetricFamily(
+            "kafka_replica_fetcher_failed_partitions",
+            "Followed partitions whose fetched data could not be taken: not fetched until "
+            "a new leadership (Kafka's FailedPartitionsCount).",
+            len(fetchers.failed) if fetchers is not None else 0,
+        )
         yield GaugeMetricFamily(
             "kafka_under_replicated_partitions",
             "Partitions led here whose ISR is smaller than their replica set.",

@@ -23,6 +23,13 @@ fair; a full fetch (opening a session, or without one when the leader's cache ha
 slot) names first the partitions that went longest without records, as Kafka's fetcher
 moves a partition that got data to the end, so a backlog on one partition never starves
 the others.
+
+A partition whose data cannot be taken (its append or truncation raises what no retry
+mends, e.g. a batch below its log end from a leader at the same epoch) is failed alone,
+as Kafka's fetcher marks it failed: it leaves its fetcher, is logged and counted
+(`ReplicaFetcherManager.failed`), and waits for a LeaderAndIsr at a new leader epoch,
+while the other partitions of that leader replicate on (docs/contracts/cluster.md,
+"Replication", F3 in docs/faults.md).
 """
 
 from __future__ import annotations
@@ -92,8 +99,12 @@ class ReplicaFetcherManager:
         self.quota = quota
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._where: dict[TopicPartition, tuple[int, int]] = {}
+        # Partitions failed and not fetched until a new leadership adds them (Kafka's
+        # failedPartitions, its FailedPartitionsCount metric), with the error.
+        self.failed: dict[TopicPartition, str] = {}
 
     def add(self, tp: TopicPartition, leader: int, address: tuple[str, int]) -> None:
+        self.failed.pop(tp, None)  # a new leadership: tried again
         key = (leader, hash(tp) % self.settings.num_fetchers)
         if self._where.get(tp) not in (None, key):
             self.remove(tp)
@@ -109,7 +120,23 @@ class ReplicaFetcherManager:
         fetcher.add(tp, partition.leader_epoch if partition is not None else -1)
         self._where[tp] = key
 
+    def fail(self, tp: TopicPartition, error: BaseException) -> None:
+        """`tp`'s fetched data could not be taken: it stops being fetched (the others go
+        on) until the controller sends its next leadership."""
+        partition = self.replicas.get(*tp)
+        at = partition.log.log_end_offset if partition is not None else -1
+        log.error(
+            "%s-%d: replication stopped (failed partition) at offset %d: %s: %s",
+            *tp,
+            at,
+            type(error).__name__,
+            error,
+        )
+        self.remove(tp)
+        self.failed[tp] = f"{type(error).__name__}: {error}"
+
     def remove(self, tp: TopicPartition) -> None:
+        self.failed.pop(tp, None)
         key = self._where.pop(tp, None)
         if key is None:
             return
@@ -203,6 +230,10 @@ class ReplicaFetcher:
         self.unsent.discard(tp)
         self.served.pop(tp, None)
         self._leave(tp)
+
+    def _fail(self, tp: TopicPartition, error: BaseException) -> None:
+        self.remove(tp)  # out of this fetch loop and its session at once
+        self.manager.fail(tp, error)
 
     def _leave(self, tp: TopicPartition) -> None:
         """`tp` is not fetched for now: the next fetch drops it from the session."""
@@ -309,18 +340,24 @@ class ReplicaFetcher:
                     log.info("%s-%d: OffsetForLeaderEpoch error %s", *tp, code)
                     self._pause(tp)
                     continue
-                offset = _divergence(partition, asked[tp], answer)
-                if offset < partition.log.log_end_offset:
-                    log.info(
-                        "%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
-                        *tp,
-                        partition.log.log_end_offset,
-                        offset,
-                        answer["leader_epoch"],
-                        answer["end_offset"],
-                    )
-                    partition.truncate_to(offset)
-                self._truncated(tp)
+                try:
+                    self._truncate_one(tp, partition, asked[tp], answer)
+                except Exception as exc:  # this partition's alone, as Kafka's doTruncate
+                    self._fail(tp, exc)
+
+    def _truncate_one(self, tp: TopicPartition, partition, asked_epoch: int, answer) -> None:
+        offset = _divergence(partition, asked_epoch, answer)
+        if offset < partition.log.log_end_offset:
+            log.info(
+                "%s-%d: truncating from %d to %d (leader epoch %d ends at %d)",
+                *tp,
+                partition.log.log_end_offset,
+                offset,
+                answer["leader_epoch"],
+                answer["end_offset"],
+            )
+            partition.truncate_to(offset)
+        self._truncated(tp)
 
     def _truncated(self, tp: TopicPartition) -> None:
         self.truncating.discard(tp)
@@ -397,7 +434,10 @@ class ReplicaFetcher:
                 if self.manager.quota is not None and partition is not None:
                     if self._throttled(tp, partition):
                         self.manager.quota.record(len(answer["records"] or b""))
-                self._take(tp, answer, now)
+                try:
+                    self._take(tp, answer, now)
+                except Exception as exc:  # this partition's alone (F3 in docs/faults.md)
+                    self._fail(tp, exc)
 
     def _session_answered(
         self, full: bool, session_id: int, sent: set[TopicPartition], forgotten: set

@@ -53,6 +53,10 @@ def _halt() -> None:
 class Fetchers(Protocol):
     """The replica fetchers (broker/server/replica_fetcher.py), as the manager uses them."""
 
+    # Partitions failed on data they could not take, each with its error, until `add`
+    # (a new leadership) tries them again; the metrics count them.
+    failed: dict[TopicPartition, str]
+
     def add(self, tp: TopicPartition, leader: int, address: tuple[str, int]) -> None: ...
 
     def remove(self, tp: TopicPartition) -> None: ...

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     NodeExistsError,
     NoNodeError,
     NotEmptyError,
@@ -29,6 +31,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "BadVersionError",
+    "ConnectionLoss",
     "NoNodeError",
     "NodeExistsError",
     "NotEmptyError",
@@ -96,6 +99,10 @@ class ZkClient:
         self._session_timeout_s = session_timeout_ms / 1000
         self._connection_timeout_s = (connection_timeout_ms or session_timeout_ms) / 1000
         self._state_listeners: list[Callable[[str], None]] = []
+        # when_connected's callbacks; the lock orders them against kazoo's thread, which
+        # sets `connected` before it tells the listener (so none is missed).
+        self._on_connected: list[Callable[[], None]] = []
+        self._on_connected_lock = threading.Lock()
         self._kazoo.add_listener(self._on_state)
         self.counts = ZkCounts()
         self._tallies: tuple[ZkCounts, ...] = (self.counts,)
@@ -162,11 +169,30 @@ class ZkClient:
         """`listener(state)` on the event loop for every SessionState change."""
         self._state_listeners.append(listener)
 
+    def when_connected(self, callback: Callable[[], None]) -> None:
+        """`callback()` once on the event loop when the client is connected: soon if it is
+        now, else at the next CONNECTED. For work a lost connection interrupted (a
+        request failed with ConnectionLoss: what it read is unknown and a watch it was
+        setting is not set; the session, ephemeral nodes and other watches may live on)."""
+        loop = self._loop or asyncio.get_running_loop()
+        with self._on_connected_lock:
+            if not self._kazoo.connected:
+                self._on_connected.append(callback)
+                return
+        loop.call_soon(callback)
+
     def _on_state(self, state: str) -> None:  # kazoo's thread
         if self._loop is None or self._loop.is_closed():
             return
+        waiting: list[Callable[[], None]] = []
+        if state == SessionState.CONNECTED:
+            with self._on_connected_lock:
+                waiting = self._on_connected[:]
+                self._on_connected.clear()
         for listener in self._state_listeners:
             self._loop.call_soon_threadsafe(listener, state)
+        for callback in waiting:
+            self._loop.call_soon_threadsafe(callback)
 
     # -- reads ----------------------------------------------------------------------------
     async def get(self, path: str, watch: Watch | None = None) -> tuple[bytes, ZnodeStat] | None:

@@ -6,7 +6,8 @@ Whoever changes the state writes it, then a persistent sequential node
 for each notification after the last one it processed it re-reads what the notification
 names (`apply`). Notifications are only a nudge: at start, and after a new ZooKeeper
 session, everything current is read (`read_all`), so a broker never needs the
-notifications from before. Notifications older than 15 minutes are deleted (by any broker,
+notifications from before; so too after a pass cut short by a lost connection (the
+session lived, but the watch that pass was setting is not set: F2 in docs/faults.md). Notifications older than 15 minutes are deleted (by any broker,
 as Kafka's changeExpirationMs).
 
 Watch callbacks arrive on the event loop (broker/zk/client.py); processing runs one
@@ -20,7 +21,7 @@ import logging
 from collections.abc import Callable, Coroutine
 
 from broker.util.clock import MINUTE_MS
-from broker.zk.client import SessionState, ZkClient
+from broker.zk.client import ConnectionLoss, SessionState, ZkClient
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +49,7 @@ class ChangeNotificationListener:
         self._lock = asyncio.Lock()
         self._watching = False
         self._session_lost = False
+        self._catch_up_due = False  # a pass was cut short: read everything once connected
 
     async def read_all(self) -> None:
         raise NotImplementedError
@@ -97,8 +99,16 @@ class ChangeNotificationListener:
                             log.error("ignoring notification %s/%s: %s", self.path, name, exc)
                     self.last_sequence = sequence
                 await self._purge(sequences)
+        except ConnectionLoss:
+            log.warning("notifications under %s cut short: reading all once reconnected", self.path)
+            self._catch_up_when_connected()
         except Exception:  # ZooKeeper unreachable: the next session's catch-up reads all
             log.warning("notifications under %s not processed", self.path, exc_info=True)
+
+    def _catch_up_when_connected(self) -> None:
+        if not self._catch_up_due:
+            self._catch_up_due = True
+            self.zk.when_connected(lambda: self.spawn(self._catch_up_logged()))
 
     async def _purge(self, sequences: dict[int, str]) -> None:
         now = self.now_ms()
@@ -117,8 +127,11 @@ class ChangeNotificationListener:
             self.spawn(self._catch_up_logged())
 
     async def _catch_up_logged(self) -> None:
+        self._catch_up_due = False
         try:
             await self._catch_up()
+        except ConnectionLoss:
+            self._catch_up_when_connected()
         except Exception:
             log.warning("could not read %s state after a new session", self.path, exc_info=True)
 

@@ -21,7 +21,7 @@ from broker.cluster import BrokerRegistration, Endpoint, LeaderAndIsr, TopicPart
 from broker.controller.events import ControllerState
 from broker.controller.store import Fenced, Watch
 from broker.protocol.apis import LEADER_AND_ISR_API, STOP_REPLICA_API, UPDATE_METADATA_API
-from broker.zk.client import ZkCounts
+from broker.zk.client import ConnectionLoss, ZkCounts
 from broker.zk.layout import Reassignment
 
 
@@ -48,6 +48,13 @@ class MemoryStore:
         self.counts = ZkCounts()
         # Every call of the store's interface, in order: (method, znodes it covered).
         self.calls: list[tuple[str, int]] = []
+        # The connection (`disconnect`, `reconnect`): calls named in `cut` fail once with
+        # ConnectionLoss before acting, those in `cut_after` once after acting (the
+        # answer lost), as a request in flight when ZooKeeper goes.
+        self.connected = True
+        self.cut: set[str] = set()
+        self.cut_after: set[str] = set()
+        self._on_connected: list = []
 
     # The interface's calls that take many partitions: one call, an operation each.
     BATCHES = frozenset({"read_states", "create_states", "write_states"})
@@ -62,7 +69,14 @@ class MemoryStore:
             operations = len(args[0]) if name in MemoryStore.BATCHES else 1
             self.counts.add(operations)
             self.calls.append((name, operations))
-            return await attribute(*args, **kwargs)
+            if name in self.cut:
+                self.cut.discard(name)
+                raise ConnectionLoss()
+            result = await attribute(*args, **kwargs)
+            if name in self.cut_after:
+                self.cut_after.discard(name)
+                raise ConnectionLoss()
+            return result
 
         return counted
 
@@ -79,6 +93,27 @@ class MemoryStore:
         loop = asyncio.get_running_loop()
         for watch in self._watches.pop(key, []):
             loop.call_soon(watch)
+
+    # -- the connection -------------------------------------------------------------------
+    def when_connected(self, callback) -> None:
+        if self.connected:
+            asyncio.get_running_loop().call_soon(callback)
+        else:
+            self._on_connected.append(callback)
+
+    def disconnect(self) -> None:
+        """The connection drops, the session lives: as kazoo, every watch set fires (and
+        is gone)."""
+        self.connected = False
+        for key in list(self._watches):
+            self._fire(key)
+
+    def reconnect(self) -> None:
+        self.connected = True
+        loop = asyncio.get_running_loop()
+        for callback in self._on_connected:
+            loop.call_soon(callback)
+        self._on_connected.clear()
 
     # -- /controller and /controller_epoch ----------------------------------------------
     async def create_controller(self, broker_id: int, timestamp_ms: int) -> bool:

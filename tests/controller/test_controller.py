@@ -8,6 +8,8 @@ success, recording it.
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from broker.cluster import BrokerRegistration, LeaderAndIsr
@@ -21,6 +23,7 @@ from broker.zk import layout as z
 from broker.zk.client import ZkClient
 from tests.helpers.aio import run, until
 from tests.helpers.scripted_peer import ScriptedPeer, answer_each
+from tests.helpers.tcp_proxy import TcpProxy
 
 SUCCESS = {
     LEADER_AND_ISR: {"error_code": 0, "partition_errors": []},
@@ -761,3 +764,66 @@ def test_the_store_writes_and_reads_1000_states_in_a_few_requests(zk_connect):
             await zk.close()
 
     run(scenario())
+
+
+class _CutWhileListingTopics(ZkControllerStore):
+    """The controller's ZooKeeper connection (through `proxy`) is cut while its next
+    read of /brokers/topics (which sets the topics watch) is in flight."""
+
+    def __init__(self, zk: ZkClient, proxy: TcpProxy) -> None:
+        super().__init__(zk)
+        self.proxy = proxy
+        self.armed = False
+        self.cut_done = False
+
+    async def topic_names(self, watch):
+        if not self.armed:
+            return await super().topic_names(watch)
+        self.armed = False
+        self.proxy.hold()
+        call = asyncio.ensure_future(super().topic_names(watch))
+        await until(lambda: z.BROKER_TOPICS.encode() in self.proxy.sent_while_holding)
+        self.proxy.cut()
+        try:
+            return await call
+        finally:
+            self.cut_done = True
+
+
+def test_a_topic_change_cut_short_by_a_lost_connection_is_taken_up(zk_connect):
+    """docs/faults.md F2: the connection drops while a TopicChange reads /brokers/topics
+    (the session lives on); once reconnected that topic and a later one get leaders."""
+
+    async def scenario():
+        hosts, _, chroot = zk_connect.partition("/")
+        host, port = hosts.rsplit(":", 1)
+        proxy = await TcpProxy(host, int(port)).start()
+        async with Harness(zk_connect) as h:
+            for broker_id in range(2):
+                await h.broker(broker_id)
+            zk = ZkClient(f"127.0.0.1:{proxy.port}/{chroot}", session_timeout_ms=6000)
+            await zk.start()
+            session = zk.session_id
+            store = _CutWhileListingTopics(zk, proxy)
+            controller = Controller(
+                0,
+                store,
+                BrokerChannels(0, "PLAINTEXT", request_timeout_s=5),
+                listener="PLAINTEXT",
+                unclean_default=False,
+            )
+            controller.start()
+            h.controllers.append((zk, controller))
+            await until(lambda: controller.stats.count("Startup"))  # activated
+            store.armed = True
+            await h.create_topic("a", {0: [0, 1]})
+            await until(lambda: store.cut_done)
+            assert (await until(lambda: h.state("a", 0))).leader == 0
+            await h.create_topic("b", {0: [1, 0]})
+            assert (await until(lambda: h.state("b", 0))).leader == 1
+            assert zk.session_id == session  # a lost connection, not a new session
+            assert controller.stats.count("Reconnected") == 1
+            assert controller.stats.count("TopicChange") >= 2  # the one cut short, b's
+        await proxy.stop()
+
+    run(scenario(), 90)
