@@ -12,7 +12,7 @@ from broker.metrics.state import isr_writer_families
 from broker.server.modes import isr_writer
 from broker.server.modes.isr_writer import ZkIsrWriter
 from broker.zk import layout as z
-from broker.zk.client import ZkClient
+from broker.zk.client import ConnectionLoss, ZkClient
 from tests.helpers.aio import run, until
 
 ME = 1
@@ -96,3 +96,40 @@ def _keep(tasks: set, coro) -> asyncio.Task:
     tasks.add(task)
     task.add_done_callback(tasks.discard)
     return task
+
+
+def test_a_notification_lost_with_the_connection_is_published_again(zk_connect, monkeypatch):
+    monkeypatch.setattr(isr_writer, "NOTIFICATION_DELAY_S", 0.01)
+
+    async def scenario():
+        zk = ZkClient(zk_connect, session_timeout_ms=6000)
+        await zk.start()
+        try:
+            await zk.ensure_paths([z.ISR_CHANGE_NOTIFICATION, z.partitions_path("cut")])
+            partition = LedPartition("cut", 0)
+            path = z.partition_state_path("cut", 0)
+            await zk.commit_each([[
+                ("create", path.rsplit("/", 1)[0], b""),
+                ("create", path, z.encode_partition_state(LeaderAndIsr(ME, 3, (ME, 2), 1, 0))),
+            ]])  # fmt: skip
+            tasks: set[asyncio.Task] = set()
+            writer = ZkIsrWriter(zk, ME, lambda coro: _keep(tasks, coro))
+            create, failures = writer.zk.create, []
+
+            async def lost_once(*args, **kwargs):
+                if not failures:
+                    failures.append(args[0])
+                    raise ConnectionLoss()
+                return await create(*args, **kwargs)
+
+            writer.zk.create = lost_once
+            writer.write(partition, (ME,))
+            notifications = await until(lambda: zk.get_children(z.ISR_CHANGE_NOTIFICATION))
+            assert len(failures) == 1 and len(notifications) == 1
+            (name,) = notifications
+            data, _ = await zk.get(f"{z.ISR_CHANGE_NOTIFICATION}/{name}")
+            assert z.decode_isr_change(data) == [("cut", 0)]
+        finally:
+            await zk.close()
+
+    run(scenario())

@@ -110,9 +110,7 @@ class ZkIsrWriter:
                 if partition.is_leader and partition.leader_epoch == state.leader_epoch:
                     partition.apply_isr(state.isr, result[0].version)
                 self._changed.add(tp)
-        if self._changed and self._notify is None:
-            loop = asyncio.get_running_loop()
-            self._notify = loop.call_later(NOTIFICATION_DELAY_S, self._notify_changes)
+        self._notify_later()
 
     def _lost(self, partition: Partition, ours: LeaderAndIsr, found) -> None:
         """The controller decided something newer (a new epoch: its LeaderAndIsr follows),
@@ -131,15 +129,33 @@ class ZkIsrWriter:
         self._notify = None
         self.spawn(self._publish())
 
+    def _notify_later(self) -> None:
+        if self._changed and self._notify is None:
+            loop = asyncio.get_running_loop()
+            self._notify = loop.call_later(NOTIFICATION_DELAY_S, self._notify_changes)
+
     async def _publish(self) -> None:
         changed, self._changed = sorted(self._changed), set()
-        if changed:
+        if not changed:
+            return
+        try:
             await self.zk.create(
                 f"{z.ISR_CHANGE_NOTIFICATION}/{z.ISR_CHANGE_PREFIX}",
                 z.encode_isr_change(changed),
                 sequence=True,
                 makepath=True,
             )
+        except Exception as exc:
+            # Untold, the controller would never send the other brokers the new ISRs:
+            # kept, and published again once connected (a notification whose answer
+            # was lost but which was created is read twice, which changes nothing).
+            log.warning(
+                "ISR change notification of %d partitions not written (%s): retried when connected",
+                len(changed),
+                exc,
+            )
+            self._changed.update(changed)
+            self.zk.when_connected(self._notify_later)
 
     async def close(self) -> None:
         """Publish the changes whose notification is still waiting."""
