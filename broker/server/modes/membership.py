@@ -44,6 +44,9 @@ from broker.zk.client import NodeExistsError, SessionState, ZkClient
 
 log = logging.getLogger(__name__)
 
+# Between attempts to register again in a new ZooKeeper session.
+REJOIN_BACKOFF_S = 1.0
+
 
 class BrokerIdInUse(RuntimeError):
     """Another live broker is registered with this broker.id."""
@@ -275,11 +278,22 @@ class ClusterMembership:
 
     async def _rejoin(self) -> None:
         log.info("broker %d: new ZooKeeper session: registering again", self.broker_id)
-        try:
-            await self._register()
-        except Exception:
-            log.exception("could not register again")
-            return
+        while True:
+            try:
+                await self._register()
+                break
+            except Exception as exc:
+                # Unregistered, a live broker is invisible to the controller (no
+                # leadership, no LeaderAndIsr) until it restarts: keep trying.
+                if self._stopping:
+                    return
+                log.warning(
+                    "broker %d: could not register again (%s); retrying in %.1f s",
+                    self.broker_id,
+                    exc,
+                    REJOIN_BACKOFF_S,
+                )
+                await asyncio.sleep(REJOIN_BACKOFF_S)
         if self.controller is not None:
             self.controller.session_renewed()
 
