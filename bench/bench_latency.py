@@ -42,7 +42,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bench_cluster import percentile
 from bench.common import running_cluster
-from bench.probes import profiled, snapshot, usage_between, wait_until
+from bench.probes import metrics_overrides, profiled, snapshot, usage_between, wait_until
 from broker.processes import Cluster
 
 PARTITIONS = 6
@@ -190,6 +190,17 @@ def run_probe(probe: Probe, seconds: float, warmup_s: float) -> Probe:
     return probe
 
 
+def _cost(usage) -> str:
+    """The brokers' CPU and requests over a probe (warm-up and drain included): the figures
+    a loaded machine leaves comparable, unlike wall-clock latency."""
+    total = usage.requests_total()
+    produces, fetches = total["produce"], total["fetch"]
+    cpu = sum(usage.cpu.values())
+    per = f"{cpu / produces * 1e6:,.0f} us CPU per Produce" if produces else "no Produce"
+    fetch = f", {fetches / produces:.2f} Fetch per Produce" if produces else ""
+    return f"  ({usage.summary(('produce', 'fetch', 'metadata'))}; {per}{fetch})"
+
+
 # -- the targets ------------------------------------------------------------------------------
 
 
@@ -332,7 +343,11 @@ def main() -> None:
     wanted = set(args.targets.split(","))
     with ExitStack() as stack:
         overrides = dict(item.split("=", 1) for item in args.set)
-        cluster = stack.enter_context(running_cluster(3, args.work, **overrides))
+        cluster = stack.enter_context(
+            running_cluster(
+                3, args.work, broker_overrides=metrics_overrides([0, 1, 2]), **overrides
+            )
+        )
         targets = cluster_targets(cluster)
         if "latency" in only:
             if "mock" in wanted:
@@ -357,12 +372,15 @@ def main() -> None:
                         on_cluster = target.bootstrap == cluster.bootstrap
                         name = f"latency-{rate}-{linger}ms-{target.acks}"
                         spy = profiled(cluster, args.profile, name) if on_cluster else nullcontext()
+                        before = snapshot(cluster) if on_cluster else None
                         with spy:
                             probe = run_probe(
                                 Probe(rate, linger, target), args.seconds, args.warmup_s
                             )
                         probes.append(probe)
                         print(probe.row(), flush=True)
+                        if before is not None:
+                            print(_cost(usage_between(before, snapshot(cluster))), flush=True)
                     by = {p.target.name: p for p in probes}
                     if "acks=all RF=3" in by and "acks=1 RF=1" in by:
                         a, b = by["acks=all RF=3"], by["acks=1 RF=1"]
