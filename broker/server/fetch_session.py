@@ -90,10 +90,11 @@ class FetchSession:
     # Partitions changed since a parked fetch of this session last looked (drained by it).
     fresh: set[TopicPartition] = field(default_factory=set)
     epoch: int = 1  # the epoch the next incremental fetch must carry
+    # The purgatory key of its parked fetch: made once, read at every append it holds.
+    key: SessionKey = field(init=False)
 
-    @property
-    def key(self) -> SessionKey:
-        return SessionKey(self.id)
+    def __post_init__(self) -> None:
+        self.key = SessionKey(self.id)
 
     def worth(self) -> tuple[bool, int]:
         """Eviction preference: the smallest is evicted first."""
