@@ -113,7 +113,6 @@ def _compile_array(t: Array, version: int, flexible: bool, nullable: bool) -> Co
 @cache
 def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
     plain: list[tuple[str, Decoder, Encoder, Callable[[], Any]]] = []
-    fixed: list[str | None] = []  # per plain field: its struct code when fixed-width
     tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
     absent: list[Field] = []
     min_size = 1 if flexible else 0  # flexible structs end with a tag count
@@ -127,12 +126,12 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
             tagged[f.tag] = entry
         else:
             plain.append(entry)
-            fixed.append(f.type.fmt if isinstance(f.type, Fixed) else None)
             min_size += c.min_size
 
     fill = [(f.name, _default_factory(f, version)) for f in absent]
     fill += [(name, dflt) for name, _, _, dflt in tagged.values()]
-    readers, writers = _fuse_fixed_runs(plain, fixed)
+    readers = [(name, dec) for name, dec, _, _ in plain]
+    writers = [(name, enc, dflt) for name, _, enc, dflt in plain]
     tag_writers = sorted((tag, name, enc, dflt) for tag, (name, _, enc, dflt) in tagged.items())
     tag_readers = {tag: (name, dec) for tag, (name, dec, _, _) in tagged.items()}
 
@@ -140,18 +139,15 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
         out: dict[str, Any] = {}
         name = None
         try:
-            for name, dec, run in readers:
-                if run is None:
-                    out[name] = dec(r)
-                else:  # consecutive fixed-width fields, unpacked in one call
-                    out.update(zip(run, dec(r), strict=True))
+            for name, dec in readers:
+                out[name] = dec(r)
             for name, dflt in fill:
                 out[name] = dflt()
             if flexible:
                 name = "<tagged fields>"
                 _read_tagged(r, out, tag_readers)
         except DecodeError as e:
-            e.add_note(f"in field {e.__dict__.pop('field', name)!r}")
+            e.add_note(f"in field {name!r}")
             raise
         return out
 
@@ -163,91 +159,18 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
         name = None
         try:
             for name, enc, dflt in writers:
-                if dflt is None:  # consecutive fixed-width fields, packed in one call
-                    enc(w, get)
-                    continue
                 v = get(name, _MISSING)
                 enc(w, dflt() if v is _MISSING else v)
             if flexible:
                 name = "<tagged fields>"
                 _write_tagged(w, get, tag_writers)
         except (EncodeError, TypeError, AttributeError, struct.error, OverflowError) as e:
-            name = e.__dict__.pop("field", name)
             if not isinstance(e, EncodeError):
                 e = EncodeError(f"{type(e).__name__}: {e}")
             e.add_note(f"in field {name!r}")
             raise e from None
 
     return Compiled(decode, encode, min_size)
-
-
-def _fuse_fixed_runs(plain: list, fixed: list[str | None]) -> tuple[list, list]:
-    """The readers (name, decoder, None) and writers (name, encoder, default factory) of a
-    struct's plain fields, where each run of two or more consecutive fixed-width fields
-    (a partition's index, error code and offsets) becomes one reader (first name, decoder
-    of the tuple, the run's names) and one writer (first name, encoder reading the fields
-    itself, None): one struct call per run instead of one call per field, on every
-    request's hot path."""
-    readers: list = []
-    writers: list = []
-    i = 0
-    while i < len(plain):
-        j = i
-        while j < len(plain) and fixed[j] is not None:
-            j += 1
-        if j - i >= 2:
-            run = plain[i:j]
-            readers.append((run[0][0], _run_decoder(run, fixed[i:j]), tuple(e[0] for e in run)))
-            writers.append((run[0][0], _run_encoder(run, fixed[i:j]), None))
-            i = j
-            continue
-        name, dec, enc, dflt = plain[i]
-        readers.append((name, dec, None))
-        writers.append((name, enc, dflt))
-        i += 1
-    return readers, writers
-
-
-def _run_decoder(run: list, codes: list[str]) -> Callable[[Reader], tuple]:
-    packed = struct.Struct(">" + "".join(codes))
-    size, unpack = packed.size, packed.unpack_from
-    sizes = [struct.calcsize(">" + code) for code in codes]
-
-    def read(r: Reader) -> tuple:
-        p = r.pos
-        if r.end - p < size:  # name the field cut short, as reading one by one would
-            left = r.end - p
-            for (name, *_), n in zip(run, sizes, strict=True):
-                if n > left:
-                    e = DecodeError(f"need {n} bytes at offset {r.end - left}, only {left} left")
-                    e.field = name
-                    raise e
-                left -= n
-        r.pos = p + size
-        return unpack(r.buf, p)
-
-    return read
-
-
-def _run_encoder(run: list, codes: list[str]) -> Callable[[Writer, Callable], None]:
-    pack = struct.Struct(">" + "".join(codes)).pack
-    fields = [(name, dflt) for name, _, _, dflt in run]
-
-    def write(w: Writer, get: Callable) -> None:
-        values = [dflt() if (v := get(name, _MISSING)) is _MISSING else v for name, dflt in fields]
-        try:
-            w.buf += pack(*values)
-        except (struct.error, TypeError, OverflowError):
-            # Name the field at fault, as writing one by one would.
-            for (name, _, enc, _), v in zip(run, values, strict=True):
-                try:
-                    enc(Writer(), v)
-                except (struct.error, TypeError, OverflowError) as e:
-                    e.field = name
-                    raise
-            raise
-
-    return write
 
 
 def _default_factory(f: Field, version: int) -> Callable[[], Any]:
