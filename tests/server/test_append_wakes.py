@@ -76,12 +76,13 @@ def _records(broker, wait: Wait) -> int:
     return len(partition["records"] or b"")
 
 
-@pytest.mark.parametrize("session_epoch", [0, -1], ids=["session", "sessionless"])
+@pytest.mark.parametrize("consumer_epoch", [0, -1], ids=["consumer-session", "consumer-no-session"])
+@pytest.mark.parametrize("session_epoch", [0, -1], ids=["follower-session", "follower-no-session"])
 def test_an_append_answers_the_follower_at_once_and_leaves_the_consumer_until_the_hw_moves(
-    led, checks, session_epoch
+    led, checks, session_epoch, consumer_epoch
 ):
     follower = _parked_fetch(led, 0, FOLLOWER, session_epoch)
-    consumer = _parked_fetch(led, 0, -1, -1)
+    consumer = _parked_fetch(led, 0, -1, consumer_epoch)
     assert checks.count(consumer.operation) == 1  # its own first look
 
     produces = [_produce(led, b"v0")]
