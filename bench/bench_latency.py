@@ -29,9 +29,11 @@ Results: docs/benchmarks.md, "Cluster: partitions, latency and replication at sc
 from __future__ import annotations
 
 import argparse
+import re
 import struct
 import threading
 import time
+import urllib.request
 import uuid
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
@@ -42,7 +44,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bench_cluster import percentile
 from bench.common import running_cluster
-from bench.probes import profiled, snapshot, usage_between, wait_until
+from bench.probes import metrics_overrides, profiled, snapshot, usage_between, wait_until
 from broker.processes import Cluster
 
 PARTITIONS = 6
@@ -81,6 +83,7 @@ class Probe:
     sent: int = 0
     seconds: float = 0.0
     samples: list[tuple[float, float]] = field(default_factory=list)  # (sent at, latency ms)
+    total_sent: int = 0  # warm-up included
     failed: int = 0
 
     def row(self) -> str:
@@ -177,6 +180,7 @@ def run_probe(probe: Probe, seconds: float, warmup_s: float) -> Probe:
         producer.poll(0)
         time.sleep(0.0005)
     producer.flush(120)
+    probe.total_sent = sent
     # The last records sent get the time to arrive that the others had.
     try:
         wait_until(lambda: len(received) >= probe.sent, time.monotonic() + 30, "late", 0.1)
@@ -188,6 +192,57 @@ def run_probe(probe: Probe, seconds: float, warmup_s: float) -> Probe:
     probe.seconds = seconds
     probe.samples = received
     return probe
+
+
+_PHASE = re.compile(
+    r'^kafka_request_duration_seconds_(sum|count)\{api="(produce|fetch)",phase="([a-z]+)"\} '
+    r"([0-9.e+-]+)$",
+    re.M,
+)
+
+
+def _phases(cluster: Cluster) -> dict[tuple[str, str, str], float]:
+    """Produce's and Fetch's latency phases (queue, handler, purgatory, send), summed over
+    the brokers: (sum|count, api, phase) -> value, from each broker's /metrics."""
+    found: dict[tuple[str, str, str], float] = {}
+    for broker_id in cluster.ids:
+        port = cluster.broker(broker_id).overrides.get("metrics.port")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as f:
+                text = f.read().decode()
+        except OSError:
+            continue
+        for kind, api, phase, value in _PHASE.findall(text):
+            found[(kind, api, phase)] = found.get((kind, api, phase), 0.0) + float(value)
+    return found
+
+
+def _phase_means(before: dict, after: dict) -> str:
+    """Mean ms per phase over a probe: where a request's time went inside the brokers (the
+    send phase of a fetch: from its answer ready to its bytes written)."""
+    out = []
+    for api in ("produce", "fetch"):
+        parts = []
+        for phase in ("queue", "handler", "purgatory", "send"):
+            n = after.get(("count", api, phase), 0) - before.get(("count", api, phase), 0)
+            total = after.get(("sum", api, phase), 0) - before.get(("sum", api, phase), 0)
+            if n:
+                parts.append(f"{phase} {total / n * 1000:.2f}")
+        out.append(f"{api} ms: " + ", ".join(parts))
+    return "  (mean per request, " + "; ".join(out) + ")"
+
+
+def _cost(usage, records: int) -> str:
+    """The brokers' CPU and requests over a probe (warm-up and drain included): the figures
+    a loaded machine leaves comparable, unlike wall-clock latency. Per record as well as
+    per Produce: a producer that falls behind batches, and its requests grow."""
+    total = usage.requests_total()
+    produces, fetches = total["produce"], total["fetch"]
+    cpu = sum(usage.cpu.values())
+    per = f"{cpu / produces * 1e6:,.0f} us CPU per Produce" if produces else "no Produce"
+    per += f", {cpu / records * 1e6:,.0f} us per record" if records else ""
+    fetch = f", {fetches / produces:.2f} Fetch per Produce" if produces else ""
+    return f"  ({usage.summary(('produce', 'fetch', 'metadata'))}; {per}{fetch})"
 
 
 # -- the targets ------------------------------------------------------------------------------
@@ -332,7 +387,11 @@ def main() -> None:
     wanted = set(args.targets.split(","))
     with ExitStack() as stack:
         overrides = dict(item.split("=", 1) for item in args.set)
-        cluster = stack.enter_context(running_cluster(3, args.work, **overrides))
+        cluster = stack.enter_context(
+            running_cluster(
+                3, args.work, broker_overrides=metrics_overrides([0, 1, 2]), **overrides
+            )
+        )
         targets = cluster_targets(cluster)
         if "latency" in only:
             if "mock" in wanted:
@@ -357,12 +416,18 @@ def main() -> None:
                         on_cluster = target.bootstrap == cluster.bootstrap
                         name = f"latency-{rate}-{linger}ms-{target.acks}"
                         spy = profiled(cluster, args.profile, name) if on_cluster else nullcontext()
+                        before = snapshot(cluster) if on_cluster else None
+                        phases = _phases(cluster) if on_cluster else None
                         with spy:
                             probe = run_probe(
                                 Probe(rate, linger, target), args.seconds, args.warmup_s
                             )
                         probes.append(probe)
                         print(probe.row(), flush=True)
+                        if before is not None:
+                            used = usage_between(before, snapshot(cluster))
+                            print(_cost(used, probe.total_sent), flush=True)
+                            print(_phase_means(phases, _phases(cluster)), flush=True)
                     by = {p.target.name: p for p in probes}
                     if "acks=all RF=3" in by and "acks=1 RF=1" in by:
                         a, b = by["acks=all RF=3"], by["acks=1 RF=1"]

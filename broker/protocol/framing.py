@@ -100,13 +100,23 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     or version that is not declared, DecodeError for malformed bytes.
     """
     header, offset = decode_request_header(frame)
+    return header, decode_request_body(frame, header, offset)
+
+
+def decode_request_body(
+    frame: bytes | bytearray | memoryview, header: RequestHeader, offset: int
+) -> dict:
+    """The body of a request frame whose header `decode_request_header` already read
+    (the body starts at `offset`): the broker reads each header once per request.
+
+    Raises UnsupportedRequest or DecodeError as `decode_request` does.
+    """
     api = API_BY_KEY.get(header.api_key)
     if api is None or not api.supports(header.api_version):
         raise UnsupportedRequest(
             f"unsupported request: api_key {header.api_key} v{header.api_version}", header
         )
-    body = body_codec(header.api_key, header.api_version, False).decode(Reader(frame, offset))
-    return header, body
+    return body_codec(header.api_key, header.api_version, False).decode(Reader(frame, offset))
 
 
 def encode_request(

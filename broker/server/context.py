@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config.server import BrokerConfig
 from broker.metrics.definitions import BrokerMetrics, NullMetrics
-from broker.server.fetch_session import FetchSessionCache
+from broker.server.fetch_session import FetchSessionCache, ReplicaKey
 from broker.server.metadata import MetadataCache
 from broker.server.producer_ids import ProducerIdAllocator
 from broker.server.replica_manager import ReplicaManager
@@ -97,22 +97,29 @@ class BrokerContext:
 
     def partition_changed(self, topic: str, partition: int) -> None:
         """The one place the broker hears that a partition's high watermark or leadership
-        moved: what `partition_grew` does, and the acks=all produces waiting on it look
-        at it."""
-        self.partition_grew(topic, partition)
-        self.produce_purgatory.check_and_complete((topic, partition), self.now_ms())
-
-    def partition_grew(self, topic: str, partition: int) -> None:
-        """An append as leader: fetch sessions holding the partition have news, and the
-        fetches waiting on it look at it. Not the acks=all produces: an append completes
-        none of them unless it moved the high watermark, and that move calls
-        `partition_changed` (checking every parked produce at every append was a fifth of
-        a leader's CPU at 5,000 unbatched acks=all records a second, issue 23)."""
+        moved: every fetch waiting on it (consumers' and followers') and the acks=all
+        produces waiting on it look at it."""
         now = self.now_ms()
         tp = (topic, partition)
         for session in self.fetch_sessions.partition_changed(tp):
             self.fetch_purgatory.check_and_complete(session.key, now)
         self.fetch_purgatory.check_and_complete(tp, now)
+        self.fetch_purgatory.check_and_complete(ReplicaKey(tp), now)
+        self.produce_purgatory.check_and_complete(tp, now)
+
+    def partition_grew(self, topic: str, partition: int) -> None:
+        """An append as leader: the followers' fetches waiting on the partition look at it
+        (their reads end at the log end). Not the consumers' fetches: they read below the
+        high watermark, and an append that moves it calls `partition_changed` first, so
+        checking them here read the partition for nothing once per acks=all record (issue
+        23). Not the acks=all produces either, for the same reason (checking every parked
+        produce at every append was a fifth of a leader's CPU at 5,000 unbatched acks=all
+        records a second)."""
+        now = self.now_ms()
+        tp = (topic, partition)
+        for session in self.fetch_sessions.partition_grew(tp):
+            self.fetch_purgatory.check_and_complete(session.key, now)
+        self.fetch_purgatory.check_and_complete(ReplicaKey(tp), now)
 
     def purgatories(self) -> list[Purgatory]:
         """Every purgatory, for the timer that expires their operations."""

@@ -16,7 +16,7 @@ from broker.protocol.apis import API_VERSIONS, FETCH, PRODUCE
 from broker.protocol.errors import ErrorCode
 from broker.protocol.framing import (
     RequestHeader,
-    decode_request,
+    decode_request_body,
     decode_request_header,
     encode_api_versions_error,
     encode_response,
@@ -86,7 +86,7 @@ def handle_frame(ctx: BrokerContext, session: Session, frame: bytes) -> Outcome:
     if authenticator is not None and authenticator.expects_raw_tokens:
         return _raw_token(ctx, authenticator, frame)
     try:
-        header, _ = decode_request_header(frame)
+        header, body_at = decode_request_header(frame)
     except DecodeError as exc:
         return Close(f"malformed request header: {exc}")
     key, version = header.api_key, header.api_version
@@ -102,7 +102,7 @@ def handle_frame(ctx: BrokerContext, session: Session, frame: bytes) -> Outcome:
     if handler is None or not handler.declares(version):
         return Close(f"unsupported API {key} v{version}")
     try:
-        header, body = decode_request(frame)
+        body = decode_request_body(frame, header, body_at)
     except DecodeError as exc:
         return Close(f"malformed {handler.api.name} v{version} request: {exc}")
     if not handler.accepts(version):

@@ -64,6 +64,15 @@ class SessionKey:
     session_id: int
 
 
+@dataclass(frozen=True)
+class ReplicaKey:
+    """The purgatory key a follower's sessionless parked fetch waits on for one partition:
+    apart from the consumers' (topic, partition) key, because an append that does not move
+    the high watermark has news for followers only (BrokerContext.partition_grew)."""
+
+    tp: TopicPartition
+
+
 @dataclass(eq=False)
 class FetchSession:
     id: int
@@ -81,10 +90,11 @@ class FetchSession:
     # Partitions changed since a parked fetch of this session last looked (drained by it).
     fresh: set[TopicPartition] = field(default_factory=set)
     epoch: int = 1  # the epoch the next incremental fetch must carry
+    # The purgatory key of its parked fetch: made once, read at every append it holds.
+    key: SessionKey = field(init=False)
 
-    @property
-    def key(self) -> SessionKey:
-        return SessionKey(self.id)
+    def __post_init__(self) -> None:
+        self.key = SessionKey(self.id)
 
     def worth(self) -> tuple[bool, int]:
         """Eviction preference: the smallest is evicted first."""
@@ -185,13 +195,24 @@ class FetchSessionCache:
 
     # -- events ---------------------------------------------------------------------------
     def partition_changed(self, tp: TopicPartition) -> Iterable[FetchSession]:
-        """`tp` grew, or its high watermark or leadership moved: every session holding it
-        has news. Returns those sessions (their parked fetches should look)."""
+        """`tp`'s high watermark or leadership moved: every session holding it has news.
+        Returns those sessions (their parked fetches should look)."""
         holders = self._holders.get(tp, ())
         for session in holders:
             session.news.setdefault(tp)  # one already waiting keeps its place
             session.fresh.add(tp)
         return holders
+
+    def partition_grew(self, tp: TopicPartition) -> list[FetchSession]:
+        """`tp` was appended to, its high watermark unmoved: only followers' sessions have
+        news (a consumer reads below the high watermark). Returns those sessions."""
+        told = []
+        for session in self._holders.get(tp, ()):
+            if session.privileged:
+                session.news.setdefault(tp)
+                session.fresh.add(tp)
+                told.append(session)
+        return told
 
     # -- inside -------------------------------------------------------------------------
     def _create(

@@ -398,15 +398,19 @@ class Partition:
 
     def maybe_advance_high_watermark(self) -> bool:
         """Leader: the smallest log end over the ISR (and a pending ISR), never backwards."""
-        if not self.is_leader:
+        if self.leader_id != self.broker_id:
             return False
-        counted = set(self.isr) | set(self.pending_isr or ())
-        ends = [self.log.log_end_offset]
-        for replica in counted:
-            if replica != self.broker_id:
-                follower = self.followers.get(replica)
-                ends.append(follower.log_end_offset if follower else -1)
-        return self._set_high_watermark(min(ends))
+        # Called at every append and every follower fetch: no set or list built for it.
+        me, followers = self.broker_id, self.followers
+        hw = self.log.log_end_offset
+        for counted in (self.isr, self.pending_isr or ()):
+            for replica in counted:
+                if replica != me:
+                    follower = followers.get(replica)
+                    end = follower.log_end_offset if follower is not None else -1
+                    if end < hw:
+                        hw = end
+        return self._set_high_watermark(hw)
 
     def replication_outcome(self, next_offset: int) -> tuple[ErrorCode, str | None] | None:
         """Where an acks=all append ending before `next_offset` stands: None while some

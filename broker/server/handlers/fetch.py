@@ -8,9 +8,11 @@ A fetch (v7+) may belong to a fetch session (KIP-227, broker/server/fetch_sessio
 then it names only the partitions whose fetch state changed, and its answer carries only
 partitions with something new. A fetch with `max_wait_ms` and `min_bytes` that finds fewer
 bytes than `min_bytes` waits in the fetch purgatory (a `DelayedFetch`), keyed by its
-session or else by its partitions; BrokerContext.partition_changed completes it when one
-of them grows, the purgatory's timer when `max_wait_ms` passes (then it answers with
-whatever there is). Partition errors answer at once.
+session or else by its partitions (a follower's by `ReplicaKey`s); BrokerContext completes
+it when one of them has something new for it -- a follower's on an append
+(`partition_grew`), anyone's when the high watermark or leadership moves
+(`partition_changed`) -- the purgatory's timer when `max_wait_ms` passes (then it answers
+with whatever there is). Partition errors answer at once.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from broker.records.header import CODEC_ZSTD, HEADER_SIZE, parse_header
 from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed
 from broker.server.context import BrokerContext
-from broker.server.fetch_session import SessionFetch, SessionKey, requested
+from broker.server.fetch_session import ReplicaKey, SessionFetch, SessionKey, requested
 from broker.server.handlers.answers import per_partition
 from broker.server.handlers.base import (
     Answer,
@@ -130,13 +132,19 @@ class DelayedFetch(DelayedOperation):
         self, ctx: BrokerContext, body: dict, plan: SessionFetch, deadline_ms: int, version: int
     ) -> None:
         session = plan.session
-        keys = [session.key] if session is not None else [tp for tp, _ in plan.partitions]
+        follower = body.get("replica_id", -1) >= 0
+        if session is not None:
+            keys = [session.key]
+        elif follower:  # woken by appends too (BrokerContext.partition_grew)
+            keys = [ReplicaKey(tp) for tp, _ in plan.partitions]
+        else:
+            keys = [tp for tp, _ in plan.partitions]
         super().__init__(deadline_ms, keys)
         self.ctx = ctx
         self.body = body
         self.plan = plan
         self.version = version
-        self.follower = body.get("replica_id", -1) >= 0
+        self.follower = follower
         self.read_committed = body.get("isolation_level", 0) == READ_COMMITTED
         self.reads = 0  # partition reads for this fetch: what the tallies count
         self._bytes: dict[TopicPartition, int] = {}
@@ -150,6 +158,8 @@ class DelayedFetch(DelayedOperation):
             session = self.plan.session
             self._changed |= session.fresh
             session.fresh.clear()
+        elif isinstance(key, ReplicaKey):
+            self._changed.add(key.tp)
         else:
             self._changed.add(key)
 

@@ -126,21 +126,23 @@ class DelayedProduce(DelayedOperation):
     appended records (every in-sync replica has them), or until `timeout_ms`."""
 
     def __init__(self, ctx: BrokerContext, response: dict, waiting: dict, deadline_ms: int) -> None:
-        super().__init__(deadline_ms, list(waiting))
+        super().__init__(deadline_ms, waiting)
         self.ctx = ctx
         self.response = response
-        self.waiting = dict(waiting)
+        self.waiting = waiting  # the handler's, handed over: this operation empties it
 
     def try_complete(self, now_ms: int) -> bool:
-        for tp, (answer, next_offset) in list(self.waiting.items()):
+        waiting = self.waiting
+        for tp in list(waiting):
+            answer, next_offset = waiting[tp]
             outcome = replication_outcome(self.ctx, tp, next_offset)
             if outcome is None:
                 continue
             code, message = outcome
             if code != ErrorCode.NONE:
                 _fail(answer, code, message)
-            del self.waiting[tp]
-        return not self.waiting and self.complete(self.response)
+            del waiting[tp]
+        return not waiting and self.complete(self.response)
 
     def on_expiration(self, now_ms: int) -> dict:
         for answer, _ in self.waiting.values():
