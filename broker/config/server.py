@@ -754,17 +754,30 @@ SERVER_CONFIG = (
         "transactional.id.expiration.ms",
         "long",
         604800000,
-        "Idle producer ids are forgotten after this long; so is a transactional id with "
-        "no open transaction and no change for this long (its state record is removed).",
+        "A transactional id with no open transaction and no change for this long is "
+        "forgotten by its coordinator (its state record is removed).",
         validator=at_least(1),
         group="producers",
+    )
+    .define(
+        # KIP-854: a partition's producer ids (idempotent or transactional) expire on
+        # their own clock, shorter than the coordinator's transactional ids.
+        "producer.id.expiration.ms",
+        "int",
+        86400000,
+        "A producer id that wrote nothing to a partition for this long is forgotten by "
+        "that partition (its sequence and epoch), unless it has a transaction open there; "
+        "a later batch of it then starts afresh (KIP-854).",
+        validator=at_least(1),
+        group="producers",
+        dynamic=True,
     )
     .define(
         "producer.id.expiration.check.interval.ms",
         "int",
         600000,
         "How often the partitions are searched for producer ids idle longer than "
-        "transactional.id.expiration.ms.",
+        "producer.id.expiration.ms.",
         validator=at_least(1),
         group="producers",
     )

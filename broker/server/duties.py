@@ -36,7 +36,11 @@ class Duties:
         cfg, replicas = self._cfg, self._ctx.replicas
         replicas.logs.tick(now_ms)
         if now_ms - self._last_producer_expiry >= cfg["producer.id.expiration.check.interval.ms"]:
-            expiration = cfg["transactional.id.expiration.ms"]
+            # Dynamic (cluster-wide or per broker, as Kafka): the value in force now.
+            configs = self._ctx.configs
+            expiration = (configs.current if configs is not None else cfg)[
+                "producer.id.expiration.ms"
+            ]
             for partition in replicas.partitions.values():
                 partition.producers.expire(now_ms, expiration)
             self._last_producer_expiry = now_ms

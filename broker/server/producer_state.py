@@ -204,15 +204,24 @@ class ProducerStateTable:
                 found[pid] = e.last_marker_offset
         return found
 
-    def expire(self, now_ms: int, expiration_ms: int) -> None:
-        # A producer with an open transaction stays: its marker is still to come.
+    def expire(self, now_ms: int, expiration_ms: int) -> list[int]:
+        """Forget the producers `is_expired` says are gone (producer.id.expiration.ms);
+        returns their ids."""
         stale = [
             pid
             for pid, e in self.producers.items()
-            if now_ms - e.last_seen_ms > expiration_ms and pid not in self.ongoing
+            if is_expired(e.last_seen_ms, pid in self.ongoing, now_ms, expiration_ms)
         ]
         for pid in stale:
             del self.producers[pid]
+        return stale
+
+
+def is_expired(last_seen_ms: int, in_transaction: bool, now_ms: int, expiration_ms: int) -> bool:
+    """A producer id idle for producer.id.expiration.ms or longer is expired (Kafka's
+    bound, inclusive), unless it has a transaction open here: its marker is still to
+    come and the last stable offset waits for it (docs/contracts/transactions.md)."""
+    return not in_transaction and now_ms - last_seen_ms >= expiration_ms
 
 
 # -- snapshots (docs/contracts/log.md, "Producer-state snapshots") ---------------------
