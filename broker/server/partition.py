@@ -380,6 +380,16 @@ class Partition:
             return max(follower.last_caught_up_ms, follower.session.last_used_ms)
         return follower.last_caught_up_ms
 
+    def note_dropped_followers(self, isr: tuple[int, ...]) -> None:
+        """Followers the new `isr` leaves out: each one's fetch session keeps this
+        partition among its `lagging` ones, so its incremental fetches, which name the
+        partition only when their offset moves, still count it (a caught-up follower
+        comes back even when nothing is appended)."""
+        for replica in self.isr:
+            follower = self.followers.get(replica)
+            if replica not in isr and follower is not None and follower.session is not None:
+                follower.session.lagging.add((self.topic, self.index))
+
     def propose_isr(self, isr: tuple[int, ...]) -> None:
         """An ISR change is being written: until it is confirmed, the high watermark waits
         for the larger of the two sets (never ahead of a replica that may count)."""

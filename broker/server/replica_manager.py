@@ -270,6 +270,7 @@ class ReplicaManager:
             "%s-%d: ISR %s -> %s", partition.topic, partition.index, list(partition.isr), list(isr)
         )
         self.on_isr_proposed(partition.isr, isr)
+        partition.note_dropped_followers(isr)
         partition.propose_isr(isr)
         self.isr_writer.write(partition, isr)
 

@@ -2,7 +2,10 @@ from __future__ import annotations
 
 import pytest
 
+from broker.protocol.apis import LEADER_AND_ISR
+from broker.protocol.errors import ErrorCode
 from tests.helpers.inprocess_broker import InProcessBroker
+from tests.helpers.server_requests import create
 
 
 @pytest.fixture
@@ -24,3 +27,25 @@ def make_broker(tmp_path):
     yield make
     for b in made:
         b.close()
+
+
+# A single broker refuses every controller epoch below this one (broker/server/modes/local.py).
+EPOCH = 2**31 - 1
+
+
+@pytest.fixture
+def led(broker):
+    """Topic t, partition 0 led here (broker 0) with broker 1 in its ISR."""
+    create(broker, "t")
+    state = {
+        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 1,
+        "isr": [0, 1], "zk_version": 1, "replicas": [0, 1],
+        "adding_replicas": [], "removing_replicas": [], "is_new": False,
+    }  # fmt: skip
+    body = {
+        "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
+        "topic_states": [{"topic_name": "t", "partition_states": [state]}],
+        "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
+    }  # fmt: skip
+    assert broker.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
+    return broker

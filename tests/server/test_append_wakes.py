@@ -8,34 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from broker.protocol.apis import FETCH, LEADER_AND_ISR, PRODUCE
-from broker.protocol.errors import ErrorCode
+from broker.protocol.apis import FETCH, PRODUCE
 from broker.server.dispatch import Respond, Wait
 from broker.server.handlers.fetch import DelayedFetch
 from broker.server.handlers.produce import DelayedProduce
-from tests.helpers.server_requests import create, fetch_body, produce_body, values
+from tests.helpers.server_requests import fetch_body, produce_body, values
 
-# A single broker refuses every controller epoch below this one (broker/server/modes/local.py).
-EPOCH = 2**31 - 1
-FOLLOWER = 1
-
-
-@pytest.fixture
-def led(broker):
-    """Topic t, partition 0 led here (broker 0) with broker 1 in its ISR."""
-    create(broker, "t")
-    state = {
-        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 1,
-        "isr": [0, FOLLOWER], "zk_version": 1, "replicas": [0, FOLLOWER],
-        "adding_replicas": [], "removing_replicas": [], "is_new": False,
-    }  # fmt: skip
-    body = {
-        "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
-        "topic_states": [{"topic_name": "t", "partition_states": [state]}],
-        "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
-    }  # fmt: skip
-    assert broker.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
-    return broker
+FOLLOWER = 1  # the follower of t-0 in the `led` fixture (tests/server/conftest.py)
 
 
 @pytest.fixture

@@ -375,8 +375,10 @@ def _leader_throttles(ctx: BrokerContext, partition, replica_id: int) -> bool:
 
 def _record_follower(ctx: BrokerContext, body: dict, session) -> None:
     """A follower fetches from its log end: the leader learns how far each follower is
-    (moving the high watermark, letting it back into the ISR). Only the partitions the
-    request names: an incremental fetch leaves out those whose offset did not change."""
+    (moving the high watermark, letting it back into the ISR). The partitions the request
+    names (an incremental fetch leaves out those whose offset did not change), and those
+    of its session whose ISR dropped it (`FetchSession.lagging`), from their kept offset:
+    nothing else would let a caught-up follower back in while nothing is appended."""
     replica_id = body["replica_id"]
     for topic in body["topics"]:
         for preq in topic["partitions"]:
@@ -388,6 +390,23 @@ def _record_follower(ctx: BrokerContext, body: dict, session) -> None:
             epoch = preq.get("current_leader_epoch", -1)
             if epoch in (-1, partition.leader_epoch):
                 ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"], session)
+    if session is not None and session.lagging:
+        _record_lagging(ctx, replica_id, session)
+
+
+def _record_lagging(ctx: BrokerContext, replica_id: int, session) -> None:
+    for tp in list(session.lagging):
+        partition, entry = ctx.replicas.get(*tp), session.partitions.get(tp)
+        if (
+            partition is None
+            or entry is None
+            or not partition.is_leader
+            or replica_id in partition.isr
+            or entry.get("current_leader_epoch", -1) not in (-1, partition.leader_epoch)
+        ):
+            session.lagging.discard(tp)  # back in (or no longer ours to count)
+            continue
+        ctx.replicas.follower_fetched(partition, replica_id, entry["fetch_offset"], session)
 
 
 def _has_zstd(regions) -> bool:

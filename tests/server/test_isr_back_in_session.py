@@ -1,0 +1,52 @@
+"""A follower dropped from an ISR while caught up comes back through its fetch session
+even when nothing is appended (found by the slow-disk fault: a stalled leader shrank its
+ISR to itself; with min.insync.replicas=2 every acks=all write was then refused, the log
+never grew, the followers' incremental fetches never named the partition again, and the
+ISR stayed shrunk until a restart). In process, counted, never timed."""
+
+from __future__ import annotations
+
+from broker.protocol.apis import FETCH
+from tests.helpers.server_requests import fetch_body
+
+FOLLOWER = 1  # the follower of t-0 in the `led` fixture (tests/server/conftest.py)
+
+
+class WrittenAtOnce:
+    """The ISR writer of a cluster, without ZooKeeper: each change applied as written."""
+
+    def __init__(self) -> None:
+        self.written: list[tuple[int, ...]] = []
+
+    def write(self, partition, isr) -> None:
+        self.written.append(tuple(isr))
+        partition.apply_isr(isr, partition.zk_version + 1)
+
+
+def _fetch(broker, session_id: int, epoch: int, named: bool) -> dict:
+    body = {**fetch_body("t", 0, max_wait_ms=0), "replica_id": FOLLOWER}
+    body.update(session_id=session_id, session_epoch=epoch)
+    if not named:
+        body["topics"] = []
+    return broker.call(FETCH, 11, body)
+
+
+def test_a_caught_up_follower_dropped_from_the_isr_comes_back_by_its_session(led):
+    replicas = led.state.replicas
+    writer = replicas.isr_writer = WrittenAtOnce()
+    partition = replicas.get("t", 0)
+    session_id = _fetch(led, 0, 0, named=True)["session_id"]  # at the log end: caught up
+    assert session_id != 0 and partition.isr == (0, FOLLOWER)
+
+    # The leader stalls past replica.lag.time.max.ms, then looks at its ISRs first.
+    led.clock.now += led.state.config["replica.lag.time.max.ms"] + 1
+    replicas.shrink_isrs(led.state.config["replica.lag.time.max.ms"])
+    assert partition.isr == (0,) and writer.written == [(0,)]
+
+    # Nothing is appended: the follower's next incremental fetch names nothing.
+    _fetch(led, session_id, 1, named=False)
+    assert partition.isr == (0, FOLLOWER) and writer.written == [(0,), (0, FOLLOWER)]
+    # Back in: later fetches look at the partition no more.
+    session = led.state.fetch_sessions.sessions[session_id]
+    _fetch(led, session_id, 2, named=False)
+    assert session.lagging == set() and writer.written == [(0,), (0, FOLLOWER)]
