@@ -447,7 +447,7 @@ class SlowDisk(Nemesis):
     stays correct, only slow: nothing may be lost, and a leader too slow for its followers'
     fetches to keep them in sync shrinks its ISR, as Kafka's does."""
 
-    def __init__(self, role: str, write_ms=(50, 200), fsync_ms=(200, 1000)) -> None:
+    def __init__(self, role: str, write_ms=(100, 500), fsync_ms=(200, 1000)) -> None:
         self.role = role
         self.write_ms, self.fsync_ms = write_ms, fsync_ms
         self.name = f"slow-disk-{role}"

@@ -7,13 +7,20 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults import campaign
+from tests.faults import campaign, slow_disk
 from tests.faults.nemesis import NEMESES
 from tests.faults.test_faults_quick import assert_clean
 
-pytestmark = pytest.mark.slow
+
+def test_the_control_file_gives_seconds_per_operation_kind():
+    assert slow_disk.parse_control("write=200 fsync=1000\n") == {
+        "write": 0.2, "fsync": 1.0, "read": 0.0,
+    }  # fmt: skip
+    assert slow_disk.parse_control("") == {"write": 0.0, "fsync": 0.0, "read": 0.0}
+    assert slow_disk.parse_control("write=-5 fsync=x other=9")["write"] == 0.0
 
 
+@pytest.mark.slow
 def test_a_slow_leader_disk_loses_nothing(slow_disk_cluster):
     result = campaign.run_producer(slow_disk_cluster, NEMESES["slow-disk-leader"], 31)
     faults = [str(op.value) for op in result.history.faults() if op.type == "ok"]
