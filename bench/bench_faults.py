@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from broker.processes import Cluster, ZooKeeperProcess
-from tests.faults import campaign, nemesis
+from tests.faults import campaign, nemesis, slow_disk
 from tests.faults.nemesis import NEMESES
 from tests.helpers.netns import TestNetwork, netns_unavailable
 
@@ -33,6 +33,7 @@ APPLIES = {
         "partition-leader-minority", "partition-leader-from-zookeeper", "clock-skew-leader",
         "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
         "lose-unflushed-follower", "last-replica-standing",
+        "slow-disk-leader",
     ],
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
@@ -86,6 +87,8 @@ def kind_of(name: str) -> str:
         return "disk"
     if name.startswith("clock-skew"):
         return "skew"
+    if name.startswith("slow-disk"):
+        return "slow"
     if name.startswith("partition"):
         return "netns"
     if name.endswith("zookeeper") or name == "last-replica-standing":
@@ -109,6 +112,7 @@ class Clusters:
             "disk": nemesis.tmpfs_unavailable,
             "skew": nemesis.faketime_unavailable,
             "netns": netns_unavailable,
+            "slow": slow_disk.unavailable,
         }.get(kind, lambda: None)()
 
     def get(self, kind: str) -> tuple[Cluster, dict]:
@@ -146,6 +150,11 @@ class Clusters:
             made = (self.stack.enter_context(Cluster(work, 3, overrides=overrides)),
                     {"fill_dirs": dirs})  # fmt: skip
             return made  # not kept
+        elif kind == "slow":  # log dirs on FUSE passthroughs (tests/faults/slow_disk.py)
+            for i in range(3):
+                disk = slow_disk.SlowDisk(work / f"broker-{i}.backing", work / f"broker-{i}")
+                self.stack.callback(disk.mount().unmount)
+            return (self.stack.enter_context(Cluster(work, 3, overrides=overrides)), {})
         self.made[kind] = made
         return made
 

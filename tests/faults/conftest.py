@@ -72,3 +72,27 @@ def netns_cluster(tmp_path):
         finally:
             network.heal_all()
             c.stop()
+
+
+@pytest.fixture
+def slow_disk_cluster(tmp_path, zookeeper):
+    """Three brokers whose log dirs are FUSE passthroughs that a nemesis can slow down
+    (tests/faults/slow_disk.py; `nemesis.SlowDisk`), on the session's ZooKeeper."""
+    from tests.faults import slow_disk
+
+    reason = slow_disk.unavailable()
+    if reason:
+        pytest.skip(reason)
+    disks = [
+        slow_disk.SlowDisk(tmp_path / f"broker-{i}.backing", tmp_path / f"broker-{i}")
+        for i in range(3)
+    ]
+    mounted = []
+    try:
+        for disk in disks:
+            mounted.append(disk.mount())
+        with Cluster(tmp_path, 3, zookeeper=zookeeper, overrides=campaign.FAULT_CLUSTER) as c:
+            yield c
+    finally:
+        for disk in mounted:
+            disk.unmount()

@@ -438,3 +438,35 @@ class Schedule:
             if self.faults is not None and self.injected >= self.faults:
                 return
         return
+
+
+class SlowDisk(Nemesis):
+    """Slow down a role's log dir, a FUSE passthrough mounted before its broker started
+    (tests/faults/slow_disk.py; the `slow_disk_cluster` fixture): each write sleeps
+    `write_ms`, each fsync `fsync_ms` (drawn per fault); heal: no sleeps again. The disk
+    stays correct, only slow: nothing may be lost, and a leader too slow for its followers'
+    fetches to keep them in sync shrinks its ISR, as Kafka's does."""
+
+    def __init__(self, role: str, write_ms=(100, 500), fsync_ms=(200, 1000)) -> None:
+        self.role = role
+        self.write_ms, self.fsync_ms = write_ms, fsync_ms
+        self.name = f"slow-disk-{role}"
+
+    def inject(self, env, rng):
+        from tests.faults import slow_disk
+
+        broker = env.resolve(self.role, rng)
+        control = slow_disk.control_file(env.cluster.broker(broker).log_dir)
+        if not control.exists():
+            raise RuntimeError(f"broker-{broker}'s log dir is not on a slow disk ({control})")
+        write_ms, fsync_ms = rng.randint(*self.write_ms), rng.randint(*self.fsync_ms)
+        slow_disk.set_delay(control, write_ms=write_ms, fsync_ms=fsync_ms)
+        return f"broker-{broker} write {write_ms} ms fsync {fsync_ms} ms", control
+
+    def heal(self, env, undo):
+        from tests.faults import slow_disk
+
+        slow_disk.set_delay(undo[1])
+
+
+NEMESES[SlowDisk("leader").name] = SlowDisk("leader")
