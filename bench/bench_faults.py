@@ -4,8 +4,8 @@ on clusters of broker processes and ZooKeeper; prints one table row per run (wor
 nemesis, seed, operations, faults injected, anomalies) and every anomaly found.
 
     .venv/bin/python -m bench.bench_faults [--runs 2] [--seed 1000] [--faults 2]
-        [--fault-seconds 3] [--workloads producer,group,registry] [--nemeses all|a,b]
-        [--work DIR]
+        [--fault-seconds 3] [--workloads producer,group,transactions,registry]
+        [--nemeses all|a,b] [--work DIR]
 
 Needs root for the tmpfs (disk full) and namespaces (partitions), libfaketime for clock
 skew (`apt-get install faketime`); nemeses whose needs are missing are skipped, saying
@@ -38,6 +38,11 @@ APPLIES = {
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
         "kill-leader", "pause-leader", "partition-leader-minority", "clock-skew-leader",
         "lose-unflushed-leader",
+    ],
+    "transactions": [
+        "none", "kill-leader", "kill-txn-coordinator", "pause-txn-coordinator",
+        "kill-coordinator", "pause-leader", "kill-controller", "lose-unflushed-leader",
+        "partition-leader-minority",
     ],
     "registry": [
         "none", "pause-registry-leader", "kill-registry-leader", "kill-leader",
@@ -72,7 +77,8 @@ class LastReplicaStanding(nemesis.Nemesis):
         return f"broker-{leader} last standing, cut {mine}", (leader, followers)
 
     def heal(self, env, undo):
-        leader, followers = undo
+        # `undo` is what inject returned: (what the history says, what heal needs).
+        _, (leader, followers) = undo
         env.cluster.restart(leader)
         for b in followers:
             env.cluster.restart(b)
@@ -159,6 +165,8 @@ def run_one(clusters, workload, name, seed, args, work) -> campaign.Result:
         return campaign.run_producer(cluster, NEMESES[name], seed, **common)
     if workload == "group":
         return campaign.run_group(cluster, NEMESES[name], seed, **common)
+    if workload == "transactions":
+        return campaign.run_transactions(cluster, NEMESES[name], seed, **common)
     return campaign.run_registry(cluster, NEMESES[name], seed, work, **common)
 
 
@@ -168,7 +176,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--faults", type=int, default=2, help="faults per run")
     parser.add_argument("--fault-seconds", type=float, default=3.0)
-    parser.add_argument("--workloads", default="producer,group,registry")
+    parser.add_argument("--workloads", default="producer,group,transactions,registry")
     parser.add_argument("--nemeses", default="all")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()
