@@ -49,10 +49,10 @@ class Result:
     history: History | None = None
 
     def row(self) -> str:
-        kinds = sorted({a.kind for a in self.anomalies})
+        kinds = sorted({a.kind for a in self.anomalies} - {"more"})
         return (
             f"| {self.workload} | {self.nemesis} | {self.seed} | {self.operations} | "
-            f"{self.faults} | {len(self.anomalies)} {', '.join(kinds)} |"
+            f"{self.faults} | {checkers.total(self.anomalies)} {', '.join(kinds)} |"
         )
 
 

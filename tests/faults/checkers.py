@@ -39,6 +39,13 @@ def _limit(found: list[Anomaly], most: int = 50) -> list[Anomaly]:
     return [*found[:most], Anomaly("more", f"{len(found) - most} not listed: {summary}")]
 
 
+def total(found: list[Anomaly]) -> int:
+    """How many anomalies `found` stands for, those only counted (`_limit`) included."""
+    if found and found[-1].kind == "more":
+        return len(found) - 1 + int(found[-1].detail.split()[0])
+    return len(found)
+
+
 # -- an idempotent producer with numbered values ------------------------------------------
 
 

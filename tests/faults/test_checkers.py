@@ -7,6 +7,7 @@ from tests.faults.checkers import (
     group_anomalies,
     producer_anomalies,
     registry_anomalies,
+    total,
     transaction_anomalies,
 )
 from tests.faults.history import History
@@ -109,3 +110,4 @@ def test_beyond_fifty_anomalies_the_rest_are_counted():
     h = sends(*((n, 0, n) for n in range(60)))
     found = producer_anomalies(h, {0: []})
     assert len(found) == 51 and found[-1].detail == "10 not listed: 10 lost"
+    assert total(found) == 60
