@@ -37,7 +37,7 @@ APPLIES = {
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
         "kill-leader", "pause-leader", "partition-leader-minority", "clock-skew-leader",
-        "lose-unflushed-leader",
+        "disk-full-leader", "lose-unflushed-leader",
     ],
     "transactions": [
         "none", "kill-leader", "kill-txn-coordinator", "pause-txn-coordinator",
@@ -46,7 +46,9 @@ APPLIES = {
     ],
     "registry": [
         "none", "pause-registry-leader", "kill-registry-leader", "kill-leader",
-        "pause-leader", "kill-controller", "pause-zookeeper", "lose-unflushed-leader",
+        "pause-leader", "kill-controller", "pause-zookeeper", "kill-zookeeper",
+        "partition-leader-minority", "clock-skew-leader", "disk-full-leader",
+        "lose-unflushed-leader",
     ],
 }  # fmt: skip
 
