@@ -42,7 +42,7 @@ APPLIES = {
     "transactions": [
         "none", "kill-leader", "kill-txn-coordinator", "pause-txn-coordinator",
         "kill-coordinator", "pause-leader", "kill-controller", "lose-unflushed-leader",
-        "partition-leader-minority",
+        "partition-leader-minority", "disk-full-leader", "pause-zookeeper",
     ],
     "registry": [
         "none", "pause-registry-leader", "kill-registry-leader", "kill-leader",

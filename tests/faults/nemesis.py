@@ -285,7 +285,7 @@ def tmpfs_unavailable() -> str | None:
 
 class DiskFull(Nemesis):
     """Fill a role's log dir (a tmpfs: `mount_tmpfs`, `env.fill_dirs`) to the last byte
-    with a file of its own; heal: delete it."""
+    with a file of its own; heal: delete it, and start the broker again if it halted."""
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -309,11 +309,16 @@ class DiskFull(Nemesis):
                     out.flush()
         except OSError:
             pass
-        return f"broker-{broker}", filler
+        return f"broker-{broker}", (broker, filler)
 
     def heal(self, env, undo):
-        _, filler = undo
+        _, (broker, filler) = undo
         filler.unlink(missing_ok=True)
+        # A broker whose only log dir failed halts, as Kafka's does (docs/contracts/log.md,
+        # "Log directory failure"): once space is freed an operator starts it again.
+        process = env.cluster.broker(broker).proc
+        if process is not None and process.poll() is not None:
+            env.cluster.restart(broker)
 
 
 def truncate_to_recovery_point(log_dir: Path) -> dict[str, tuple[int, int]]:
