@@ -271,13 +271,16 @@ class Transactional:
     positions with `send_offsets_to_transaction`; the idea of
     tests/transactions/eos_copier.py). Each output value is "number:txn", txn the
     transaction's sequence number, so the checker can tell an aborted transaction's
-    output from its retry's. History: "txn" invoke txn, then ok / fail (aborted) / info
+    output from its retry's; every `ABORT_EVERY`th transaction is aborted on purpose. History: "txn" invoke txn, then ok / fail (aborted) / info
     (outcome unknown) with (txn, [(partition, number), ...]). A copier whose producer or
     consumer broke beyond an abort starts over: a new producer of the same
     transactional id fences the old one and aborts what it left open; the new consumer
     resumes from the committed offsets."""
 
     BATCH = 50
+    # Every this many transactions one is aborted on purpose after its records reached the
+    # log, so each run has aborted output for read_committed to hide.
+    ABORT_EVERY = 10
 
     def __init__(self, bootstrap, source, target, partitions, group, txn_id, history,
                  rate=150.0):  # fmt: skip
@@ -343,6 +346,12 @@ class Transactional:
             for m in messages:
                 out = b"%d:%d" % (int(m.value()), txn)
                 producer.produce(self.target, value=out, partition=m.partition())
+            if txn % self.ABORT_EVERY == self.ABORT_EVERY - 1:
+                producer.flush(30)
+                producer.abort_transaction(30)
+                self.history.fail(TXN, "copier", (txn, values, "aborted on purpose"))
+                self._rewind(consumer)
+                return
             positions = consumer.position(consumer.assignment())
             group = consumer.consumer_group_metadata()
             producer.send_offsets_to_transaction(positions, group, 30)
@@ -368,7 +377,9 @@ class Transactional:
             self._rewind(consumer)
             return
         self.history.ok(TXN, "copier", (txn, values))
-        self.committed = {tp.partition: tp.offset for tp in positions if tp.offset >= 0}
+        # After a rewind (seek) a partition has no position until it is read again:
+        # what was committed for it stands.
+        self.committed.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
 
     @staticmethod
     def _rewind(consumer) -> None:
