@@ -345,7 +345,9 @@ class Transactional:
             producer.begin_transaction()
             for m in messages:
                 out = b"%d:%d" % (int(m.value()), txn)
-                producer.produce(self.target, value=out, partition=m.partition())
+                producer.produce(
+                    self.target, value=out, partition=m.partition(), on_delivery=self._delivered
+                )
             if txn % self.ABORT_EVERY == self.ABORT_EVERY - 1:
                 producer.flush(30)
                 producer.abort_transaction(30)
@@ -380,6 +382,11 @@ class Transactional:
         # After a rewind (seek) a partition has no position until it is read again:
         # what was committed for it stands.
         self.committed.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+
+    def _delivered(self, err, msg) -> None:
+        """Why a transaction's record was not written, for reading a stalled copy."""
+        if err is not None:
+            self.history.info("delivery", "copier", (msg.partition(), err.name(), err.str()[:80]))
 
     @staticmethod
     def _rewind(consumer) -> None:
