@@ -4,8 +4,8 @@ on clusters of broker processes and ZooKeeper; prints one table row per run (wor
 nemesis, seed, operations, faults injected, anomalies) and every anomaly found.
 
     .venv/bin/python -m bench.bench_faults [--runs 2] [--seed 1000] [--faults 2]
-        [--fault-seconds 3] [--workloads producer,group,registry] [--nemeses all|a,b]
-        [--work DIR]
+        [--fault-seconds 3] [--workloads producer,group,transactions,registry]
+        [--nemeses all|a,b] [--work DIR]
 
 Needs root for the tmpfs (disk full) and namespaces (partitions), libfaketime for clock
 skew (`apt-get install faketime`); nemeses whose needs are missing are skipped, saying
@@ -33,35 +33,49 @@ APPLIES = {
         "partition-leader-minority", "partition-leader-from-zookeeper", "clock-skew-leader",
         "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
         "lose-unflushed-follower", "last-replica-standing",
-        "slow-disk-leader",
+        "last-replica-standing-min-isr-2", "slow-disk-leader",
     ],
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
         "kill-leader", "pause-leader", "partition-leader-minority", "clock-skew-leader",
-        "lose-unflushed-leader",
+        "disk-full-leader", "lose-unflushed-leader",
+    ],
+    "transactions": [
+        "none", "kill-leader", "kill-txn-coordinator", "pause-txn-coordinator",
+        "kill-coordinator", "pause-leader", "kill-controller", "lose-unflushed-leader",
+        "partition-leader-minority", "disk-full-leader", "pause-zookeeper",
     ],
     "registry": [
         "none", "pause-registry-leader", "kill-registry-leader", "kill-leader",
-        "pause-leader", "kill-controller", "pause-zookeeper", "lose-unflushed-leader",
+        "pause-leader", "kill-controller", "pause-zookeeper", "kill-zookeeper",
+        "partition-leader-minority", "clock-skew-leader", "disk-full-leader",
+        "lose-unflushed-leader",
     ],
 }  # fmt: skip
 
 
 class LastReplicaStanding(nemesis.Nemesis):
-    """The followers of partition 0 killed, the leader alone in the ISR taking writes
-    (the topic's min.insync.replicas lowered to 1 for the run), then a power cut of the
-    leader (lost unflushed writes), then everyone restarted: Kafka loses the writes the
-    last replica had acknowledged but not flushed too (docs/faults.md)."""
+    """The followers of partition 0 killed, the leader alone in the ISR, then a power cut
+    of the leader (lost unflushed writes), then everyone restarted, the leader first.
+    With `min_isr=1` (the topic's min.insync.replicas lowered for the run) the lone leader
+    acknowledges writes, and loses them with its page cache, as Kafka does; with the
+    campaign's 2 it refuses them, and what is lost is only what the followers had before
+    they dropped out of the ISR (docs/faults.md, F6 and F7)."""
 
-    name = "last-replica-standing"
     hold_s = (1.0, 1.0)
+
+    def __init__(self, min_isr: int | None = 1) -> None:
+        self.min_isr = min_isr
+        self.name = "last-replica-standing" + ("" if min_isr == 1 else "-min-isr-2")
 
     def inject(self, env, rng):
         from confluent_kafka.admin import AdminClient, ConfigResource
 
-        admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap})
-        resource = ConfigResource("topic", env.topic, set_config={"min.insync.replicas": "1"})
-        admin.alter_configs([resource])[resource].result(30)
+        if self.min_isr is not None:
+            admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap})
+            config = {"min.insync.replicas": str(self.min_isr)}
+            resource = ConfigResource("topic", env.topic, set_config=config)
+            admin.alter_configs([resource])[resource].result(30)
         leader = env.leader()
         followers = [b for b in env.running() if b != leader]
         for b in followers:
@@ -73,13 +87,15 @@ class LastReplicaStanding(nemesis.Nemesis):
         return f"broker-{leader} last standing, cut {mine}", (leader, followers)
 
     def heal(self, env, undo):
-        leader, followers = undo
+        # `undo` is what inject returned: (what the history says, what heal needs).
+        _, (leader, followers) = undo
         env.cluster.restart(leader)
         for b in followers:
             env.cluster.restart(b)
 
 
-NEMESES[LastReplicaStanding.name] = LastReplicaStanding()
+for _standing in (LastReplicaStanding(1), LastReplicaStanding(None)):
+    NEMESES[_standing.name] = _standing
 
 
 def kind_of(name: str) -> str:
@@ -91,7 +107,7 @@ def kind_of(name: str) -> str:
         return "slow"
     if name.startswith("partition"):
         return "netns"
-    if name.endswith("zookeeper") or name == "last-replica-standing":
+    if name.endswith("zookeeper") or name.startswith("last-replica-standing"):
         # Its own cluster each run: a controller can lose its topics watch when ZooKeeper
         # goes (docs/faults.md, F2) and would fail every later run on that cluster; the
         # last replica standing leaves partitions offline by design.
@@ -162,12 +178,14 @@ class Clusters:
 def run_one(clusters, workload, name, seed, args, work) -> campaign.Result:
     cluster, extra = clusters.get(kind_of(name))
     common = {"fault_s": args.fault_seconds, "faults": args.faults, "env_extra": extra}
-    if name == "last-replica-standing":
+    if name.startswith("last-replica-standing"):
         common["faults"] = 1
     if workload == "producer":
         return campaign.run_producer(cluster, NEMESES[name], seed, **common)
     if workload == "group":
         return campaign.run_group(cluster, NEMESES[name], seed, **common)
+    if workload == "transactions":
+        return campaign.run_transactions(cluster, NEMESES[name], seed, **common)
     return campaign.run_registry(cluster, NEMESES[name], seed, work, **common)
 
 
@@ -177,7 +195,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--faults", type=int, default=2, help="faults per run")
     parser.add_argument("--fault-seconds", type=float, default=3.0)
-    parser.add_argument("--workloads", default="producer,group,registry")
+    parser.add_argument("--workloads", default="producer,group,transactions,registry")
     parser.add_argument("--nemeses", default="all")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()

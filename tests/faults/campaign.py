@@ -27,6 +27,11 @@ FAULT_CLUSTER = {
     "unclean.leader.election.enable": "false",
     "offsets.topic.replication.factor": "3",
     "group.initial.rebalance.delay.ms": "0",
+    # Few transaction state partitions: quick to create on a loaded machine; each one
+    # replicated like the data (the coordinator's state survives its broker).
+    "transaction.state.log.num.partitions": "3",
+    "transaction.state.log.replication.factor": "3",
+    "transaction.state.log.min.isr": "2",
 }
 TOPIC_CONFIG = {"min.insync.replicas": "2"}
 
@@ -44,80 +49,139 @@ class Result:
     history: History | None = None
 
     def row(self) -> str:
-        kinds = sorted({a.kind for a in self.anomalies})
+        kinds = sorted({a.kind for a in self.anomalies} - {"more"})
         return (
             f"| {self.workload} | {self.nemesis} | {self.seed} | {self.operations} | "
-            f"{self.faults} | {len(self.anomalies)} {', '.join(kinds)} |"
+            f"{self.faults} | {checkers.total(self.anomalies)} {', '.join(kinds)} |"
         )
 
 
-def settle(env: Env, partitions: int, timeout_s: float = 90.0) -> str | None:
-    """Wait until every broker runs and the topic is fully in sync again; what is still
-    wrong after `timeout_s` (None: settled)."""
+def settle(env: Env, topics: list[str], timeout_s: float = 90.0) -> str | None:
+    """Wait until every broker runs and `topics` are fully in sync again; what is still
+    wrong after `timeout_s` (None: settled). A cluster with no broker answering is "not
+    settled" too, not an error of the run (docs/faults.md, F6)."""
+    from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
     admin = AdminClient({"bootstrap.servers": env.cluster.bootstrap})
+    factor = len(env.cluster.ids)
+
+    def settled():
+        try:
+            return all(in_sync(admin, topic, factor) for topic in topics)
+        except KafkaException:
+            return False
+
     try:
-        wait_for(lambda: in_sync(admin, env.topic, len(env.cluster.ids)), "in sync", timeout_s)
+        wait_for(settled, f"{', '.join(topics)} in sync", timeout_s)
         return None
     except AssertionError as exc:
         return f"not settled: {exc}"
 
 
-def _schedule(nemesis, env, seed, fault_s, faults) -> tuple[Schedule, random.Random]:
-    rng = random.Random(seed)
-    return Schedule(nemesis, env, rng, faults=faults, hold_s=(fault_s * 0.6, fault_s)), rng
+@dataclass
+class Run:
+    """What every run sets up: its result, history, the nemesis's view of the cluster and
+    its schedule (with the RNG the workload may draw from too)."""
+
+    result: Result
+    history: History
+    env: Env
+    schedule: Schedule
+    rng: random.Random
+    fault_s: float
+    faults: int | None
+    started: float = field(default_factory=time.monotonic)
+
+    @classmethod
+    def prepare(
+        cls, workload: str, cluster: Cluster, nemesis: Nemesis, seed: int, topic: str, *,
+        fault_s: float, faults: int | None, env_extra: dict | None, **env_fields,
+    ) -> Run:  # fmt: skip
+        history = History()
+        env = Env(cluster, topic, history, **env_fields, **(env_extra or {}))
+        rng = random.Random(seed)
+        schedule = Schedule(nemesis, env, rng, faults=faults, hold_s=(fault_s * 0.6, fault_s))
+        return cls(
+            Result(workload, nemesis.name, seed), history, env, schedule, rng, fault_s, faults
+        )
+
+    def faults_then_settle(self, topics: list[str] | None) -> None:
+        """Inject and heal the schedule's faults (bounded), then wait for `topics` to be in
+        sync again (None: no waiting)."""
+        self.schedule.start()
+        # Until the schedule injected and healed its faults (bounded), or a while.
+        deadline = time.monotonic() + max(60.0, (self.fault_s + 2) * (self.faults or 1) * 3)
+        while not self.schedule.done() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.schedule.stop()
+        self.result.notes += self.schedule.errors
+        if topics and (problem := settle(self.env, topics)) is not None:
+            self.result.notes.append(problem)
+
+    def finish(self, anomalies: list[checkers.Anomaly]) -> Result:
+        result = self.result
+        result.history = self.history
+        result.operations = self.history.operations()
+        result.faults = self.schedule.injected
+        result.anomalies = anomalies
+        result.seconds = time.monotonic() - self.started
+        return result
 
 
 def run_producer(
     cluster: Cluster, nemesis: Nemesis, seed: int, *, fault_s=3.0, faults=1, partitions=3,
     env_extra: dict | None = None, rate=300.0,
 ) -> Result:  # fmt: skip
-    started = time.monotonic()
-    result = Result("producer", nemesis.name, seed)
     topic = fresh("faults")
     create_topic(cluster, topic, partitions, 3, config=TOPIC_CONFIG)
-    history = History()
-    env = Env(cluster, topic, history, **(env_extra or {}))
-    schedule, _ = _schedule(nemesis, env, seed, fault_s, faults)
-    producer = workloads.Producer(cluster.bootstrap, topic, partitions, history, rate).start()
+    run = Run.prepare("producer", cluster, nemesis, seed, topic, fault_s=fault_s, faults=faults,
+                      env_extra=env_extra)  # fmt: skip
+    producer = workloads.Producer(cluster.bootstrap, topic, partitions, run.history, rate).start()
     time.sleep(0.5)
-    schedule.start()
-    _run_until(schedule, fault_s, faults)
-    schedule.stop()
-    result.notes += schedule.errors
-    if (problem := settle(env, partitions)) is not None:
-        result.notes.append(problem)
+    run.faults_then_settle([topic])
     time.sleep(0.5)
     producer.stop()
-    read = producer.final_read()
-    return _finish(result, history, schedule, checkers.producer_anomalies(history, read), started)
+    return run.finish(checkers.producer_anomalies(run.history, producer.final_read()))
 
 
 def run_group(
     cluster: Cluster, nemesis: Nemesis, seed: int, *, fault_s=3.0, faults=1, partitions=6,
     env_extra: dict | None = None,
 ) -> Result:  # fmt: skip
-    started = time.monotonic()
-    result = Result("group", nemesis.name, seed)
     topic, group = fresh("faults-group"), fresh("fault-group")
     create_topic(cluster, topic, partitions, 3, config=TOPIC_CONFIG)
-    history = History()
-    env = Env(cluster, topic, history, group=group, **(env_extra or {}))
-    schedule, _ = _schedule(nemesis, env, seed, fault_s, faults)
-    members = workloads.Group(cluster.bootstrap, topic, partitions, group, history).start()
-    wait_for(lambda: history.of(workloads.COMMIT, "ok"), "a first commit")
-    schedule.start()
-    _run_until(schedule, fault_s, faults)
-    schedule.stop()
-    result.notes += schedule.errors
-    if (problem := settle(env, partitions)) is not None:
-        result.notes.append(problem)
+    run = Run.prepare("group", cluster, nemesis, seed, topic, fault_s=fault_s, faults=faults,
+                      env_extra=env_extra, group=group)  # fmt: skip
+    members = workloads.Group(cluster.bootstrap, topic, partitions, group, run.history).start()
+    wait_for(lambda: run.history.of(workloads.COMMIT, "ok"), "a first commit")
+    run.faults_then_settle([topic])
     time.sleep(1.0)
     members.stop()
-    final = members.final_commits()
-    anomalies = checkers.group_anomalies(history, final)
-    return _finish(result, history, schedule, anomalies, started)
+    return run.finish(checkers.group_anomalies(run.history, members.final_commits()))
+
+
+def run_transactions(
+    cluster: Cluster, nemesis: Nemesis, seed: int, *, fault_s=3.0, faults=1, partitions=3,
+    env_extra: dict | None = None, rate=150.0,
+) -> Result:  # fmt: skip
+    """Consume-transform-produce: numbered input into one topic, copied to another in
+    transactions; the nemesis's "leader" is the input's partition 0 leader, its
+    "txn-coordinator" the copier's transaction coordinator."""
+    source, target = fresh("faults-in"), fresh("faults-out")
+    group, txn_id = fresh("fault-copier"), fresh("fault-txn")
+    for topic in (source, target):
+        create_topic(cluster, topic, partitions, 3, config=TOPIC_CONFIG)
+    run = Run.prepare("transactions", cluster, nemesis, seed, source, fault_s=fault_s,
+                      faults=faults, env_extra=env_extra, group=group,
+                      transactional_id=txn_id)  # fmt: skip
+    copier = workloads.Transactional(
+        cluster.bootstrap, source, target, partitions, group, txn_id, run.history, rate
+    ).start()
+    wait_for(lambda: run.history.of(workloads.TXN, "ok"), "a first committed transaction")
+    run.faults_then_settle([source, target])
+    copier.stop()
+    return run.finish(checkers.transaction_anomalies(run.history, copier.final_read()))
 
 
 def start_registries(cluster: Cluster, work: Path, count=3, session_ms=6000):
@@ -143,48 +207,25 @@ def run_registry(
     cluster: Cluster, nemesis: Nemesis, seed: int, work: Path, *, fault_s=3.0, faults=1,
     env_extra: dict | None = None,
 ) -> Result:  # fmt: skip
-    started = time.monotonic()
-    result = Result("registry", nemesis.name, seed)
     instances = start_registries(cluster, work)
     try:
-        history = History()
         topic = instances[0].config.read_text().split("kafkastore.topic=")[1].split()[0]
-        env = Env(cluster, topic, history, registries=instances, **(env_extra or {}))
-        schedule, rng = _schedule(nemesis, env, seed, fault_s, faults)
-        clients = workloads.Registry(instances, history, rng).start()
-        wait_for(lambda: history.of(workloads.REGISTER, "ok"), "a first registration")
-        schedule.start()
-        _run_until(schedule, fault_s, faults)
-        schedule.stop()
-        result.notes += schedule.errors
+        run = Run.prepare("registry", cluster, nemesis, seed, topic, fault_s=fault_s,
+                          faults=faults, env_extra=env_extra, registries=instances)  # fmt: skip
+        clients = workloads.Registry(instances, run.history, run.rng).start()
+        wait_for(lambda: run.history.of(workloads.REGISTER, "ok"), "a first registration")
+        run.faults_then_settle(None)
         time.sleep(1.0)
         clients.stop()
         workloads.registry_leader(instances)  # everyone agrees again
-        views = clients.final_views()
-        anomalies = checkers.registry_anomalies(history, views)
+        anomalies = checkers.registry_anomalies(run.history, clients.final_views())
         fenced = sum(r.log_text().count("dropping the entry") for r in instances)
         if fenced:
-            result.notes.append(f"{fenced} entries dropped by the fence")
-        return _finish(result, history, schedule, anomalies, started)
+            run.result.notes.append(f"{fenced} entries dropped by the fence")
+        return run.finish(anomalies)
     finally:
         for r in instances:
             if r.proc is not None:  # a paused instance would not hear SIGTERM
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(r.proc.pid, signal.SIGCONT)
             r.stop()
-
-
-def _run_until(schedule: Schedule, fault_s: float, faults: int | None) -> None:
-    """Until the schedule injected and healed its faults (bounded), or a while."""
-    deadline = time.monotonic() + max(60.0, (fault_s + 2) * (faults or 1) * 3)
-    while not schedule.done() and time.monotonic() < deadline:
-        time.sleep(0.1)
-
-
-def _finish(result, history, schedule, anomalies, started) -> Result:
-    result.history = history
-    result.operations = history.operations()
-    result.faults = schedule.injected
-    result.anomalies = anomalies
-    result.seconds = time.monotonic() - started
-    return result

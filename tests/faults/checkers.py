@@ -5,13 +5,16 @@ anomalies found. Each anomaly names its kind and what was seen, so a report can 
   duplicates under idempotence, offsets or values out of order per partition;
 - `group_anomalies`: two members owning one partition in one generation, committed
   offsets going backwards, acknowledged commits the group no longer has;
+- `transaction_anomalies`: consume-transform-produce exactly once: acknowledged input
+  lost or copied twice, out of order, an aborted transaction's output visible, a
+  committed one's missing;
 - `registry_anomalies`: one id for two schemas, one schema under two ids in a subject,
   acknowledged registrations missing, instances that disagree.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 
 from tests.faults.history import OK, History
@@ -27,8 +30,20 @@ class Anomaly:
 
 
 def _limit(found: list[Anomaly], most: int = 50) -> list[Anomaly]:
-    """Many anomalies of one run usually share a cause: the first ones say it."""
-    return found[:most]
+    """Many anomalies of one run usually share a cause: the first ones say it, and one
+    more counts the rest by kind (a report must say how many writes were lost)."""
+    if len(found) <= most:
+        return found
+    rest = Counter(a.kind for a in found[most:])
+    summary = ", ".join(f"{n} {kind}" for kind, n in sorted(rest.items()))
+    return [*found[:most], Anomaly("more", f"{len(found) - most} not listed: {summary}")]
+
+
+def total(found: list[Anomaly]) -> int:
+    """How many anomalies `found` stands for, those only counted (`_limit`) included."""
+    if found and found[-1].kind == "more":
+        return len(found) - 1 + int(found[-1].detail.split()[0])
+    return len(found)
 
 
 # -- an idempotent producer with numbered values ------------------------------------------
@@ -119,6 +134,65 @@ def group_anomalies(history: History, final_commits: dict[int, int]) -> list[Ano
                     f"group has {final_commits.get(p)}",
                 )
             )
+    return _limit(found)
+
+
+# -- transactional consume-transform-produce ----------------------------------------------
+
+
+def transaction_anomalies(
+    history: History, read: dict[int, list[tuple[int, tuple[int, int]]]]
+) -> list[Anomaly]:
+    """`history`: the input's "send" ops (ok value (number, partition, offset)) and the
+    copier's "txn" ops (ok / fail / info value (txn, [(partition, number), ...], ...));
+    `read`: the output topic read read_committed, partition -> [(offset, (number, txn))].
+    Exactly once: every acknowledged input number in the output once, in its input's
+    partition, in order; nothing of an aborted transaction visible; everything of a
+    committed one visible; nothing from a transaction never attempted."""
+    found: list[Anomaly] = []
+    status: dict[int, str] = {}
+    contents: dict[int, list[tuple[int, int]]] = {}
+    for op in history.ops:
+        if op.f == "txn" and op.type != "invoke":
+            status[op.value[0]] = op.type
+            contents[op.value[0]] = [tuple(v) for v in op.value[1]]
+    where: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    visible: set[tuple[int, int]] = set()
+    for partition, records in read.items():
+        last_offset, last_number = -1, -1
+        for offset, (number, txn) in records:
+            where[number].append((partition, offset, txn))
+            visible.add((txn, number))
+            if offset <= last_offset:
+                found.append(Anomaly("offset-order", f"p{partition}: {offset} after {last_offset}"))
+            if number <= last_number:
+                found.append(
+                    Anomaly("value-order", f"p{partition}@{offset}: {number} after {last_number}")
+                )
+            last_offset, last_number = offset, number
+            kind = status.get(txn)
+            if kind == "fail":
+                found.append(Anomaly("aborted-read", f"value {number} of aborted txn {txn}"))
+            elif kind is None:
+                found.append(Anomaly("phantom", f"value {number} of txn {txn}, never completed"))
+    for number, places in sorted(where.items()):
+        if len(places) > 1:
+            found.append(Anomaly("duplicate", f"value {number} at {places} (p, offset, txn)"))
+    for op in history.of("send", OK):
+        number, partition, _ = op.value
+        if number not in where:
+            found.append(Anomaly("lost", f"value {number} acknowledged into p{partition}"))
+        elif any(p != partition for p, _, _ in where[number]):
+            found.append(Anomaly("moved", f"value {number} from p{partition} at {where[number]}"))
+    for txn, kind in sorted(status.items()):
+        if kind == OK:
+            missing = [n for _, n in contents[txn] if (txn, n) not in visible]
+            if missing:
+                found.append(
+                    Anomaly(
+                        "committed-lost", f"txn {txn}: {len(missing)} of its values, {missing[:5]}"
+                    )
+                )
     return _limit(found)
 
 

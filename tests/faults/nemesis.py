@@ -7,7 +7,8 @@ the history as process "nemesis", with the broker (or server) it hit.
 
 Targets are resolved when the fault starts, from what the cluster says then: the leader or
 a follower of the workload's topic partition 0, the controller (`/controller`), the group
-coordinator of the workload's group, ZooKeeper, the registry instance that leads.
+coordinator of the workload's group, the transaction coordinator of its transactional id,
+ZooKeeper, the registry instance that leads.
 
 Faults: SIGKILL (then a restart), SIGSTOP/SIGCONT (a pause: the process wakes up as a
 zombie), a network partition (brokers in namespaces: tests/helpers/netns.py), clock skew
@@ -47,6 +48,7 @@ class Env:
     topic: str
     history: History
     group: str | None = None
+    transactional_id: str | None = None
     registries: list = field(default_factory=list)
     network: object = None
     clock_files: dict[int, Path] = field(default_factory=dict)
@@ -81,12 +83,28 @@ class Env:
         described = admin.describe_consumer_groups([self.group])[self.group].result(30)
         return described.coordinator.id
 
+    def txn_coordinator(self) -> int:
+        """The leader of the transactional id's `__transaction_state` partition."""
+        from confluent_kafka.admin import AdminClient
+
+        from broker.transactions.state_topic import TRANSACTION_STATE_TOPIC, partition_for
+
+        admin = AdminClient({"bootstrap.servers": self.cluster.bootstrap})
+        topics = admin.list_topics(TRANSACTION_STATE_TOPIC, timeout=10).topics
+        count = len(topics[TRANSACTION_STATE_TOPIC].partitions)
+        partition = partition_for(self.transactional_id, count)
+        leader, _, _ = wait_for(
+            lambda: (s := self._state(TRANSACTION_STATE_TOPIC, partition)) and s[0] >= 0 and s,
+            f"a leader of {TRANSACTION_STATE_TOPIC}-{partition}",
+        )
+        return leader
+
     def running(self) -> list[int]:
         return [i for i in self.cluster.ids if self.cluster.broker(i).proc is not None]
 
-    def _state(self):
+    def _state(self, topic: str | None = None, partition: int = 0):
         try:
-            return partition_state(self.cluster.bootstrap, self.topic, 0)
+            return partition_state(self.cluster.bootstrap, topic or self.topic, partition)
         except Exception:  # noqa: BLE001 - a broker down or paused: ask again
             return None
 
@@ -99,6 +117,8 @@ class Env:
             return self.controller()
         if role == "coordinator":
             return self.coordinator()
+        if role == "txn-coordinator":
+            return self.txn_coordinator()
         if role == "any":
             return rng.choice(self.running())
         raise ValueError(f"unknown role {role!r}")
@@ -265,7 +285,7 @@ def tmpfs_unavailable() -> str | None:
 
 class DiskFull(Nemesis):
     """Fill a role's log dir (a tmpfs: `mount_tmpfs`, `env.fill_dirs`) to the last byte
-    with a file of its own; heal: delete it."""
+    with a file of its own; heal: delete it, and start the broker again if it halted."""
 
     def __init__(self, role: str) -> None:
         self.role = role
@@ -289,11 +309,16 @@ class DiskFull(Nemesis):
                     out.flush()
         except OSError:
             pass
-        return f"broker-{broker}", filler
+        return f"broker-{broker}", (broker, filler)
 
     def heal(self, env, undo):
-        _, filler = undo
+        _, (broker, filler) = undo
         filler.unlink(missing_ok=True)
+        # A broker whose only log dir failed halts, as Kafka's does (docs/contracts/log.md,
+        # "Log directory failure"): once space is freed an operator starts it again.
+        process = env.cluster.broker(broker).proc
+        if process is not None and process.poll() is not None:
+            env.cluster.restart(broker)
 
 
 def truncate_to_recovery_point(log_dir: Path) -> dict[str, tuple[int, int]]:
@@ -362,6 +387,8 @@ NEMESES = {
         Nemesis(),
         *(Kill(r) for r in ("leader", "follower", "controller", "coordinator", "zookeeper")),
         *(Pause(r) for r in ("leader", "follower", "controller", "coordinator", "zookeeper")),
+        Kill("txn-coordinator"),
+        Pause("txn-coordinator"),
         Kill("registry-leader"),
         Pause("registry-leader"),
         Partition("leader-minority"),

@@ -3,7 +3,13 @@ history has none."""
 
 from __future__ import annotations
 
-from tests.faults.checkers import group_anomalies, producer_anomalies, registry_anomalies
+from tests.faults.checkers import (
+    group_anomalies,
+    producer_anomalies,
+    registry_anomalies,
+    total,
+    transaction_anomalies,
+)
 from tests.faults.history import History
 
 
@@ -73,3 +79,41 @@ def test_registry_ids_given_twice_are_found():
     assert registry_anomalies(History(), {"x": view, "y": view}) != []  # still two ids
     clean = {("s", 1): (1, "A")}
     assert registry_anomalies(History(), {"x": clean, "y": clean}) == []
+
+
+def copied(h, txn, kind, *values):
+    """A transaction of the copier; `values`: (partition, number)."""
+    h.invoke("txn", "copier", txn)
+    h.add(kind, "txn", "copier", (txn, list(values)))
+    return h
+
+
+def test_a_clean_transactional_history_has_no_anomaly():
+    """Txn 0 aborted, its input copied again by txn 1; txn 2's outcome unknown (visible)."""
+    h = sends((0, 0, 0), (1, 1, 0), (2, 0, 1))
+    copied(h, 0, "fail", (0, 0), (1, 1))
+    copied(h, 1, "ok", (0, 0), (1, 1))
+    copied(h, 2, "info", (0, 2))
+    read = {0: [(1, (0, 1)), (4, (2, 2))], 1: [(1, (1, 1))]}
+    assert transaction_anomalies(h, read) == []
+
+
+def test_exactly_once_violations_are_found():
+    h = sends((0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1))
+    copied(h, 0, "fail", (0, 0))
+    copied(h, 1, "ok", (0, 0), (1, 1), (0, 2))
+    copied(h, 2, "ok", (1, 1))
+    # 0 seen from the aborted txn 0 and again from txn 1; 1 copied twice; 2's output
+    # missing though txn 1 committed; 3 never copied; 9 written by no transaction.
+    read = {0: [(0, (0, 0)), (2, (0, 1)), (3, (9, 7))], 1: [(1, (1, 1)), (3, (1, 2))]}
+    assert kinds(transaction_anomalies(h, read)) == [
+        "aborted-read", "committed-lost", "duplicate", "duplicate", "lost", "lost",
+        "phantom", "value-order", "value-order",
+    ]  # fmt: skip
+
+
+def test_beyond_fifty_anomalies_the_rest_are_counted():
+    h = sends(*((n, 0, n) for n in range(60)))
+    found = producer_anomalies(h, {0: []})
+    assert len(found) == 51 and found[-1].detail == "10 not listed: 10 lost"
+    assert total(found) == 60

@@ -6,12 +6,16 @@ recording every operation in a `History`, then a final read for the checkers.
 - `Group`: members of one consumer group (our client library's GroupConsumer, which
   names its generation) consuming and committing after every poll, while a producer keeps
   the topic growing; the final read is the group's committed offsets.
+- `Transactional`: a producer of numbered values into one topic, a copier copying them
+  into another in transactions (consume-transform-produce); the final read is the output
+  topic, read_committed.
 - `Registry`: client threads registering new schemas through any of several registry
   instances (one elected leader); the final read is every instance's view.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import random
@@ -20,13 +24,13 @@ import threading
 import time
 
 import httpx
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka import Producer as ConfluentProducer
 
 from tests.faults.history import History
 from tests.helpers.cluster import wait_for
 
-SEND, ASSIGN, COMMIT, REGISTER = "send", "assign", "commit", "register"
+SEND, ASSIGN, COMMIT, REGISTER, TXN = "send", "assign", "commit", "register", "txn"
 
 # librdkafka's delivery errors after which the write may still have happened.
 _INDEFINITE = {KafkaError._MSG_TIMED_OUT, KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT}
@@ -98,14 +102,19 @@ class Producer:
         return read_numbers(self.bootstrap, self.topic, self.partitions)
 
 
-def read_numbers(bootstrap, topic, partitions, timeout_s=60.0) -> dict[int, list[tuple[int, int]]]:
-    """Every partition from its start to its high watermark: partition -> [(offset, n)]."""
+def read_numbers(
+    bootstrap, topic, partitions, timeout_s=60.0, parse=int
+) -> dict[int, list[tuple[int, object]]]:
+    """Every partition from its start to its high watermark, read_committed (what
+    librdkafka reads by default, said here because the transactional checker relies on
+    it): partition -> [(offset, parse(value))]."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
             "group.id": "fault-reader",
             "enable.auto.commit": False,
             "enable.partition.eof": True,
+            "isolation.level": "read_committed",
         }
     )
     try:
@@ -121,7 +130,7 @@ def read_numbers(bootstrap, topic, partitions, timeout_s=60.0) -> dict[int, list
                         raise
                     time.sleep(0.5)
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        read: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+        read: dict[int, list[tuple[int, object]]] = {p: [] for p in range(partitions)}
         done = {p for p, end in ends.items() if end == 0}
         deadline = time.monotonic() + timeout_s
         while len(done) < partitions and time.monotonic() < deadline:
@@ -134,7 +143,7 @@ def read_numbers(bootstrap, topic, partitions, timeout_s=60.0) -> dict[int, list
                         done.add(msg.partition())
                     continue
                 raise AssertionError(f"final read: {msg.error()}")
-            read[msg.partition()].append((msg.offset(), int(msg.value())))
+            read[msg.partition()].append((msg.offset(), parse(msg.value())))
             if msg.offset() + 1 >= ends[msg.partition()]:
                 done.add(msg.partition())
         if len(done) < partitions:
@@ -243,6 +252,171 @@ class Group:
             return {tp.partition: tp.offset for tp in parts if tp.offset >= 0}
         finally:
             consumer.close()
+
+
+# -- transactional consume-transform-produce -----------------------------------------------
+
+
+def tagged(value: bytes) -> tuple[int, int]:
+    """An output record of `Transactional`: (input number, transaction that wrote it)."""
+    number, txn = value.split(b":")
+    return int(number), int(txn)
+
+
+class Transactional:
+    """Consume-transform-produce exactly once: a `Producer` writes numbered values to
+    `source` (its sends are the history's "send" ops), a copier copies them to the same
+    partition of `target` in transactions (confluent-kafka: a read_committed group
+    consumer without auto commit, a transactional producer committing the consumer's
+    positions with `send_offsets_to_transaction`; the idea of
+    tests/transactions/eos_copier.py). Each output value is "number:txn", txn the
+    transaction's sequence number, so the checker can tell an aborted transaction's
+    output from its retry's; every `ABORT_EVERY`th transaction is aborted on purpose. History: "txn" invoke txn, then ok / fail (aborted) / info
+    (outcome unknown) with (txn, [(partition, number), ...]). A copier whose producer or
+    consumer broke beyond an abort starts over: a new producer of the same
+    transactional id fences the old one and aborts what it left open; the new consumer
+    resumes from the committed offsets."""
+
+    BATCH = 50
+    # Every this many transactions one is aborted on purpose after its records reached the
+    # log, so each run has aborted output for read_committed to hide.
+    ABORT_EVERY = 10
+
+    def __init__(self, bootstrap, source, target, partitions, group, txn_id, history,
+                 rate=150.0):  # fmt: skip
+        self.bootstrap, self.source, self.target = bootstrap, source, target
+        self.partitions, self.group, self.txn_id = partitions, group, txn_id
+        self.history = history
+        self.feed = Producer(bootstrap, source, partitions, history, rate)
+        self.committed: dict[int, int] = {}  # the positions of the last committed txn
+        self._txns = itertools.count()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._copier, name="fault-copier", daemon=True)
+
+    def start(self) -> Transactional:
+        self.feed.start()
+        self._thread.start()
+        return self
+
+    def _clients(self):
+        consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": self.group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+            }
+        )
+        producer = ConfluentProducer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "transactional.id": self.txn_id,
+                "transaction.timeout.ms": 20000,
+                "linger.ms": 5,
+                "request.timeout.ms": 5000,
+            }
+        )
+        return consumer, producer
+
+    def _copier(self) -> None:
+        while not self._stop.is_set():
+            consumer, producer = self._clients()
+            try:
+                producer.init_transactions(30)
+                consumer.subscribe([self.source])
+                while not self._stop.is_set():
+                    messages = [m for m in consumer.consume(self.BATCH, 0.3) if not m.error()]
+                    if messages:
+                        self._copy(consumer, producer, messages)
+            except Exception as exc:  # noqa: BLE001 - a fatal error: start over, as a restart
+                self.history.info("copier", "copier", repr(exc)[:200])
+                self._stop.wait(0.5)
+            finally:
+                with contextlib.suppress(Exception):
+                    consumer.close()
+
+    def _copy(self, consumer, producer, messages) -> None:
+        txn = next(self._txns)
+        values = [(m.partition(), int(m.value())) for m in messages]
+        self.history.invoke(TXN, "copier", txn)
+        try:
+            producer.begin_transaction()
+            for m in messages:
+                out = b"%d:%d" % (int(m.value()), txn)
+                producer.produce(
+                    self.target, value=out, partition=m.partition(), on_delivery=self._delivered
+                )
+            if txn % self.ABORT_EVERY == self.ABORT_EVERY - 1:
+                producer.flush(30)
+                producer.abort_transaction(30)
+                self.history.fail(TXN, "copier", (txn, values, "aborted on purpose"))
+                self._rewind(consumer)
+                return
+            positions = consumer.position(consumer.assignment())
+            group = consumer.consumer_group_metadata()
+            producer.send_offsets_to_transaction(positions, group, 30)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    producer.commit_transaction(10)
+                    break
+                except KafkaException as exc:  # a timed-out commit may be called again
+                    if not exc.args[0].retriable() or time.monotonic() > deadline:
+                        raise
+        except KafkaException as exc:
+            error = exc.args[0]
+            if not error.txn_requires_abort():
+                self.history.info(TXN, "copier", (txn, values, error.str()[:100]))
+                raise
+            try:
+                producer.abort_transaction(30)
+            except KafkaException:
+                self.history.info(TXN, "copier", (txn, values, error.str()[:100]))
+                raise
+            self.history.fail(TXN, "copier", (txn, values, error.str()[:100]))
+            self._rewind(consumer)
+            return
+        self.history.ok(TXN, "copier", (txn, values))
+        # After a rewind (seek) a partition has no position until it is read again:
+        # what was committed for it stands.
+        self.committed.update({tp.partition: tp.offset for tp in positions if tp.offset >= 0})
+
+    def _delivered(self, err, msg) -> None:
+        """Why a transaction's record was not written, for reading a stalled copy."""
+        if err is not None:
+            self.history.info("delivery", "copier", (msg.partition(), err.name(), err.str()[:80]))
+
+    @staticmethod
+    def _rewind(consumer) -> None:
+        """Back to the committed offsets: what the aborted transaction consumed comes again."""
+        for tp in consumer.committed(consumer.assignment(), timeout=30):
+            tp.offset = tp.offset if tp.offset >= 0 else OFFSET_BEGINNING
+            consumer.seek(tp)
+
+    def stop(self, catch_up_s: float = 90.0) -> None:
+        """Stop the input, let the copier commit all of it (bounded), stop the copier."""
+        self.feed.stop()
+        ends = {}
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "fault-ends"})
+        try:
+            for p in range(self.partitions):
+                tp = TopicPartition(self.source, p)
+                ends[p] = consumer.get_watermark_offsets(tp, 30)[1]
+        finally:
+            consumer.close()
+        caught_up = lambda: all(self.committed.get(p, 0) >= end for p, end in ends.items())  # noqa: E731
+        deadline = time.monotonic() + catch_up_s
+        while not caught_up() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if not caught_up():
+            self.history.info("copier", "copier", f"not caught up: {self.committed} < {ends}")
+        self._stop.set()
+        self._thread.join(120)
+
+    def final_read(self) -> dict[int, list[tuple[int, tuple[int, int]]]]:
+        return read_numbers(self.bootstrap, self.target, self.partitions, parse=tagged)
 
 
 # -- the schema registry -------------------------------------------------------------------
