@@ -49,6 +49,22 @@ def total(found: list[Anomaly]) -> int:
 # -- an idempotent producer with numbered values ------------------------------------------
 
 
+def _out_of_order(partition: int, records: list[tuple[int, int]]) -> list[Anomaly]:
+    """Offsets and values going backwards in one partition's final read, (offset, number)
+    in the order the consumer got them."""
+    found: list[Anomaly] = []
+    last_offset, last_number = -1, -1
+    for offset, number in records:
+        if offset <= last_offset:
+            found.append(Anomaly("offset-order", f"p{partition}: {offset} after {last_offset}"))
+        if number <= last_number:
+            found.append(
+                Anomaly("value-order", f"p{partition}@{offset}: {number} after {last_number}")
+            )
+        last_offset, last_number = offset, number
+    return found
+
+
 def producer_anomalies(history: History, read: dict[int, list[tuple[int, int]]]) -> list[Anomaly]:
     """`history`: "send" ops whose ok value is (number, partition, offset); `read`: the
     final read, partition -> [(offset, number)] in the order the consumer got them."""
@@ -56,17 +72,10 @@ def producer_anomalies(history: History, read: dict[int, list[tuple[int, int]]])
     where: dict[int, list[tuple[int, int]]] = defaultdict(list)
     at: dict[tuple[int, int], int] = {}
     for partition, records in read.items():
-        last_offset, last_number = -1, -1
+        found += _out_of_order(partition, records)
         for offset, number in records:
             where[number].append((partition, offset))
             at[(partition, offset)] = number
-            if offset <= last_offset:
-                found.append(Anomaly("offset-order", f"p{partition}: {offset} after {last_offset}"))
-            if number <= last_number:
-                found.append(
-                    Anomaly("value-order", f"p{partition}@{offset}: {number} after {last_number}")
-                )
-            last_offset, last_number = offset, number
     for number, places in sorted(where.items()):
         if len(places) > 1:
             found.append(Anomaly("duplicate", f"value {number} at {places}"))
@@ -159,17 +168,10 @@ def transaction_anomalies(
     where: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     visible: set[tuple[int, int]] = set()
     for partition, records in read.items():
-        last_offset, last_number = -1, -1
+        found += _out_of_order(partition, [(offset, number) for offset, (number, _) in records])
         for offset, (number, txn) in records:
             where[number].append((partition, offset, txn))
             visible.add((txn, number))
-            if offset <= last_offset:
-                found.append(Anomaly("offset-order", f"p{partition}: {offset} after {last_offset}"))
-            if number <= last_number:
-                found.append(
-                    Anomaly("value-order", f"p{partition}@{offset}: {number} after {last_number}")
-                )
-            last_offset, last_number = offset, number
             kind = status.get(txn)
             if kind == "fail":
                 found.append(Anomaly("aborted-read", f"value {number} of aborted txn {txn}"))

@@ -8,38 +8,15 @@ from __future__ import annotations
 import asyncio
 import struct
 
-import pytest
 from prometheus_client import generate_latest
 
 from broker.metrics.definitions import BrokerMetrics
-from broker.protocol.apis import CREATE_TOPICS, FETCH, LEADER_AND_ISR, METADATA, PRODUCE
-from broker.protocol.errors import ErrorCode
+from broker.protocol.apis import CREATE_TOPICS, FETCH, METADATA, PRODUCE
 from broker.server.dispatch import Close, NoResponse, Respond
 from broker.server.network import NetworkServer
 from broker.server.pipeline import Pipeline
 from tests.helpers.metrics import Scrape
-from tests.helpers.server_requests import create, fetch_body, produce_body, values
-
-# A single broker refuses every controller epoch below this one (broker/server/modes/local.py).
-EPOCH = 2**31 - 1
-
-
-@pytest.fixture
-def led(broker):
-    """Topic t, partition 0 led here (broker 0) with broker 1 in its ISR."""
-    create(broker, "t")
-    state = {
-        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 1,
-        "isr": [0, 1], "zk_version": 1, "replicas": [0, 1], "adding_replicas": [],
-        "removing_replicas": [], "is_new": False,
-    }  # fmt: skip
-    body = {
-        "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
-        "topic_states": [{"topic_name": "t", "partition_states": [state]}],
-        "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
-    }  # fmt: skip
-    assert broker.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
-    return broker
+from tests.helpers.server_requests import fetch_body, produce_body, values
 
 
 def _pipeline(broker, depth: int = 10) -> tuple[Pipeline, list[int]]:
