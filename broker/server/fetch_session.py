@@ -90,10 +90,6 @@ class FetchSession:
     # Partitions changed since a parked fetch of this session last looked (drained by it).
     fresh: set[TopicPartition] = field(default_factory=set)
     epoch: int = 1  # the epoch the next incremental fetch must carry
-    # A follower's session: partitions whose ISR dropped it. While their fetch offset does
-    # not change, its incremental fetches leave them out, so each fetch records them from
-    # the offset kept here (the fetch that lets a caught-up follower back in).
-    lagging: set[TopicPartition] = field(default_factory=set)
     # The purgatory key of its parked fetch: made once, read at every append it holds.
     key: SessionKey = field(init=False)
 

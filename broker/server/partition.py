@@ -118,6 +118,9 @@ class Partition:
         # Told (topic, partition) whenever the high watermark moves: completes waiting
         # fetches and acks=all produces.
         self.on_high_watermark: Callable[[str, int], None] = lambda topic, partition: None
+        # Told whenever its ISR or leadership is set (ReplicaManager keeps, per follower,
+        # the partitions led here whose ISR lacks it).
+        self.on_isr: Callable[[Partition], None] = lambda partition: None
 
     @property
     def topic(self) -> str:
@@ -154,12 +157,14 @@ class Partition:
                 if r != self.broker_id
             }
         self.maybe_advance_high_watermark()
+        self.on_isr(self)
 
     def make_follower(self, state: Leadership) -> None:
         """Follow `state.leader`; the replica fetcher truncates and fetches from there."""
         self._take(state)
         self.followers = {}
         self.leader_epoch_start_offset = -1
+        self.on_isr(self)
 
     def _take(self, state: Leadership) -> None:
         self.leader_id = state.leader
@@ -380,16 +385,6 @@ class Partition:
             return max(follower.last_caught_up_ms, follower.session.last_used_ms)
         return follower.last_caught_up_ms
 
-    def note_dropped_followers(self, isr: tuple[int, ...]) -> None:
-        """Followers the new `isr` leaves out: each one's fetch session keeps this
-        partition among its `lagging` ones, so its incremental fetches, which name the
-        partition only when their offset moves, still count it (a caught-up follower
-        comes back even when nothing is appended)."""
-        for replica in self.isr:
-            follower = self.followers.get(replica)
-            if replica not in isr and follower is not None and follower.session is not None:
-                follower.session.lagging.add((self.topic, self.index))
-
     def propose_isr(self, isr: tuple[int, ...]) -> None:
         """An ISR change is being written: until it is confirmed, the high watermark waits
         for the larger of the two sets (never ahead of a replica that may count)."""
@@ -401,6 +396,7 @@ class Partition:
         self.zk_version = zk_version
         self.pending_isr = None
         self.maybe_advance_high_watermark()
+        self.on_isr(self)
 
     def abandon_isr_change(self) -> None:
         """The write lost to a newer state (a controller decision): forget the proposal."""

@@ -93,6 +93,8 @@ class ReplicaManager:
         self.now_ms = now_ms
         self.retain_batches = retain_batches
         self.partitions: dict[TopicPartition, Partition] = {}
+        # By follower id, the partitions led here whose ISR lacks it (`_isr_set`).
+        self.out_of_sync: dict[int, set[TopicPartition]] = {}
         self.high_watermark_listeners: list[Callable[[str, int], None]] = []
         # Told (topic, partition) when a partition's leadership changes: requests waiting
         # on it (acks=all) answer NOT_LEADER_OR_FOLLOWER instead of waiting in vain.
@@ -130,8 +132,25 @@ class ReplicaManager:
 
     def _host(self, partition: Partition) -> Partition:
         partition.on_high_watermark = self._high_watermark_moved
+        partition.on_isr = self._isr_set
         self.partitions[(partition.topic, partition.index)] = partition
         return partition
+
+    def _isr_set(self, partition: Partition) -> None:
+        """Keep `out_of_sync` (partitions led here whose ISR lacks a follower, by
+        follower): a follower fetching through a session names a partition only when its
+        offset moves, so its fetches count these ones from the offset the session holds
+        (handlers/fetch.py); nothing else lets a caught-up follower back in while nothing
+        is appended, e.g. after a new leader epoch reset what the leader knew of it."""
+        tp = (partition.topic, partition.index)
+        for replica in partition.replicas:
+            if replica == self.broker_id:
+                continue
+            lagging = partition.is_leader and replica not in partition.isr
+            if lagging:
+                self.out_of_sync.setdefault(replica, set()).add(tp)
+            elif tp in self.out_of_sync.get(replica, ()):
+                self.out_of_sync[replica].discard(tp)
 
     def _high_watermark_moved(self, topic: str, partition: int) -> None:
         for listener in self.high_watermark_listeners:
@@ -237,6 +256,8 @@ class ReplicaManager:
                 continue
             if delete:
                 del self.partitions[tp]
+                for lagging in self.out_of_sync.values():
+                    lagging.discard(tp)
                 self.logs.delete_partition(*tp)
             else:
                 partition.make_follower(
@@ -270,7 +291,6 @@ class ReplicaManager:
             "%s-%d: ISR %s -> %s", partition.topic, partition.index, list(partition.isr), list(isr)
         )
         self.on_isr_proposed(partition.isr, isr)
-        partition.note_dropped_followers(isr)
         partition.propose_isr(isr)
         self.isr_writer.write(partition, isr)
 

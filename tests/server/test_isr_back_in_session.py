@@ -6,8 +6,10 @@ ISR stayed shrunk until a restart). In process, counted, never timed."""
 
 from __future__ import annotations
 
-from broker.protocol.apis import FETCH
+from broker.protocol.apis import FETCH, LEADER_AND_ISR
+from broker.protocol.errors import ErrorCode
 from tests.helpers.server_requests import fetch_body
+from tests.server.conftest import EPOCH
 
 FOLLOWER = 1  # the follower of t-0 in the `led` fixture (tests/server/conftest.py)
 
@@ -47,6 +49,31 @@ def test_a_caught_up_follower_dropped_from_the_isr_comes_back_by_its_session(led
     _fetch(led, session_id, 1, named=False)
     assert partition.isr == (0, FOLLOWER) and writer.written == [(0,), (0, FOLLOWER)]
     # Back in: later fetches look at the partition no more.
-    session = led.state.fetch_sessions.sessions[session_id]
+    assert replicas.out_of_sync[FOLLOWER] == set()
     _fetch(led, session_id, 2, named=False)
-    assert session.lagging == set() and writer.written == [(0,), (0, FOLLOWER)]
+    assert writer.written == [(0,), (0, FOLLOWER)]
+
+
+def test_a_follower_the_controller_dropped_comes_back_by_its_session(led):
+    """The race of a broker restart: the follower fetched (and was counted) before the
+    leader heard of the controller's new epoch without it, which resets what the leader
+    knows of its followers; the follower's offset does not move after that."""
+    replicas = led.state.replicas
+    writer = replicas.isr_writer = WrittenAtOnce()
+    partition = replicas.get("t", 0)
+    session_id = _fetch(led, 0, 0, named=True)["session_id"]
+    state = {
+        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 2,
+        "isr": [0], "zk_version": 2, "replicas": [0, FOLLOWER],
+        "adding_replicas": [], "removing_replicas": [], "is_new": False,
+    }  # fmt: skip
+    body = {
+        "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
+        "topic_states": [{"topic_name": "t", "partition_states": [state]}],
+        "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
+    }  # fmt: skip
+    assert led.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
+    assert partition.isr == (0,) and replicas.out_of_sync[FOLLOWER] == {("t", 0)}
+    _fetch(led, session_id, 1, named=False)
+    assert partition.isr == (0, FOLLOWER) and writer.written == [(0, FOLLOWER)]
+    assert replicas.out_of_sync[FOLLOWER] == set()

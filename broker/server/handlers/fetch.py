@@ -377,36 +377,37 @@ def _record_follower(ctx: BrokerContext, body: dict, session) -> None:
     """A follower fetches from its log end: the leader learns how far each follower is
     (moving the high watermark, letting it back into the ISR). The partitions the request
     names (an incremental fetch leaves out those whose offset did not change), and those
-    of its session whose ISR dropped it (`FetchSession.lagging`), from their kept offset:
-    nothing else would let a caught-up follower back in while nothing is appended."""
+    of its session whose ISR lacks it (`ReplicaManager.out_of_sync`), from the offset the
+    session holds: nothing else would let a caught-up follower back in while nothing is
+    appended (docs/contracts/cluster.md, "Replication")."""
     replica_id = body["replica_id"]
     for topic in body["topics"]:
         for preq in topic["partitions"]:
             partition = ctx.replicas.get(topic["topic"], preq["partition"])
-            if partition is None or not partition.is_leader:
-                continue
-            # A fetch from an older leader epoch (sent before the controller's last
-            # decision, e.g. by a broker stopping) is refused below: it must not count.
-            epoch = preq.get("current_leader_epoch", -1)
-            if epoch in (-1, partition.leader_epoch):
-                ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"], session)
-    if session is not None and session.lagging:
-        _record_lagging(ctx, replica_id, session)
-
-
-def _record_lagging(ctx: BrokerContext, replica_id: int, session) -> None:
-    for tp in list(session.lagging):
-        partition, entry = ctx.replicas.get(*tp), session.partitions.get(tp)
+            if partition is not None and partition.is_leader:
+                _record(ctx, replica_id, partition, preq, session)
+    lagging = ctx.replicas.out_of_sync.get(replica_id)
+    if session is None or not lagging:
+        return
+    for tp in list(lagging):
+        preq, partition = session.partitions.get(tp), ctx.replicas.get(*tp)
+        # Only where the offset it holds would let it in (a follower catching up on
+        # thousands of partitions names the ones that move anyway).
         if (
-            partition is None
-            or entry is None
-            or not partition.is_leader
-            or replica_id in partition.isr
-            or entry.get("current_leader_epoch", -1) not in (-1, partition.leader_epoch)
+            preq is not None
+            and partition is not None
+            and partition.is_leader
+            and preq["fetch_offset"] >= partition.high_watermark
+            and preq["fetch_offset"] >= partition.leader_epoch_start_offset
         ):
-            session.lagging.discard(tp)  # back in (or no longer ours to count)
-            continue
-        ctx.replicas.follower_fetched(partition, replica_id, entry["fetch_offset"], session)
+            _record(ctx, replica_id, partition, preq, session)
+
+
+def _record(ctx: BrokerContext, replica_id: int, partition, preq: dict, session) -> None:
+    # A fetch from an older leader epoch (sent before the controller's last decision,
+    # e.g. by a broker stopping) is refused below: it must not count.
+    if preq.get("current_leader_epoch", -1) in (-1, partition.leader_epoch):
+        ctx.replicas.follower_fetched(partition, replica_id, preq["fetch_offset"], session)
 
 
 def _has_zstd(regions) -> bool:
