@@ -33,14 +33,13 @@ def make_broker(tmp_path):
 EPOCH = 2**31 - 1
 
 
-@pytest.fixture
-def led(broker):
-    """Topic t, partition 0 led here (broker 0) with broker 1 in its ISR."""
-    create(broker, "t")
+def lead(broker, leader_epoch: int = 1, isr=(0, 1)) -> None:
+    """A LeaderAndIsr making this broker (0) leader of t-0, replicas [0, 1], at
+    `leader_epoch` with `isr`."""
     state = {
-        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 1,
-        "isr": [0, 1], "zk_version": 1, "replicas": [0, 1],
-        "adding_replicas": [], "removing_replicas": [], "is_new": False,
+        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0,
+        "leader_epoch": leader_epoch, "isr": list(isr), "zk_version": leader_epoch,
+        "replicas": [0, 1], "adding_replicas": [], "removing_replicas": [], "is_new": False,
     }  # fmt: skip
     body = {
         "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
@@ -48,4 +47,11 @@ def led(broker):
         "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
     }  # fmt: skip
     assert broker.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
+
+
+@pytest.fixture
+def led(broker):
+    """Topic t, partition 0 led here (broker 0) with broker 1 in its ISR."""
+    create(broker, "t")
+    lead(broker)
     return broker

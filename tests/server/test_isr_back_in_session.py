@@ -6,10 +6,9 @@ ISR stayed shrunk until a restart). In process, counted, never timed."""
 
 from __future__ import annotations
 
-from broker.protocol.apis import FETCH, LEADER_AND_ISR
-from broker.protocol.errors import ErrorCode
+from broker.protocol.apis import FETCH
 from tests.helpers.server_requests import fetch_body
-from tests.server.conftest import EPOCH
+from tests.server.conftest import lead
 
 FOLLOWER = 1  # the follower of t-0 in the `led` fixture (tests/server/conftest.py)
 
@@ -62,17 +61,7 @@ def test_a_follower_the_controller_dropped_comes_back_by_its_session(led):
     writer = replicas.isr_writer = WrittenAtOnce()
     partition = replicas.get("t", 0)
     session_id = _fetch(led, 0, 0, named=True)["session_id"]
-    state = {
-        "partition_index": 0, "controller_epoch": EPOCH, "leader": 0, "leader_epoch": 2,
-        "isr": [0], "zk_version": 2, "replicas": [0, FOLLOWER],
-        "adding_replicas": [], "removing_replicas": [], "is_new": False,
-    }  # fmt: skip
-    body = {
-        "controller_id": 1, "controller_epoch": EPOCH, "broker_epoch": -1,
-        "topic_states": [{"topic_name": "t", "partition_states": [state]}],
-        "live_leaders": [{"broker_id": 0, "host_name": "127.0.0.1", "port": 9092}],
-    }  # fmt: skip
-    assert led.call(LEADER_AND_ISR, 3, body)["error_code"] == ErrorCode.NONE
+    lead(led, leader_epoch=2, isr=(0,))
     assert partition.isr == (0,) and replicas.out_of_sync[FOLLOWER] == {("t", 0)}
     _fetch(led, session_id, 1, named=False)
     assert partition.isr == (0, FOLLOWER) and writer.written == [(0, FOLLOWER)]

@@ -45,7 +45,9 @@ def _partition(
     partition = ctx.replicas.get(topic, index)
     # A follower's high watermark and log lag the leader's: clients ask the leader.
     code = leader_error(
-        partition, req.get("current_leader_epoch", -1), replica_id == DEBUGGING_REPLICA_ID
+        partition,
+        req.get("current_leader_epoch", -1),
+        any_replica=replica_id == DEBUGGING_REPLICA_ID,
     )
     if code != ErrorCode.NONE:
         return _answer(index, code)
