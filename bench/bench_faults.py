@@ -4,7 +4,7 @@ on clusters of broker processes and ZooKeeper; prints one table row per run (wor
 nemesis, seed, operations, faults injected, anomalies) and every anomaly found.
 
     .venv/bin/python -m bench.bench_faults [--runs 2] [--seed 1000] [--faults 2]
-        [--fault-seconds 3] [--workloads producer,group,transactions,registry]
+        [--fault-seconds 3] [--workloads producer,group,transactions,registry,hourly]
         [--nemeses all|a,b] [--work DIR]
 
 Needs root for the tmpfs (disk full) and namespaces (partitions), libfaketime for clock
@@ -50,6 +50,18 @@ APPLIES = {
         "pause-leader", "kill-controller", "pause-zookeeper", "kill-zookeeper",
         "partition-leader-minority", "clock-skew-leader", "disk-full-leader",
         "lose-unflushed-leader",
+    ],
+    # The hourly load (docs/faults.md, "Workloads"): the faults of the brokers it reads
+    # from and of ZooKeeper. Not the coordinators' (it uses no group and no transactions:
+    # its offsets are in its own manifests), not the registry's (the registry workload's;
+    # here one instance the load only reads), not the last replica standing (a loss in
+    # Kafka before any load, the producer workload's F6/F7).
+    "hourly": [
+        "none", "kill-leader", "kill-follower", "kill-controller", "kill-zookeeper",
+        "pause-leader", "pause-follower", "pause-controller", "pause-zookeeper",
+        "partition-leader-minority", "partition-leader-from-zookeeper", "clock-skew-leader",
+        "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
+        "lose-unflushed-follower", "slow-disk-leader",
     ],
 }  # fmt: skip
 
@@ -175,6 +187,24 @@ class Clusters:
         return made
 
 
+_spark = None
+
+
+def spark():
+    """One Spark session (`local[2]`, the load's default master) for every hourly run of
+    the process: a load on it costs seconds, a new application's start would cost more
+    than the run."""
+    global _spark
+    if _spark is None:
+        from ingest.spark_runner import spark_session
+
+        _spark = spark_session(
+            "local[2]", "faults-hourly", {"spark.ui.showConsoleProgress": "false"}
+        )
+        _spark.sparkContext.setLogLevel("ERROR")
+    return _spark
+
+
 def run_one(clusters, workload, name, seed, args, work) -> campaign.Result:
     cluster, extra = clusters.get(kind_of(name))
     common = {"fault_s": args.fault_seconds, "faults": args.faults, "env_extra": extra}
@@ -184,6 +214,8 @@ def run_one(clusters, workload, name, seed, args, work) -> campaign.Result:
         return campaign.run_producer(cluster, NEMESES[name], seed, **common)
     if workload == "group":
         return campaign.run_group(cluster, NEMESES[name], seed, **common)
+    if workload == "hourly":
+        return campaign.run_hourly(cluster, NEMESES[name], seed, work, spark(), **common)
     if workload == "transactions":
         return campaign.run_transactions(cluster, NEMESES[name], seed, **common)
     return campaign.run_registry(cluster, NEMESES[name], seed, work, **common)
@@ -195,7 +227,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1000)
     parser.add_argument("--faults", type=int, default=2, help="faults per run")
     parser.add_argument("--fault-seconds", type=float, default=3.0)
-    parser.add_argument("--workloads", default="producer,group,transactions,registry")
+    parser.add_argument("--workloads", default="producer,group,transactions,registry,hourly")
     parser.add_argument("--nemeses", default="all")
     parser.add_argument("--work", type=Path, default=None)
     args = parser.parse_args()

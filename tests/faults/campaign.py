@@ -235,3 +235,55 @@ def run_registry(
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(r.proc.pid, signal.SIGCONT)
             r.stop()
+
+
+def run_hourly(
+    cluster: Cluster, nemesis: Nemesis, seed: int, work: Path, spark, *, fault_s=3.0,
+    faults=1, partitions=3, env_extra: dict | None = None, rate=100.0,
+    registry_url: str | None = None,
+) -> Result:  # fmt: skip
+    """The hourly load (`workloads.HourlyLoad`) run back to back on `spark` (the caller's
+    session, kept across runs) while an audited producer writes to a topic of the run's
+    own and the nemesis acts on its partition 0; after the heal a final load catches up
+    and the audit runs. A registry of the run's own (one instance, its own `_schemas_*`
+    topic, replicated like the data) unless `registry_url` names one."""
+    topic = fresh("hourly")
+    create_topic(cluster, topic, partitions, 3, config=TOPIC_CONFIG)
+    registries = []
+    if registry_url is None:
+        name = fresh("sr")
+        create_topic(cluster, f"_schemas_{name}", 1, 3, config=TOPIC_CONFIG)
+        settings = {"kafkastore.topic": f"_schemas_{name}", "kafkastore.timeout.ms": "8000",
+                    "schema.registry.group.id": name}  # fmt: skip
+        registries = [RegistryProcess(work / name, bootstrap=cluster.bootstrap, settings=settings)]
+        registries[0].spawn()
+        registries[0].wait_until_ready()
+        registry_url = registries[0].url
+    try:
+        run = Run.prepare("hourly", cluster, nemesis, seed, topic, fault_s=fault_s,
+                          faults=faults, env_extra=env_extra)  # fmt: skip
+        load = workloads.HourlyLoad(cluster.bootstrap, registry_url, topic, partitions,
+                                    work / f"warehouse-{topic}", run.history, spark, rate=rate)  # fmt: skip
+        create_topic(cluster, load.audit_topic, 1, 3, config=TOPIC_CONFIG)
+        load.start()
+        # Faults while loads carry records, not before the first record was produced.
+        wait_for(
+            lambda: any(any(r[1] for r in op.value[1].values())
+                        for op in run.history.of(workloads.LOAD, "ok")),
+            "a first committed load with records", 180,
+        )  # fmt: skip
+        run.faults_then_settle([topic, load.audit_topic])
+        time.sleep(0.5)
+        load.stop()
+        failed = len(run.history.of(workloads.LOAD, INFO))
+        indefinite = len(run.history.of(workloads.SEND, INFO))
+        loads = len(run.history.of(workloads.LOAD, "ok"))
+        run.result.notes.append(
+            f"{loads} loads committed, {failed} failed (info); {indefinite} sends indefinite; "
+            f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}"
+        )
+        anomalies = checkers.hourly_anomalies(run.history, load.loaded_rows(), load.ledgers())
+        return run.finish(anomalies)
+    finally:
+        for r in registries:
+            r.stop()

@@ -9,7 +9,11 @@ anomalies found. Each anomaly names its kind and what was seen, so a report can 
   lost or copied twice, out of order, an aborted transaction's output visible, a
   committed one's missing;
 - `registry_anomalies`: one id for two schemas, one schema under two ids in a subject,
-  acknowledged registrations missing, instances that disagree.
+  acknowledged registrations missing, instances that disagree;
+- `hourly_anomalies`: the hourly load: acknowledged records not loaded, loaded twice,
+  loaded from elsewhere than acknowledged or into another hour than their event hour;
+  committed offsets going backwards or skipping; committed loads missing; the audit
+  failing.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 
-from tests.faults.history import OK, History
+from tests.faults.history import INFO, OK, History
 
 
 @dataclass(frozen=True)
@@ -234,4 +238,79 @@ def registry_anomalies(
     for key in sorted(acked):
         if key not in visible:
             found.append(Anomaly("lost-registration", f"{key[1]} under {key[0]}"))
+    return _limit(found)
+
+
+# -- the hourly load --------------------------------------------------------------------------
+
+
+def hourly_anomalies(
+    history: History,
+    rows: list[tuple[int, int, int, str]],
+    ledgers: list[tuple[str, str, dict[int, tuple[int, int]]]],
+) -> list[Anomaly]:
+    """`history`: "send" ok values (number, partition, offset, event hour), "load" ok
+    values (run id, {partition: (first, next)}), "audit" ok value [(hour, complete,
+    reasons)]; `rows`: every loaded row, (number, partition, offset, hour of its
+    directory); `ledgers`: the committed runs in commit order, (run id, kind,
+    {partition: (first, next)}). Exactly once, in the right hour: the union of the loads
+    is the acknowledged records (and only records that were sent), each once; each run
+    starts every partition where the one before ended; every load reported committed is;
+    the audit finds every hour complete. A load that failed counts for nothing (its files
+    were never committed); a send whose outcome is unknown may be loaded or not, and then
+    an audit count below what was loaded is its doing, not the load's (noted, not an
+    anomaly)."""
+    found: list[Anomaly] = []
+    loaded: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    for number, partition, offset, hour in rows:
+        loaded[number].append((partition, offset, hour))
+    for number, places in sorted(loaded.items()):
+        if len(places) > 1:
+            found.append(Anomaly("duplicate", f"record {number} loaded at {places}"))
+    invoked = {op.value for op in history.of("send", "invoke")}
+    for number in sorted(set(loaded) - invoked):
+        found.append(Anomaly("phantom", f"record {number} loaded, never sent"))
+    for op in history.of("send", OK):
+        number, partition, offset, hour = op.value
+        places = loaded.get(number)
+        if not places:
+            found.append(Anomaly("lost", f"record {number} acknowledged at p{partition}@{offset}"))
+            continue
+        p, o, h = places[0]
+        if (p, o) != (partition, offset):
+            found.append(
+                Anomaly(
+                    "moved",
+                    f"record {number} acknowledged at p{partition}@{offset}, loaded from p{p}@{o}",
+                )  # fmt: skip
+            )
+        if h != hour:
+            found.append(Anomaly("wrong-hour", f"record {number} of hour {hour} loaded into {h}"))
+    ends: dict[int, tuple[int, str]] = {}
+    for run, kind, ranges in ledgers:
+        for p, (first, nxt) in sorted(ranges.items()):
+            if nxt < first:
+                found.append(Anomaly("offsets-backwards", f"{run} p{p}: [{first}, {nxt})"))
+            before = ends.get(p)
+            if before is not None and first != before[0] and kind == "load":
+                kind_ = "offsets-backwards" if first < before[0] else "offsets-skipped"
+                found.append(
+                    Anomaly(
+                        kind_, f"{run} p{p} starts at {first}, {before[1]} ended at {before[0]}"
+                    )  # fmt: skip
+                )
+            ends[p] = (nxt, run)
+    committed = {run: ranges for run, _, ranges in ledgers}
+    for op in history.of("load", OK):
+        run, ranges = op.value
+        if committed.get(run) != {int(p): tuple(r) for p, r in ranges.items()}:
+            found.append(Anomaly("load-not-committed", f"{run} reported {ranges}, "
+                                 f"committed {committed.get(run)}"))  # fmt: skip
+    audits = history.of("audit", OK)
+    if not audits:
+        found.append(Anomaly("audit", "no audit verdict"))
+    unknown = history.of("send", INFO)
+    for hour, complete, reasons in audits[-1].value if audits else ():
+        if not complete and not (unknown and all("more than produced" in r for r in reasons)):
+            found.append(Anomaly("audit", f"{hour} incomplete: {'; '.join(reasons)}"))
     return _limit(found)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.faults.checkers import (
     group_anomalies,
+    hourly_anomalies,
     producer_anomalies,
     registry_anomalies,
     total,
@@ -117,3 +118,65 @@ def test_beyond_fifty_anomalies_the_rest_are_counted():
     found = producer_anomalies(h, {0: []})
     assert len(found) == 51 and found[-1].detail == "10 not listed: 10 lost"
     assert total(found) == 60
+
+
+def hourly(loads, audit=(("2026-11-28 12h", True, []),), unknown=()):
+    """A history of the hourly load: records 0-3 acknowledged at p(n % 2) in hour "h(n % 3)",
+    `unknown` sends timed out, the given committed loads, the given audit verdict."""
+    h = History()
+    for n in range(4):
+        h.invoke("send", "producer", n)
+        h.ok("send", "producer", (n, n % 2, n // 2, f"h{n % 3}"))
+    for n in unknown:
+        h.invoke("send", "producer", n)
+        h.info("send", "producer", (n, "timed out"))
+    h.invoke("load", "loader")
+    h.info("load", "loader", "a load failed under the fault: counts for nothing")
+    for run, ranges in loads:
+        h.invoke("load", "loader")
+        h.ok("load", "loader", (run, ranges))
+    h.invoke("audit", "auditor")
+    h.ok("audit", "auditor", list(audit))
+    return h
+
+
+ROWS = [(n, n % 2, n // 2, f"h{n % 3}") for n in range(4)]
+LEDGERS = [("r1", "load", {0: (0, 1), 1: (0, 1)}), ("r2", "load", {0: (1, 2), 1: (1, 2)})]
+
+
+def test_a_clean_hourly_load_has_no_anomaly():
+    h = hourly([(run, ranges) for run, _, ranges in LEDGERS])
+    assert hourly_anomalies(h, ROWS, LEDGERS) == []
+
+
+def test_hourly_records_lost_twice_moved_misfiled_or_never_sent_are_found():
+    h = hourly([(run, ranges) for run, _, ranges in LEDGERS])
+    rows = [ROWS[0], ROWS[0], (2, 1, 5, "h2"), (3, 1, 1, "h1"), (9, 0, 3, "h0")]
+    assert kinds(hourly_anomalies(h, rows, LEDGERS)) == [
+        "duplicate", "lost", "moved", "phantom", "wrong-hour",
+    ]  # fmt: skip
+
+
+def test_hourly_offsets_going_back_or_skipping_and_loads_not_committed_are_found():
+    ledgers = [
+        ("r1", "load", {0: (0, 2), 1: (0, 1)}),
+        ("r2", "load", {0: (1, 2), 1: (2, 2)}),  # p0 again from 1, p1 skips offset 1
+        ("r3", "load", {0: (2, 1), 1: (2, 2)}),  # ends before it starts
+    ]
+    loads = [(run, ranges) for run, _, ranges in ledgers] + [("r4", {0: (2, 2), 1: (2, 2)})]
+    assert kinds(hourly_anomalies(hourly(loads), ROWS, ledgers)) == [
+        "load-not-committed", "offsets-backwards", "offsets-backwards", "offsets-skipped",
+    ]  # fmt: skip
+
+
+def test_an_incomplete_audit_is_an_anomaly_unless_unknown_sends_explain_it():
+    over = ("2026-11-28 12h", False, ["window 12:00: 1 more than produced"])
+    short = ("2026-11-28 13h", False, ["window 13:00: 3/4"])
+    loads = [(run, ranges) for run, _, ranges in LEDGERS]
+    assert kinds(hourly_anomalies(hourly(loads, [over, short]), ROWS, LEDGERS)) == ["audit"] * 2
+    # A send that timed out may have been written and loaded, but was never counted.
+    found = hourly_anomalies(hourly(loads, [over, short], unknown=[4]), ROWS, LEDGERS)
+    assert [a.detail for a in found] == ["2026-11-28 13h incomplete: window 13:00: 3/4"]
+    no_verdict = hourly(loads, [])
+    no_verdict.ops.pop()
+    assert kinds(hourly_anomalies(no_verdict, ROWS, LEDGERS)) == ["audit"]

@@ -520,3 +520,227 @@ def registry_view(url: str) -> dict[tuple[str, int], tuple[int, str]]:
                 body = http.get(f"/subjects/{subject}/versions/{v}?deleted=true").json()
                 view[(subject, v)] = (body["id"], json.loads(body["schema"])["name"])
         return view
+
+
+# -- the hourly load -----------------------------------------------------------------------
+
+LOAD, AUDIT = "load", "audit"
+
+
+def hour_label(epoch_ms: int) -> str:
+    """The event hour a record belongs to, as its directory spells it: "YYYY-MM-DD HH"."""
+    from ingest.layout import Hour
+
+    return " ".join(Hour.of_ms(epoch_ms))
+
+
+class HourlyLoad:
+    """The hourly Kafka->HDFS load (ingest/job.py `run_load`) run back to back while an
+    audited producer (schemas/audited_producer.py: Avro through the registry, counts on an
+    audit topic of the run's own) writes numbered ClickEvents to `topic`; each record's
+    event_id is its number as a UUID, its event time a function of its number spread over
+    three whole hours that ended at least an hour ago (so the audit can judge them).
+
+    History: "send" invoke number, then ok (number, partition, offset, event hour) or info
+    (the producer gave up: it may have been written); "load" invoke, then ok (run id,
+    {partition: (first, next)}) or info (the load failed: nothing of it may count, the
+    next one must be exact); at `stop()` the producer closes (publishing every count),
+    then loads are made until one commits with every partition at its end ("final"), and
+    the audit is run ("audit" ok with [(hour, complete, reasons)]).
+
+    The Spark session is the caller's, kept across loads (and runs): each load costs
+    seconds, not a new application's start."""
+
+    SPAN_HOURS = 3
+
+    def __init__(self, bootstrap, registry_url, topic, partitions, root, history: History,
+                 spark, *, rate=100.0, tag="faults") -> None:  # fmt: skip
+        from broker.processes import ROOT
+        from broker.util.clock import HOUR_MS, now_ms
+        from ingest.config import load_config
+
+        self.topic, self.partitions, self.history = topic, partitions, history
+        self.spark, self.rate = spark, rate
+        self.audit_topic = f"_audit_{topic}"
+        self.registry_url = registry_url
+        self.config = load_config(
+            ROOT / "conf" / "ingest.yaml",
+            [
+                f"bootstrap.servers={bootstrap}",
+                f"registry.url={registry_url}",
+                f"root={root}",
+                f"topics.whitelist={topic}",
+                f"audit.topic={self.audit_topic}",
+                "limits.max.records.per.task=400",  # several tasks per partition
+            ],
+        )
+        now = now_ms()
+        self.base_ms = now - now % HOUR_MS - (self.SPAN_HOURS + 2) * HOUR_MS
+        self.span_ms = self.SPAN_HOURS * HOUR_MS
+        self.tag = tag
+        self._stop_producing = threading.Event()
+        self._stop_loading = threading.Event()
+        self._producer_thread = threading.Thread(target=self._produce, name="hourly-producer",
+                                                 daemon=True)  # fmt: skip
+        self._loader_thread = threading.Thread(target=self._loads, name="hourly-loader",
+                                               daemon=True)  # fmt: skip
+        self.audit_report = None
+
+    def time_of(self, number: int) -> int:
+        """A record's event time: spread over the span, not in number order (7919 s apart,
+        modulo the span), as late and early events mix in live traffic."""
+        return self.base_ms + (number * 7_919_003) % self.span_ms
+
+    def start(self) -> HourlyLoad:
+        self._producer_thread.start()
+        self._loader_thread.start()
+        return self
+
+    # -- producing -------------------------------------------------------------------------
+
+    def _produce(self) -> None:
+        import uuid
+
+        from schemas import catalog
+        from schemas.audited_producer import AuditedProducer
+        from schemas.samples import click
+
+        schema = catalog.load_str("ClickEvent")
+        rng = random.Random(0)
+        producer = AuditedProducer(
+            self.config["bootstrap.servers"], registry=self.registry_url, service=self.tag,
+            audit_topic=self.audit_topic, emit_interval_s=1.0, linger_ms=5,
+            request_timeout_ms=5000,
+        )  # fmt: skip
+        try:
+            started = time.monotonic()
+            for number in itertools.count():
+                while number > self.rate * (time.monotonic() - started):
+                    if self._stop_producing.wait(0.005):
+                        return
+                if self._stop_producing.is_set():
+                    return
+                ts = self.time_of(number)
+                event = click(rng, ts)
+                event["header"]["event_id"] = str(uuid.UUID(int=number))
+                event["member_id"] = number
+                self.history.invoke(SEND, "producer", number)
+                try:
+                    future = producer.send_avro(
+                        self.topic, event, schema, key=b"%d" % number,
+                        partition=number % self.partitions, timestamp_ms=ts,
+                    )  # fmt: skip
+                except Exception as exc:  # noqa: BLE001 - refused before sending: not written
+                    self.history.fail(SEND, "producer", (number, repr(exc)[:100]))
+                    self._stop_producing.wait(0.2)
+                    continue
+                future.add_done_callback(lambda f, n=number, t=ts: self._delivered(n, t, f))
+        finally:
+            try:
+                producer.close(90)
+            except Exception as exc:  # noqa: BLE001 - counts not published: the audit says
+                self.history.info("flush", "producer", repr(exc)[:200])
+
+    def _delivered(self, number: int, ts: int, future) -> None:
+        error = future.exception()
+        if error is None:
+            meta = future.result()
+            self.history.ok(SEND, "producer", (number, meta.partition, meta.offset, hour_label(ts)))
+        else:  # the producer gave up after its retries: it may have been appended
+            self.history.info(SEND, "producer", (number, repr(error)[:100]))
+
+    # -- loading ---------------------------------------------------------------------------
+
+    def load(self, process: str = "loader") -> bool:
+        """One load, recorded; True if it committed."""
+        from ingest.job import run_load
+
+        self.history.invoke(LOAD, process)
+        try:
+            result = run_load(self.config, spark=self.spark, show_progress=False)
+        except Exception as exc:  # noqa: BLE001 - a load failing under a fault is allowed
+            self.history.info(LOAD, process, repr(exc)[:300])
+            return False
+        ranges = {
+            p.partition: (p.first, p.next)
+            for p in result.manifest.partitions
+            if p.topic == self.topic
+        }
+        self.history.ok(LOAD, process, (result.run_id, ranges))
+        return True
+
+    def _loads(self) -> None:
+        while not self._stop_loading.is_set():
+            if not self.load():
+                self._stop_loading.wait(1.0)
+
+    def ends(self) -> dict[int, int]:
+        from broker.client.simple_consumer import SimpleConsumer
+
+        with SimpleConsumer(self.config["bootstrap.servers"]) as consumer:
+            return {p: consumer.latest_offset(self.topic, p) for p in range(self.partitions)}
+
+    def stop(self, attempts: int = 5) -> None:
+        """Stop producing (every count published), stop the loads, then load until a
+        committed load reached every partition's end, and audit."""
+        from ingest.audit import audit
+        from ingest.job import open_root
+
+        self._stop_producing.set()
+        self._producer_thread.join(150)
+        self._stop_loading.set()
+        self._loader_thread.join(600)
+        ends = self.ends()
+        for _ in range(attempts):
+            if self.load("final"):
+                _, ranges = self.history.of(LOAD, "ok")[-1].value
+                if all(ranges.get(p, (0, 0))[1] >= end for p, end in ends.items()):
+                    break
+            time.sleep(2.0)
+        self.history.invoke(AUDIT, "auditor")
+        try:
+            report = audit(self.config, open_root(self.config))
+        except Exception as exc:  # noqa: BLE001 - recorded; the checker reports no verdict
+            self.history.info(AUDIT, "auditor", repr(exc)[:300])
+            return
+        self.audit_report = [(h.label, h.complete, list(h.reasons)) for h in report.hours]
+        self.history.ok(AUDIT, "auditor", self.audit_report)
+
+    # -- the final read --------------------------------------------------------------------
+
+    def loaded_rows(self) -> list[tuple[int, int, int, str]]:
+        """Every row under the root: (number, partition, offset, hour of its directory)."""
+        import uuid
+        from pathlib import Path
+
+        import pyarrow.parquet as pq
+
+        path = Path(self.config["root"]) / "data" / self.topic
+        if not path.exists():
+            return []
+        table = pq.read_table(path, partitioning="hive")
+        rows = []
+        for header, partition, offset, dt, hr in zip(
+            table.column("header").to_pylist(),
+            table.column("_kafka_partition").to_pylist(),
+            table.column("_kafka_offset").to_pylist(),
+            table.column("dt").to_pylist(),
+            table.column("hr").to_pylist(),
+            strict=True,
+        ):
+            number = uuid.UUID(header["event_id"]).int
+            rows.append((number, partition, offset, f"{dt} {int(hr):02d}"))
+        return rows
+
+    def ledgers(self) -> list[tuple[str, str, dict[int, tuple[int, int]]]]:
+        """The committed runs, in commit order: (run id, kind, {partition: (first, next)})."""
+        from ingest.commit import list_runs, load_manifest
+        from ingest.job import open_root
+
+        fs = open_root(self.config)
+        out = []
+        for run in list_runs(fs):
+            m = load_manifest(fs, run)
+            ranges = {p.partition: (p.first, p.next) for p in m.partitions if p.topic == self.topic}
+            out.append((run, m.kind, ranges))
+        return out
