@@ -1,17 +1,19 @@
 """The load end to end against a 3-broker cluster (ZooKeeper, RF=3, min.insync.replicas=2),
-with the leader of the partition a task is reading taken down in the middle of its range.
+with the leader of a partition the load reads taken down while it runs.
 
-The first two tests of test_end_to_end.py (load with audit and _SUCCESS, then an
-incremental load; output compared record by record with what was produced) run here on
-this module's fixtures, each with a leader taken down while it runs: killed (SIGKILL: the
-cluster notices when its ZooKeeper session ends), then, after it is back and in sync
-again, stopped (SIGTERM: a controlled shutdown hands its leaderships over first).
-
-How a leader goes down mid-range: the task fault hook `pause-task-once` (ingest/task.py)
-stops the first task to claim it after its first chunk and says which partition it reads
-and its planned leader; the test takes that broker down and lets the task go on, which
-must then read the rest of its range from the new leader. Fetches are small
-(`fetch.max.bytes`) and batches too, so every task reads in several chunks.
+- Stopped (SIGTERM: a controlled shutdown hands its leaderships over first) in the middle
+  of a task's range: the first test of test_end_to_end.py (load with audit and _SUCCESS;
+  output compared record by record with what was produced) runs on this module's
+  fixtures. How: the task fault hook `pause-task-once` (ingest/task.py) stops the first
+  task to claim it after its first chunk and says which partition it reads and its
+  planned leader; the test takes that broker down and lets the task go on, which must
+  then read the rest of its range from the new leader. Fetches are small
+  (`fetch.max.bytes`) and batches too, so every task reads in several chunks.
+- Killed (SIGKILL: the cluster notices when its ZooKeeper session ends) by the fault
+  campaign's nemesis while loads run back to back under an audited producer: the
+  campaign's hourly workload and checker (tests/faults/, docs/faults.md) with a fixed
+  seed: the union of the loads is exactly the acknowledged records, each in its event
+  hour, committed offsets never go back, the audit passes.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from broker.util.clock import HOUR_MS
 from ingest.commit import list_runs, load_manifest
 from ingest.config import load_config
 from ingest.job import open_root
+from tests.faults import campaign
+from tests.faults.nemesis import NEMESES
 from tests.helpers.cluster import FAST_FAILOVER, WAIT_S, wait_for
 from tests.ingest import test_end_to_end as e2e
 
@@ -74,6 +78,7 @@ def config(cluster, registry, tmp_path_factory):
             f"root={tmp_path_factory.mktemp('warehouse')}",
             "limits.max.records.per.task=700",  # several tasks per partition
             "fetch.max.bytes=4096",  # several fetches per task
+            f"topics.whitelist={','.join(TOPICS)}",  # not the hourly workload's topic
         ],
     )
 
@@ -153,15 +158,19 @@ def assert_read_from_two_leaders(config, paused: dict) -> None:
     assert ledger.first <= paused["position"] < paused["end"] <= ledger.next
 
 
-def test_load_with_the_leader_killed_mid_task(spark, config, traffic, cluster, faults):  # noqa: F811
-    with leader_taken_down_mid_task(cluster, faults, BrokerProcess.kill) as paused:
+def test_load_with_the_leader_stopped_mid_task(spark, config, traffic, cluster, faults):  # noqa: F811
+    with leader_taken_down_mid_task(cluster, faults, BrokerProcess.stop) as paused:
         e2e.test_load_end_to_end(spark, config, traffic)
     assert_read_from_two_leaders(config, paused)
     cluster.restart(paused["leader"])  # back for the next test
 
 
-def test_incremental_load_with_the_leader_stopped_mid_task(spark, config, traffic, cluster, faults):  # noqa: F811
+def test_hourly_loads_with_the_leader_killed_are_exact(spark, cluster, registry, tmp_path):  # noqa: F811
     wait_for(lambda: in_sync(cluster.bootstrap), "the restarted broker back in every ISR")
-    with leader_taken_down_mid_task(cluster, faults, BrokerProcess.stop) as paused:
-        e2e.test_incremental_load_adds_only_new_records(spark, config, traffic)
-    assert_read_from_two_leaders(config, paused)
+    result = campaign.run_hourly(
+        cluster, NEMESES["kill-leader"], 71, tmp_path, spark, fault_s=2.0,
+        registry_url=registry.url,
+    )  # fmt: skip
+    assert result.faults == 1, result.notes
+    assert result.anomalies == [], [str(a) for a in result.anomalies] + result.notes
+    assert result.history.of("send", "ok") and result.history.of("load", "ok")
