@@ -11,6 +11,9 @@ recording every operation in a `History`, then a final read for the checkers.
   topic, read_committed.
 - `Registry`: client threads registering new schemas through any of several registry
   instances (one elected leader); the final read is every instance's view.
+- `HourlyLoad`: the hourly Kafka->HDFS load run back to back while an audited producer
+  writes numbered Avro records; the final read is every loaded row, every committed
+  run's offsets and the audit's verdict.
 """
 
 from __future__ import annotations
