@@ -193,6 +193,13 @@ class GroupMetadataManager:
         it once loaded (the marker may lie past what the load reads). Returns how many
         offsets were applied."""
         if index in self.loading:
+            log.debug(
+                "%s-%d: marker of producer %d (%s) while loading: applied once loaded",
+                OFFSETS_TOPIC,
+                index,
+                producer_id,
+                "COMMIT" if committed else "ABORT",
+            )
             self.completions_after_load.setdefault(index, []).append((producer_id, committed))
             return 0
         applied = 0
@@ -203,6 +210,14 @@ class GroupMetadataManager:
             group = self.groups.get(group_id)
             if group is not None and not group.is_(GroupState.DEAD):
                 applied += group.complete_txn_offsets(producer_id, committed)
+        log.debug(
+            "%s-%d: the %s marker of producer %d applied %d pending offsets",
+            OFFSETS_TOPIC,
+            index,
+            "COMMIT" if committed else "ABORT",
+            producer_id,
+            applied,
+        )
         return applied
 
     @staticmethod
@@ -307,12 +322,16 @@ class GroupMetadataManager:
             self.complete_transaction(index, producer_id, committed)
         for group in groups:
             self.on_loaded(group)
+        pending = sorted({p for g in groups for p in g.pending_txn_offsets})
         log.info(
-            "loaded %d groups from %s-%d (leader epoch %d)",
+            "loaded %d groups from %s-%d (leader epoch %d)%s",
             len(groups),
             OFFSETS_TOPIC,
             index,
             epoch,
+            # Commits waiting for a marker: OffsetFetch answers UNSTABLE_OFFSET_COMMIT for
+            # them (require_stable) until it comes.
+            f"; transactional offsets pending for producers {pending}" if pending else "",
         )
 
     async def _read_partition(self, index: int, epoch: int) -> LoadedPartition:

@@ -208,10 +208,15 @@ class Broker:
                 self.ctx, listener.host, listener.port, cfg["socket.request.max.bytes"], security
             )
             self.networks.append(network)
-            await network.start()
+            # In a cluster: bound (the registration names the ports), listening only once
+            # registered; served earlier, an empty metadata cache tells clients "no
+            # brokers" (docs/contracts/cluster.md, "A broker in a cluster").
+            await network.start(serving=self.cluster is None)
         endpoints = self._advertised_endpoints()
         if self.cluster is not None:
             await self.cluster.start(endpoints)
+            for network in self.networks:
+                await network.serve()
         else:
             self.ctx.admin.start(BrokerRegistration(cfg.broker_id, endpoints, cfg["broker.rack"]))
         if self.ctx.metrics.enabled:

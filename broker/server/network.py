@@ -77,7 +77,9 @@ class NetworkServer:
         # The task serving each open connection, with its session.
         self._connections: dict[asyncio.Task, Session] = {}
 
-    async def start(self) -> int:
+    async def start(self, serving: bool = True) -> int:
+        """Bind the listener's socket (the port is known from now on); with `serving`
+        False it does not listen yet (connections are refused) until `serve`."""
         tls = self.security.ssl
         self._server = await asyncio.start_server(
             self._serve,
@@ -87,9 +89,14 @@ class NetworkServer:
             reuse_address=True,
             ssl=tls,
             ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if tls is not None else None,
+            start_serving=serving,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
+
+    async def serve(self) -> None:
+        """Listen and accept connections (after `start(serving=False)`)."""
+        await self._server.start_serving()
 
     def sessions(self) -> list[Session]:
         """The sessions of the connections open now."""

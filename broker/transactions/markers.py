@@ -94,6 +94,11 @@ class MarkerSender:
             if send not in self.waiting:
                 continue
             if not core.markers_due(self.manager.state, send):
+                log.info(
+                    "markers of %s (pid %d) no longer due here: dropped",
+                    send.transactional_id,
+                    send.producer_id,
+                )
                 del self.waiting[send]  # unloaded, or a newer coordinator took over
                 continue
             live = frozenset(tp for tp in tps if metadata.partition(*tp) is not None)
@@ -127,6 +132,8 @@ class MarkerSender:
                     self._due.setdefault(send, set()).update(tps)
                 continue
             self._busy.add(broker)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("WriteTxnMarkers to broker %d: %s", broker, _describe(body))
             self.ctx.spawn(self._exchange(broker, body, by_pid))
 
     async def _exchange(self, broker: int, body: dict, by_pid: dict[int, SendMarkers]) -> None:
@@ -137,6 +144,9 @@ class MarkerSender:
             if response is None:  # no answer: every partition of the request again
                 retry = _partitions_of(body, by_pid)
             else:
+                failed = _failures(response)
+                if failed:  # retried or cancelled below; a marker late is a transaction stalled
+                    log.info("WriteTxnMarkers to broker %d: %s", broker, failed)
                 for marker in response["markers"]:
                     send = by_pid.get(marker["producer_id"])
                     if send is None:
@@ -167,6 +177,13 @@ class MarkerSender:
         except Exception:
             log.exception("transactional id %s: a marker answer was not understood", send)
             progress = core.MarkerProgress(cancelled=True)
+        if progress.cancelled:
+            log.info(
+                "markers of %s (pid %d) cancelled after answers %s",
+                send.transactional_id,
+                send.producer_id,
+                {tp: e.name for tp, e in errors.items()},
+            )
         left = self.waiting[send]
         left.difference_update(tp for tp, e in errors.items() if tp not in progress.retry)
         if progress.cancelled or progress.write is not None or not left:
@@ -214,6 +231,29 @@ def _partitions_of(body: dict, by_pid: dict[int, SendMarkers]) -> dict:
         for t in marker["topics"]:
             found.setdefault(send, set()).update((t["name"], p) for p in t["partition_indexes"])
     return found
+
+
+def _describe(body: dict) -> str:
+    """The markers of a request, for the log: producer id, result and partitions."""
+    return "; ".join(
+        f"pid {m['producer_id']} {'COMMIT' if m['transaction_result'] else 'ABORT'} "
+        f"epoch {m['producer_epoch']} coordinator epoch {m['coordinator_epoch']} "
+        + ",".join(f"{t['name']}-{p}" for t in m["topics"] for p in t["partition_indexes"])
+        for m in body["markers"]
+    )
+
+
+def _failures(response: dict) -> str:
+    """The partitions of an answer that were not NONE, for the log ("" when none)."""
+    failed = [
+        f"pid {m['producer_id']} {t['name']}-{p['partition_index']} "
+        f"{ErrorCode(p['error_code']).name}"
+        for m in response["markers"]
+        for t in m["topics"]
+        for p in t["partitions"]
+        if p["error_code"] != ErrorCode.NONE
+    ]
+    return "; ".join(failed)
 
 
 def _narrow(send: SendMarkers, partitions: frozenset[TopicPartition]) -> SendMarkers:
