@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import bisect
 import logging
+import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
@@ -229,14 +230,14 @@ class LeaderEpochCache:
         self._unsynced = True
         return True
 
-    def sync(self) -> bool:
+    def sync(self, sync=None) -> bool:
         """Write the file if it is dirty, then fsync it if it is not durable yet. Returns
         whether it did: its rename is then durable only once the caller fsyncs the
         directory."""
         self.write()
         if not self._unsynced:
             return False
-        fsync_file(self.path)
+        fsync_file(self.path, sync)
         self._unsynced = False
         return True
 
