@@ -165,3 +165,36 @@ def test_follower_appends_flush_on_the_caller(tmp_path):
         m.close()
 
     asyncio.run(scenario())
+
+
+def test_a_produce_reaching_flush_messages_is_answered_after_its_fsync(tmp_path):
+    """flush.messages=1 keeps its meaning (the append is fsynced before the Produce is
+    answered) without the broker's loop waiting on the disk: the answer parks in the
+    produce purgatory until the flusher thread returns."""
+    from broker.protocol.apis import PRODUCE
+    from tests.helpers.inprocess_broker import InProcessBroker, Respond, Wait
+    from tests.helpers.server_requests import create, produce_body, values
+
+    held = HeldFsync()
+    broker = InProcessBroker(tmp_path / "logs", **{"log.flush.interval.messages": "1"})
+    try:
+        create(broker, "t")
+        for flusher in broker.state.replicas.logs._flushers.values():
+            flusher.fsync = held
+        log = broker.state.replicas.logs.get("t", 0)
+
+        async def produce(acks: int):
+            return broker.send(PRODUCE, 8, produce_body("t", values(b"x"), acks=acks))
+
+        for acks, end in ((1, 1), (-1, 2)):
+            held.release.clear()
+            outcome = broker.loop.run_until_complete(produce(acks))
+            assert isinstance(outcome, Wait) and log.flush_pending(end)
+            assert broker.answer_of(outcome) is None
+            held.release.set()
+            answer = broker.run_until_answered(outcome)
+            assert isinstance(answer, Respond) and log.recovery_point == end
+            body = broker.decode(PRODUCE, 8, answer)
+            assert body["responses"][0]["partition_responses"][0]["error_code"] == 0
+    finally:
+        broker.close()
