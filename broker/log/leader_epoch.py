@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import bisect
 import logging
-import os
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
