@@ -34,6 +34,7 @@ APPLIES = {
         "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
         "lose-unflushed-follower", "last-replica-standing",
         "last-replica-standing-min-isr-2", "slow-disk-leader", "failing-disk-leader",
+        "partition-leader-one-way",
     ],
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",

@@ -199,7 +199,9 @@ class Partition(Nemesis):
     """Needs a cluster on namespaced hosts (`env.network`). "leader-minority": the leader
     on one side, ZooKeeper and the other brokers on the other (clients, on the machine,
     reach both sides); "leader-from-zookeeper": only the leader and ZooKeeper cut apart
-    (the leader still reaches its followers: a bridge)."""
+    (the leader still reaches its followers: a bridge); "leader-one-way": nothing the
+    leader sends reaches ZooKeeper or the other brokers, while what they send reaches it
+    (`TestNetwork.partition_one_way`)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -214,6 +216,10 @@ class Partition(Nemesis):
             other = [zk, *(hosts[b] for b in env.cluster.ids if b != leader)]
         elif self.kind == "leader-from-zookeeper":
             other = [zk]
+        elif self.kind == "leader-one-way":
+            other = [zk, *(hosts[b] for b in env.cluster.ids if b != leader)]
+            env.network.partition_one_way(side, other)
+            return f"broker-{leader} (one way)", (side, other)
         else:
             raise ValueError(self.kind)
         env.network.partition(side, other)
@@ -221,7 +227,10 @@ class Partition(Nemesis):
 
     def heal(self, env, undo):
         _, (side, other) = undo
-        env.network.heal_partition(side, other)
+        if self.kind == "leader-one-way":
+            env.network.heal_partition_one_way(side, other)
+        else:
+            env.network.heal_partition(side, other)
 
 
 def faketime_unavailable() -> str | None:
@@ -394,6 +403,7 @@ NEMESES = {
         Pause("registry-leader"),
         Partition("leader-minority"),
         Partition("leader-from-zookeeper"),
+        Partition("leader-one-way"),
         ClockSkew("leader"),
         ClockSkew("follower"),
         DiskFull("leader"),
