@@ -153,9 +153,7 @@ class Log:
         # Makes the directory's entry in its log dir durable. Its LogManager replaces it
         # with one that fsyncs each log dir once for all the logs created meanwhile.
         # Called with the `sync` of the flush (see flusher.py).
-        self.sync_parent: Callable[..., None] = lambda sync=None: fsync_dir(
-            self._dir.parent, sync
-        )
+        self.sync_parent: Callable[..., None] = lambda sync=None: fsync_dir(self._dir.parent, sync)
         # Where flushes run their fsyncs: None runs them at once on the caller's thread;
         # the LogManager sets its log dir's ThreadFlusher (README, "Flushes and the
         # event loop"). Flushes in flight, and the highest offset they will make durable.
@@ -697,9 +695,7 @@ class Log:
         elif not (self._deleted or self._closed or self.offline):
             self.on_flush(seconds)
             if truncations == self.truncations:
-                self._recovery_point = max(
-                    self._recovery_point, min(target, self.log_end_offset)
-                )
+                self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
         self.on_durable()
 
     def _sync_leader_epochs(self) -> None:

@@ -342,9 +342,7 @@ class LogManager:
             here = {k: v for k, v in self._logs.items() if self._dir_of[k] == log_dir}
             files = {
                 log_dir / RECOVERY_POINT_FILE: {k: v.recovery_point for k, v in here.items()},
-                log_dir / LOG_START_OFFSET_FILE: {
-                    k: v.log_start_offset for k, v in here.items()
-                },
+                log_dir / LOG_START_OFFSET_FILE: {k: v.log_start_offset for k, v in here.items()},
             }
             if high_watermarks is not None:
                 files[log_dir / HIGH_WATERMARK_FILE] = {
