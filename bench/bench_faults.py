@@ -33,7 +33,8 @@ APPLIES = {
         "partition-leader-minority", "partition-leader-from-zookeeper", "clock-skew-leader",
         "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
         "lose-unflushed-follower", "last-replica-standing",
-        "last-replica-standing-min-isr-2", "slow-disk-leader",
+        "last-replica-standing-min-isr-2", "slow-disk-leader", "failing-disk-leader",
+        "partition-leader-one-way",
     ],
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
@@ -115,7 +116,7 @@ def kind_of(name: str) -> str:
         return "disk"
     if name.startswith("clock-skew"):
         return "skew"
-    if name.startswith("slow-disk"):
+    if name.startswith(("slow-disk", "failing-disk")):
         return "slow"
     if name.startswith("partition"):
         return "netns"

@@ -104,8 +104,9 @@ class SparseIndex:
     def clear(self) -> None:
         self.truncate_entries(0)
 
-    def write(self, fsync: bool = False) -> None:
-        """Append the pending entries to the file (creating it), optionally fsync it."""
+    def write(self, fsync: bool = False, sync=None) -> None:
+        """Append the pending entries to the file (creating it), optionally fsync it
+        (with `sync`: see broker/log/flusher.py)."""
         if self._written == len(self.keys) and (self._synced or not fsync):
             return
         pending = b"".join(
@@ -118,7 +119,7 @@ class SparseIndex:
             if pending:
                 write_all(fd, pending)
             if fsync:
-                os.fsync(fd)
+                (sync or os.fsync)(fd)
         finally:
             os.close(fd)
         self._synced = fsync or (self._synced and not pending)

@@ -229,14 +229,14 @@ class LeaderEpochCache:
         self._unsynced = True
         return True
 
-    def sync(self) -> bool:
+    def sync(self, sync=None) -> bool:
         """Write the file if it is dirty, then fsync it if it is not durable yet. Returns
         whether it did: its rename is then durable only once the caller fsyncs the
         directory."""
         self.write()
         if not self._unsynced:
             return False
-        fsync_file(self.path)
+        fsync_file(self.path, sync)
         self._unsynced = False
         return True
 

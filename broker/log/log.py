@@ -25,6 +25,7 @@ from typing import NamedTuple
 
 from broker.log.checkpoint import LEADER_EPOCH_FILE, CorruptCheckpoint
 from broker.log.config import INT32_MAX, LogConfig
+from broker.log.flusher import DeferredSyncs, ThreadFlusher
 from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.producer_snapshots import (
     delete_snapshot,
@@ -151,7 +152,18 @@ class Log:
         self._dir_new = False
         # Makes the directory's entry in its log dir durable. Its LogManager replaces it
         # with one that fsyncs each log dir once for all the logs created meanwhile.
-        self.sync_parent: Callable[[], None] = lambda: fsync_dir(self._dir.parent)
+        # Called with the `sync` of the flush (see flusher.py).
+        self.sync_parent: Callable[..., None] = lambda sync=None: fsync_dir(self._dir.parent, sync)
+        # Where flushes run their fsyncs: None runs them at once on the caller's thread;
+        # the LogManager sets its log dir's ThreadFlusher (README, "Flushes and the
+        # event loop"). Flushes in flight, and the highest offset they will make durable.
+        self.flusher: ThreadFlusher | None = None
+        self._flushes_running = 0
+        self._flushing_to = -1
+        self._closed = False
+        # Told when a flush in the background returned (or failed): appends waiting for
+        # it (flush.messages) look again. The LogManager sets it.
+        self.on_durable: Callable[[], None] = lambda: None
         # (due time in ms, segment) of deleted segments whose fds stay open for a while.
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self._deleted = False
@@ -341,6 +353,12 @@ class Log:
             offset = header.next_offset
         return self._write(records, final)
 
+    def flush_pending(self, offset: int) -> bool:
+        """Whether a flush running in the background will make the records below
+        `offset` durable, and has not yet: an append that triggered it
+        (flush.messages) is answered once it returned."""
+        return self._flushes_running > 0 and self._recovery_point < offset <= self._flushing_to
+
     @_storage
     def append_as_follower(
         self, records, batch_positions: list[tuple[int, BatchHeader]]
@@ -359,7 +377,10 @@ class Log:
         for _, header in batch_positions:
             if header.partition_leader_epoch >= 0:
                 self._leader_epochs.assign(header.partition_leader_epoch, header.base_offset)
-        return self._write(records, batch_positions)
+        # A follower's flush.messages flush stays on its caller's thread: it fetches
+        # again (and so tells its leader it holds these records) only once they are
+        # durable, as in Kafka. Only a follower with flush.messages set waits on its disk.
+        return self._write(records, batch_positions, inline_flush=True)
 
     def _check_sizes(self, batch_positions: list[tuple[int, BatchHeader]]) -> None:
         limit = self._config.max_message_bytes
@@ -369,7 +390,9 @@ class Log:
                     f"batch of {header.size} bytes exceeds max_message_bytes {limit}"
                 )
 
-    def _write(self, records, batches: list[tuple[int, BatchHeader]]) -> AppendInfo:
+    def _write(
+        self, records, batches: list[tuple[int, BatchHeader]], inline_flush: bool = False
+    ) -> AppendInfo:
         first, last = batches[0][1].base_offset, batches[-1][1].last_offset
         now = self._now_ms()
         segment = self._maybe_roll(len(records), first, last, now)
@@ -381,7 +404,7 @@ class Log:
                 max_timestamp, offset_of_max = header.max_timestamp, header.base_offset
         self._unflushed_messages += messages
         if self._unflushed_messages >= self._config.flush_interval_messages:
-            self.flush()
+            self.flush(inline=inline_flush)
         return AppendInfo(first, last, max_timestamp, offset_of_max)
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
@@ -604,35 +627,76 @@ class Log:
 
     # -- durability -------------------------------------------------------------------
     @_storage
-    def flush(self, up_to: int | None = None) -> None:
+    def flush(self, up_to: int | None = None, inline: bool = False) -> None:
         """fsync every segment holding offsets below `up_to` (default: the log end) that
-        has unflushed data, then advance the recovery point to it."""
+        has unflushed data, then advance the recovery point to it. With a `flusher`
+        (and not `inline`) the fsyncs run on its thread and the recovery point moves
+        when they returned (`_flush_done`); the page-cache writes happen here."""
         self._check_live()
         target = self.log_end_offset if up_to is None else min(up_to, self.log_end_offset)
         epochs = self._leader_epochs
-        if target <= self._recovery_point and not self._dir_dirty and epochs.synced:
+        flusher = None if inline else self.flusher
+        # Offsets a background flush in flight covers count only for background ones.
+        covered = self._recovery_point
+        if flusher is not None:
+            covered = max(covered, self._flushing_to)
+        if target <= covered and not self._dir_dirty and epochs.synced:
             return
+        syncs = DeferredSyncs() if flusher is not None else None
         started = time.perf_counter()
-        for segment in self._segments:
-            if segment.next_offset > self._recovery_point and segment.base_offset < target:
-                segment.flush()
-        # The leader epochs are written without fsyncs; the batches below the recovery
-        # point are not re-read at open, so their epochs must be durable before it moves
-        # (docs/contracts/log.md, "Leader epochs"). The directory sync below covers the
-        # file's rename.
-        if epochs.sync():
-            self._dir_dirty = True
-        if self._dir_dirty or self._dir_new:
-            fsync_dir(self._dir)
-            self._dir_dirty = False
-        if self._dir_new:
-            self.sync_parent()
-            self._dir_new = False
-        self.on_flush(time.perf_counter() - started)
-        self._recovery_point = max(self._recovery_point, target)
+        try:
+            for segment in self._segments:
+                if segment.next_offset > self._recovery_point and segment.base_offset < target:
+                    segment.flush(syncs)
+            # The leader epochs are written without fsyncs; the batches below the
+            # recovery point are not re-read at open, so their epochs must be durable
+            # before it moves (docs/contracts/log.md, "Leader epochs"). The directory
+            # sync below covers the file's rename.
+            if epochs.sync(syncs):
+                self._dir_dirty = True
+            if self._dir_dirty or self._dir_new:
+                fsync_dir(self._dir, syncs)
+                self._dir_dirty = False
+            if self._dir_new:
+                self.sync_parent(syncs)
+                self._dir_new = False
+        except BaseException:
+            if flusher is not None:
+                syncs.close()
+            raise
         if target == self.log_end_offset:
             self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
+        truncations = self.truncations
+        if flusher is None:
+            self.on_flush(time.perf_counter() - started)
+            self._recovery_point = max(self._recovery_point, target)
+            return
+        self._flushes_running += 1
+        self._flushing_to = max(self._flushing_to, target)
+        flusher.submit_syncs(
+            syncs, lambda error, seconds: self._flush_done(target, truncations, error, seconds)
+        )
+
+    def _flush_done(
+        self, target: int, truncations: int, error: BaseException | None, seconds: float
+    ) -> None:
+        """A background flush returned (on the event loop). Its fsyncs were of dups, so
+        they covered what the segments held when it was gathered; a truncation since
+        may have replaced offsets below `target` with data they did not cover, so then
+        the recovery point stays (the next flush moves it)."""
+        self._flushes_running -= 1
+        if self._flushes_running == 0:
+            self._flushing_to = -1
+        if error is not None:
+            if not self.offline and isinstance(error, OSError):
+                self.on_io_error(error)
+                self.offline = True
+        elif not (self._deleted or self._closed or self.offline):
+            self.on_flush(seconds)
+            if truncations == self.truncations:
+                self._recovery_point = max(self._recovery_point, min(target, self.log_end_offset))
+        self.on_durable()
 
     def _sync_leader_epochs(self) -> None:
         """Make the leader epochs durable (file and name) before the recovery point moves
@@ -888,12 +952,13 @@ class Log:
         active = self._segments[-1]
         if active.size:  # an empty one has nothing to seal (and may have no index files)
             active.seal()
-        self.flush()
+        self.flush(inline=True)
         # The next start then replays nothing of the log for its producer state.
         self._snapshot_producers(self.log_end_offset)
         for segment in self._segments:
             segment.close()
         self.collect_deleted(2**63 - 1)
+        self._closed = True
 
     def _check_live(self) -> None:
         if self._deleted:

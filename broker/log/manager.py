@@ -26,6 +26,7 @@ from broker.log.checkpoint import (
     write_checkpoint,
 )
 from broker.log.config import LogConfig
+from broker.log.flusher import ThreadFlusher, run_inline
 from broker.log.log import KafkaStorageError, Log
 from broker.util import clock
 from broker.util.files import fsync_dir
@@ -56,7 +57,12 @@ class LogManager:
         default_config: LogConfig,
         now_ms: Callable[[], int] = clock.now_ms,
         retention_check_interval_ms: int = RETENTION_CHECK_INTERVAL_MS,
+        background_flush: bool = False,
+        fsync: Callable[[int], None] = os.fsync,
     ) -> None:
+        """`background_flush`: the logs' fsyncs and the checkpoints run on one thread
+        per log dir (the broker's event loop never waits on its disks; README "Flushes
+        and the event loop"); `fsync` is what that thread syncs with (tests slow it)."""
         if not log_dirs:
             raise ValueError("at least one log dir is needed")
         self.log_dirs = [Path(d) for d in log_dirs]
@@ -93,6 +99,13 @@ class LogManager:
         self.offline_dirs: set[Path] = set()
         # Told each log dir once, when it goes offline (the replica manager).
         self.on_dir_failed: Callable[[Path], None] = lambda path: None
+        # Told a partition whose background flush returned (the produce purgatory).
+        self.on_durable: Callable[[TopicPartition], None] = lambda tp: None
+        self._flushers: dict[Path, ThreadFlusher] = {}
+        if background_flush:
+            self._flushers = {
+                d: ThreadFlusher(f"log-flusher-{i}", fsync) for i, d in enumerate(self.log_dirs)
+            }
 
     # -- start-up ---------------------------------------------------------------------
     def load(self, topic_configs: dict[str, LogConfig] | None = None) -> None:
@@ -182,7 +195,7 @@ class LogManager:
         self._watch(created, log_dir)
         self._track_epochs(created)
         self._unsynced_dirs.add(log_dir)
-        created.sync_parent = lambda: self._sync_dir(log_dir)
+        created.sync_parent = lambda sync=None: self._sync_dir(log_dir, sync)
         self._logs[key] = created
         self._dir_of[key] = log_dir
         self._counts[log_dir] += 1
@@ -190,6 +203,9 @@ class LogManager:
 
     def _watch(self, each: Log, log_dir: Path) -> None:
         each.on_io_error = lambda exc: self.dir_failed(log_dir, exc)
+        each.flusher = self._flushers.get(log_dir)
+        key = (each.topic, each.partition)
+        each.on_durable = lambda: self.on_durable(key)
 
     # -- log directory failure ------------------------------------------------------------
     def dir_failed(self, log_dir: Path, exc: OSError) -> None:
@@ -225,10 +241,12 @@ class LogManager:
         if epochs.dirty:  # changed while opening (cut to the recovered log)
             self._dirty_epochs[each] = None
 
-    def _sync_dir(self, log_dir: Path) -> None:
-        """fsync `log_dir` if it gained partition directories since it was last synced."""
+    def _sync_dir(self, log_dir: Path, sync=None) -> None:
+        """fsync `log_dir` if it gained partition directories since it was last synced
+        (with a deferred `sync`, the dir's flusher thread does it before any later job
+        of the dir returns)."""
         if log_dir in self._unsynced_dirs:
-            fsync_dir(log_dir)
+            fsync_dir(log_dir, sync)
             self._unsynced_dirs.discard(log_dir)
 
     def _flushed(self, seconds: float) -> None:
@@ -322,21 +340,43 @@ class LogManager:
             if log_dir in self.offline_dirs:
                 continue
             here = {k: v for k, v in self._logs.items() if self._dir_of[k] == log_dir}
-            try:
-                self._write_if_changed(
-                    log_dir / RECOVERY_POINT_FILE, {k: v.recovery_point for k, v in here.items()}
-                )
-                self._write_if_changed(
-                    log_dir / LOG_START_OFFSET_FILE,
-                    {k: v.log_start_offset for k, v in here.items()},
-                )
-                if high_watermarks is not None:
-                    self._write_if_changed(
-                        log_dir / HIGH_WATERMARK_FILE,
-                        {k: hw for k, hw in high_watermarks.items() if k in here},
-                    )
-            except OSError as exc:
-                self.dir_failed(log_dir, exc)
+            files = {
+                log_dir / RECOVERY_POINT_FILE: {k: v.recovery_point for k, v in here.items()},
+                log_dir / LOG_START_OFFSET_FILE: {k: v.log_start_offset for k, v in here.items()},
+            }
+            if high_watermarks is not None:
+                files[log_dir / HIGH_WATERMARK_FILE] = {
+                    k: hw for k, hw in high_watermarks.items() if k in here
+                }
+            # Only this manager writes these files while it runs, so what it wrote last
+            # is what they hold (or will, once the dir's flusher wrote them).
+            changed = {p: o for p, o in files.items() if self._checkpointed.get(p) != o}
+            if not changed:
+                continue
+            self._checkpointed.update(changed)
+            self._write_checkpoints(log_dir, changed)
+
+    def _write_checkpoints(self, log_dir: Path, changed: dict[Path, dict]) -> None:
+        """Write (temp file, fsync, rename, fsync of the dir) on the dir's flusher thread
+        when there is one: after every flush submitted before, so the recovery points
+        written are durable ones."""
+
+        def write() -> None:
+            for path, offsets in changed.items():
+                write_checkpoint(path, offsets)
+
+        def done(error: BaseException | None, seconds: float) -> None:
+            if isinstance(error, OSError):
+                self.dir_failed(log_dir, error)
+                return
+            for path in changed:
+                self.on_checkpoint_written(path.name)
+
+        flusher = self._flushers.get(log_dir)
+        if flusher is None:
+            run_inline(write, done)
+        else:
+            flusher.submit(write, done)
 
     def write_leader_epochs(self, budget_s: float | None = None) -> int:
         """Write (without fsyncs) the leader-epoch files whose cache changed since they
@@ -364,17 +404,14 @@ class LogManager:
                 break
         return written
 
-    def _write_if_changed(self, path: Path, offsets: dict[TopicPartition, int]) -> None:
-        # Only this manager writes these files while it runs, so what it wrote last is
-        # what they hold.
-        if self._checkpointed.get(path) == offsets:
-            return
-        write_checkpoint(path, offsets)
-        self._checkpointed[path] = offsets
-        self.on_checkpoint_written(path.name)
-
     def close(self, high_watermarks: dict[TopicPartition, int] | None = None) -> None:
-        """Flush every log, checkpoint (recovery points = log ends) and close the files."""
+        """Flush every log, checkpoint (recovery points = log ends) and close the files.
+        The flusher threads finish their jobs first; what follows runs here."""
+        flushers, self._flushers = self._flushers, {}
+        for flusher in flushers.values():
+            flusher.shutdown()
+        for each in self._logs.values():
+            each.flusher = None
         for each in self._online_logs():
             with suppress(KafkaStorageError):
                 each.flush()

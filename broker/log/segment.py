@@ -238,14 +238,15 @@ class LogSegment:
             self._preallocated = False
             self.dirty = True
 
-    def flush(self) -> None:
+    def flush(self, sync=None) -> None:
+        """fsync what changed (`sync`: see broker/log/flusher.py)."""
         if self.dirty:
-            os.fsync(self.fd)
+            (sync or os.fsync)(self.fd)
             self.dirty = False
         if self._indexes_ready:
-            self.offset_index.write(fsync=True)
-            self.time_index.write(fsync=True)
-        self.txn_index.flush()
+            self.offset_index.write(fsync=True, sync=sync)
+            self.time_index.write(fsync=True, sync=sync)
+        self.txn_index.flush(sync)
 
     # -- recovery ---------------------------------------------------------------------
     def recover(self, verify_crc: bool = True) -> int:

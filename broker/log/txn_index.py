@@ -114,12 +114,12 @@ class TransactionIndex:
         tmp.write_bytes(b"".join(_ENTRY.pack(VERSION, *e) for e in self._entries or ()))
         os.replace(tmp, self.path)
 
-    def flush(self) -> None:
+    def flush(self, sync=None) -> None:
         if self._dirty:
             if self.path.exists():
                 fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
                 try:
-                    os.fsync(fd)
+                    (sync or os.fsync)(fd)
                 finally:
                     os.close(fd)
             self._dirty = False

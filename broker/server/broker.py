@@ -63,6 +63,7 @@ def open_broker_state(
         cfg.log_config,
         now_ms=now_ms,
         retention_check_interval_ms=cfg["log.retention.check.interval.ms"],
+        background_flush=True,
     )
     if topic_overrides is None:
         topic_overrides = read_topic_overrides(cfg.log_dirs[0])

@@ -89,6 +89,8 @@ class BrokerContext:
         # Read self.metrics at call time: open_broker_state may set it after construction.
         self.replicas.on_isr_proposed = lambda old, new: self.metrics.isr_proposed(old, new)
         self.replicas.logs.on_flush = lambda seconds: self.metrics.log_flushed(seconds)
+        # A background flush returned: produces waiting for it (flush.messages) look.
+        self.replicas.logs.on_durable = lambda tp: self.partition_changed(*tp)
 
     def _leadership_metrics(self, topic: str, partition: int) -> None:
         hosted = self.replicas.get(topic, partition)

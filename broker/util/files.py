@@ -22,7 +22,7 @@ def write_all(fd: int, data) -> None:
         view = view[os.write(fd, view) :]
 
 
-def fsync_dir(directory: str | os.PathLike) -> None:
+def fsync_dir(directory: str | os.PathLike, sync=None) -> None:
     """Make the entries of `directory` (files created, renamed or deleted in it) durable.
 
     A filesystem that cannot sync a directory at all answers EINVAL; there is nothing more
@@ -31,7 +31,7 @@ def fsync_dir(directory: str | os.PathLike) -> None:
     """
     fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        (sync or os.fsync)(fd)
     except OSError as exc:
         if exc.errno != errno.EINVAL:
             raise
@@ -39,11 +39,13 @@ def fsync_dir(directory: str | os.PathLike) -> None:
         os.close(fd)
 
 
-def fsync_file(path: str | os.PathLike) -> None:
-    """Make the data of the file at `path` durable (its name needs `fsync_dir` too)."""
+def fsync_file(path: str | os.PathLike, sync=None) -> None:
+    """Make the data of the file at `path` durable (its name needs `fsync_dir` too).
+    `sync` (both functions): what syncs the fd; broker/log/flusher.py passes one that
+    keeps a dup of it to sync off the event loop."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        os.fsync(fd)
+        (sync or os.fsync)(fd)
     finally:
         os.close(fd)
 

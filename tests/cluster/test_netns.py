@@ -253,3 +253,49 @@ def test_where_namespaces_cannot_be_made_the_reason_says_why(monkeypatch):
     finally:
         monkeypatch.undo()
         netns.netns_unavailable.cache_clear()
+
+
+# Prints the first datagram received on ADDRESS:PORT within 1 s ("none" if none came);
+# says "listening" once bound. UDP: one packet one way, where TCP needs both.
+RECEIVE = """
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.bind((sys.argv[1], int(sys.argv[2])))
+s.settimeout(1)
+print("listening", flush=True)
+try:
+    print(s.recv(100).decode(), flush=True)
+except OSError:
+    print("none", flush=True)
+"""
+SEND = """
+import socket, sys
+socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto(b"hello", (sys.argv[1], int(sys.argv[2])))
+"""
+
+
+def datagram_arrives(network: TestNetwork, sender, receiver) -> bool:
+    listener = network.run(
+        receiver,
+        [sys.executable, "-c", RECEIVE, receiver.address, str(PORT)],
+        stdout=subprocess.PIPE,
+    )
+    assert listener.stdout.readline() == b"listening\n"
+    network.run(sender, [sys.executable, "-c", SEND, receiver.address, str(PORT)]).wait(30)
+    arrived = listener.stdout.readline() == b"hello\n"
+    listener.wait(30)
+    return arrived
+
+
+@pytest.mark.slow
+def test_a_one_way_cut_drops_only_what_one_side_sends(network):
+    a, b = network.add_host("a"), network.add_host("b")
+    network.cut_one_way(b, a)  # b's packets to a are dropped, a's to b pass
+    assert not datagram_arrives(network, b, a)
+    assert datagram_arrives(network, a, b)
+    network.partition_one_way([a], [b])  # now both ways, cut by two one-way cuts
+    assert not datagram_arrives(network, a, b)
+    network.heal_one_way(b, a)
+    assert datagram_arrives(network, b, a) and not datagram_arrives(network, a, b)
+    network.heal_all()
+    assert datagram_arrives(network, a, b)

@@ -26,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -198,7 +199,9 @@ class Partition(Nemesis):
     """Needs a cluster on namespaced hosts (`env.network`). "leader-minority": the leader
     on one side, ZooKeeper and the other brokers on the other (clients, on the machine,
     reach both sides); "leader-from-zookeeper": only the leader and ZooKeeper cut apart
-    (the leader still reaches its followers: a bridge)."""
+    (the leader still reaches its followers: a bridge); "leader-one-way": nothing the
+    leader sends reaches ZooKeeper or the other brokers, while what they send reaches it
+    (`TestNetwork.partition_one_way`)."""
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
@@ -213,6 +216,10 @@ class Partition(Nemesis):
             other = [zk, *(hosts[b] for b in env.cluster.ids if b != leader)]
         elif self.kind == "leader-from-zookeeper":
             other = [zk]
+        elif self.kind == "leader-one-way":
+            other = [zk, *(hosts[b] for b in env.cluster.ids if b != leader)]
+            env.network.partition_one_way(side, other)
+            return f"broker-{leader} (one way)", (side, other)
         else:
             raise ValueError(self.kind)
         env.network.partition(side, other)
@@ -220,7 +227,10 @@ class Partition(Nemesis):
 
     def heal(self, env, undo):
         _, (side, other) = undo
-        env.network.heal_partition(side, other)
+        if self.kind == "leader-one-way":
+            env.network.heal_partition_one_way(side, other)
+        else:
+            env.network.heal_partition(side, other)
 
 
 def faketime_unavailable() -> str | None:
@@ -393,6 +403,7 @@ NEMESES = {
         Pause("registry-leader"),
         Partition("leader-minority"),
         Partition("leader-from-zookeeper"),
+        Partition("leader-one-way"),
         ClockSkew("leader"),
         ClockSkew("follower"),
         DiskFull("leader"),
@@ -497,3 +508,48 @@ class SlowDisk(Nemesis):
 
 
 NEMESES[SlowDisk("leader").name] = SlowDisk("leader")
+
+
+class FailingDisk(Nemesis):
+    """A role's log dir (a FUSE passthrough, as for `SlowDisk`) fails every write and
+    fsync with EIO: its broker must answer KAFKA_STORAGE_ERROR and take the dir offline
+    (docs/contracts/log.md, "Log directory failure"); with its only log dir gone it halts,
+    and the controller moves its leaderships. Heal, as an operator would: once the
+    leadership of partition 0 left it (or after `wait_s`), the disk works again and the
+    broker is started again if it halted. `moved_to`: where that leadership went."""
+
+    def __init__(self, role: str, failing=("write", "fsync"), wait_s: float = 30.0) -> None:
+        self.role = role
+        self.failing = failing
+        self.wait_s = wait_s
+        self.name = f"failing-disk-{role}"
+        self.moved_to: int | None = None
+
+    def inject(self, env, rng):
+        from tests.faults import slow_disk
+
+        broker = env.resolve(self.role, rng)
+        control = slow_disk.control_file(env.cluster.broker(broker).log_dir)
+        if not control.exists():
+            raise RuntimeError(f"broker-{broker}'s log dir is not on a FUSE disk ({control})")
+        slow_disk.set_delay(control, eio=self.failing)
+        return f"broker-{broker} EIO on {','.join(self.failing)}", (broker, control)
+
+    def heal(self, env, undo):
+        from tests.faults import slow_disk
+
+        broker, control = undo[1]
+        deadline = time.monotonic() + self.wait_s
+        while time.monotonic() < deadline:
+            state = env._state()  # the state, not the new leader's id (broker 0 is falsy)
+            if state is not None and state[0] not in (-1, broker):
+                self.moved_to = state[0]
+                break
+            time.sleep(0.2)
+        slow_disk.set_delay(control)
+        process = env.cluster.broker(broker).proc
+        if process is not None and process.poll() is not None:
+            env.cluster.restart(broker)
+
+
+NEMESES[FailingDisk("leader").name] = FailingDisk("leader")

@@ -7,8 +7,9 @@ so a nemesis can slow the disk down and bring it back without remounting.
 
 runs in the foreground until unmounted (`fusermount3 -u MOUNTPOINT`). It runs as a process
 of its own so that the sleeps never hold the test's own threads. The control file holds
-`key=ms` words, e.g. `write=200 fsync=800 read=0` (missing keys and a missing file: 0);
-`set_delay` writes it.
+`key=ms` words, e.g. `write=200 fsync=800 read=0` (missing keys and a missing file: 0),
+and optionally `eio=write,fsync`: those calls then fail with EIO (a failing disk, the
+`failing-disk-*` nemesis) instead of sleeping; `set_delay` writes it.
 
 A broker's log dir `<work>/broker-<id>` is mounted this way by `SlowDisk` with its data in
 `<work>/broker-<id>.backing` and its control file `<work>/broker-<id>.slow`
@@ -36,9 +37,12 @@ def control_file(log_dir: Path) -> Path:
     return log_dir.with_name(log_dir.name + ".slow")
 
 
-def set_delay(control: Path, *, write_ms: int = 0, fsync_ms: int = 0, read_ms: int = 0) -> None:
+def set_delay(
+    control: Path, *, write_ms: int = 0, fsync_ms: int = 0, read_ms: int = 0, eio=()
+) -> None:
     tmp = control.with_name(control.name + ".tmp")
-    tmp.write_text(f"write={write_ms} fsync={fsync_ms} read={read_ms}\n")
+    failing = f" eio={','.join(eio)}" if eio else ""
+    tmp.write_text(f"write={write_ms} fsync={fsync_ms} read={read_ms}{failing}\n")
     os.replace(tmp, control)  # the filesystem never reads half a file
 
 
@@ -50,6 +54,15 @@ def parse_control(text: str) -> dict[str, float]:
         if key in delays and value.strip().isdigit():
             delays[key] = int(value) / 1000.0
     return delays
+
+
+def parse_failures(text: str) -> frozenset[str]:
+    """The operation kinds an `eio=kind,kind` word makes fail; unknown kinds are ignored."""
+    for word in text.split():
+        key, _, value = word.partition("=")
+        if key == "eio":
+            return frozenset(kind for kind in value.split(",") if kind in KEYS)
+    return frozenset()
 
 
 def unavailable() -> str | None:
@@ -129,6 +142,7 @@ def make_operations(backing: str, control: str):
         def __init__(self) -> None:
             self.root = os.path.realpath(backing)
             self._delays = dict.fromkeys(KEYS, 0.0)
+            self._failing: frozenset[str] = frozenset()
             self._read_at = 0.0
             self._lock = threading.Lock()
 
@@ -138,10 +152,13 @@ def make_operations(backing: str, control: str):
             if now - self._read_at > CONTROL_TTL_S:
                 with self._lock:
                     try:
-                        self._delays = parse_control(Path(control).read_text())
+                        text = Path(control).read_text()
                     except OSError:
-                        self._delays = dict.fromkeys(KEYS, 0.0)
+                        text = ""
+                    self._delays, self._failing = parse_control(text), parse_failures(text)
                     self._read_at = now
+            if kind in self._failing:  # a failing disk: the call never reaches it
+                raise fuse.FuseOSError(errno.EIO)
             if self._delays[kind] > 0:
                 time.sleep(self._delays[kind])
 

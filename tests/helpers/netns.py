@@ -18,6 +18,11 @@ namespace: what the host sends; egress of the machine's end: what it receives):
   `machine`), both directions; `partition(side, other_side)` cuts every pair across two
   groups. Filters rather than one veth per pair keep one address per host, which is what
   brokers register and clients dial;
+- `cut_one_way(a, b)` / `heal_one_way(a, b)`: only what `a` sends to `b` (b's packets
+  still reach a), on the sender's end of its cable (or, for `machine` as the sender, on
+  the machine's end of b's); `partition_one_way(senders, receivers)` for groups. A TCP
+  connection across it stalls both ways (its ACKs are lost), but each side can still
+  send new packets where the cut lets them through;
 - `heal_all()`: every cut.
 ARP still passes, so healing needs no re-learning.
 
@@ -166,6 +171,8 @@ class TestNetwork:
         self._subnet: str | None = None
         self._cut: set[str] = set()
         self._cut_peers: dict[str, set[str]] = {}
+        # Per host: (u32 field, peer address) of the one-way cuts its cable carries.
+        self._one_way: dict[str, set[tuple[str, str]]] = {}
         self._shaped: set[str] = set()
 
     # -- set-up and tear-down --------------------------------------------------------------
@@ -290,9 +297,42 @@ class TestNetwork:
             for b in other_side:
                 self.heal_between(a, b)
 
+    def cut_one_way(self, a: Host, b: Host) -> None:
+        """Drop what `a` sends to `b`; what `b` sends to `a` still passes."""
+        owner, field, peer = self._sender_end(a, b)
+        self._one_way.setdefault(owner.name, set()).add((field, peer.address))
+        self._apply(owner)
+
+    def heal_one_way(self, a: Host, b: Host) -> None:
+        owner, field, peer = self._sender_end(a, b)
+        self._one_way.get(owner.name, set()).discard((field, peer.address))
+        self._apply(owner)
+
+    def partition_one_way(self, senders: list[Host], receivers: list[Host]) -> None:
+        """Nothing any of `senders` sends reaches any of `receivers` (the reverse passes)."""
+        for a in senders:
+            for b in receivers:
+                self.cut_one_way(a, b)
+
+    def heal_partition_one_way(self, senders: list[Host], receivers: list[Host]) -> None:
+        for a in senders:
+            for b in receivers:
+                self.heal_one_way(a, b)
+
+    def _sender_end(self, a: Host, b: Host) -> tuple[NamespaceHost, str, Host]:
+        """(whose cable carries the cut, the u32 field naming the peer, the peer): the
+        sender's namespace end (`dst` = b) unless the sender is `machine`, then the
+        machine's end of b's cable (`src` = machine), see `_ends`."""
+        if a == b:
+            raise NetworkError(f"a host cannot be cut from itself ({a.address})")
+        if a == self.machine:
+            return self._known(b), "src", a
+        return self._known(a), "dst", b
+
     def heal_all(self) -> None:
         self._cut.clear()
         self._cut_peers.clear()
+        self._one_way.clear()
         for host in self.hosts.values():
             if host.name in self._shaped:
                 self._apply(host)
@@ -333,7 +373,8 @@ class TestNetwork:
             _run(*tc, "filter", "delete", "dev", device, "parent", "1:", check=False)
             if host.name in self._cut:
                 _run(*filters, "pref", "1", "u32", "match", "u32", "0", "0", "flowid", _DROP_CLASS)
-            for pref, peer in enumerate(peers, start=10):
+            one_way = sorted(p for f, p in self._one_way.get(host.name, ()) if f == field)
+            for pref, peer in enumerate([*peers, *one_way], start=10):
                 _run(*filters, "pref", str(pref), "u32", "match", "ip", field, f"{peer}/32",
                      "flowid", _DROP_CLASS)  # fmt: skip
 

@@ -105,7 +105,7 @@ def test_changes_are_written_once_in_a_batch_and_synced_before_the_recovery_poin
     from broker.log import leader_epoch
 
     synced = []
-    monkeypatch.setattr(leader_epoch, "fsync_file", synced.append)
+    monkeypatch.setattr(leader_epoch, "fsync_file", lambda path, *sync: synced.append(path))
     cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint", name="t-0")
     told = []
     cache.on_dirty = told.append

@@ -44,8 +44,8 @@ class EpochFileVersions:
             if durable:
                 self.synced, self.written = text, []
 
-        def sync(path):
-            real_sync(path)
+        def sync(path, *how):
+            real_sync(path, *how)
             self.synced, self.written = path.read_text(), []
 
         monkeypatch.setattr(leader_epoch_module, "write_entry_lines", write)

@@ -84,7 +84,9 @@ def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: 
     acks = body["acks"]
     now = ctx.now_ms()
     responses = []
-    waiting: dict[tuple[str, int], tuple[dict, int]] = {}  # acks=all: answer, offset needed
+    # acks=all, or an append whose flush.messages flush runs in the background: answer,
+    # offset needed, acks, whether that flush must return first.
+    waiting: dict[tuple[str, int], tuple[dict, int, int, bool]] = {}
     for topic in body["topic_data"]:
         name = topic["name"]
         partitions = []
@@ -107,8 +109,10 @@ def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: 
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
                 ctx.partition_grew(name, answer["index"])
-                if acks == -1:
-                    waiting[(name, answer["index"])] = (answer, next_offset)
+                tp = (name, answer["index"])
+                syncing = _syncing(ctx, tp, next_offset)
+                if acks == -1 or (acks == 1 and syncing):
+                    waiting[tp] = (answer, next_offset, acks, syncing)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return NO_RESPONSE
@@ -121,9 +125,18 @@ def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: 
     return Delayed(operation)
 
 
+def _syncing(ctx: BrokerContext, tp: tuple[str, int], next_offset: int) -> bool:
+    """The append just made reached flush.messages and its fsync runs in the background
+    (broker/log/README.md, "Flushes and the event loop"): answered once it returned, as
+    Kafka answers after its synchronous flush."""
+    partition = ctx.replicas.get(*tp)
+    return partition is not None and partition.log.flush_pending(next_offset)
+
+
 class DelayedProduce(DelayedOperation):
     """acks=all: the answer waits until the high watermark has passed each partition's
-    appended records (every in-sync replica has them), or until `timeout_ms`."""
+    appended records (every in-sync replica has them), or until `timeout_ms`; any acks
+    also until the flush its append triggered returned (flush.messages)."""
 
     def __init__(self, ctx: BrokerContext, response: dict, waiting: dict, deadline_ms: int) -> None:
         super().__init__(deadline_ms, waiting)
@@ -134,7 +147,19 @@ class DelayedProduce(DelayedOperation):
     def try_complete(self, now_ms: int) -> bool:
         waiting = self.waiting
         for tp in list(waiting):
-            answer, next_offset = waiting[tp]
+            answer, next_offset, acks, syncing = waiting[tp]
+            if syncing:
+                partition = self.ctx.replicas.get(*tp)
+                if partition is not None and partition.log.flush_pending(next_offset):
+                    continue
+                if partition is not None and partition.log.offline:
+                    _fail(answer, *partition.storage_error())
+                    del waiting[tp]
+                    continue
+                waiting[tp] = (answer, next_offset, acks, False)
+            if acks == 1:
+                del waiting[tp]
+                continue
             outcome = replication_outcome(self.ctx, tp, next_offset)
             if outcome is None:
                 continue
@@ -145,10 +170,11 @@ class DelayedProduce(DelayedOperation):
         return not waiting and self.complete(self.response)
 
     def on_expiration(self, now_ms: int) -> dict:
-        for answer, _ in self.waiting.values():
-            _fail(
-                answer, ErrorCode.REQUEST_TIMED_OUT, "the in-sync replicas did not confirm in time"
-            )
+        for answer, _, _, syncing in self.waiting.values():
+            message = "the in-sync replicas did not confirm in time"
+            if syncing:
+                message = "the log flush (flush.messages) did not finish in time"
+            _fail(answer, ErrorCode.REQUEST_TIMED_OUT, message)
         return self.response
 
 
