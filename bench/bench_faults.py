@@ -39,18 +39,20 @@ APPLIES = {
     "group": [
         "none", "kill-coordinator", "pause-coordinator", "kill-controller", "pause-zookeeper",
         "kill-leader", "pause-leader", "partition-leader-minority", "clock-skew-leader",
-        "disk-full-leader", "lose-unflushed-leader",
+        "disk-full-leader", "lose-unflushed-leader", "failing-disk-leader",
+        "partition-leader-one-way",
     ],
     "transactions": [
         "none", "kill-leader", "kill-txn-coordinator", "pause-txn-coordinator",
         "kill-coordinator", "pause-leader", "kill-controller", "lose-unflushed-leader",
         "partition-leader-minority", "disk-full-leader", "pause-zookeeper",
+        "failing-disk-leader", "partition-leader-one-way",
     ],
     "registry": [
         "none", "pause-registry-leader", "kill-registry-leader", "kill-leader",
         "pause-leader", "kill-controller", "pause-zookeeper", "kill-zookeeper",
         "partition-leader-minority", "clock-skew-leader", "disk-full-leader",
-        "lose-unflushed-leader",
+        "lose-unflushed-leader", "failing-disk-leader", "partition-leader-one-way",
     ],
     # The hourly load (docs/faults.md, "Workloads"): the faults of the brokers it reads
     # from and of ZooKeeper. Not the coordinators' (it uses no group and no transactions:
@@ -62,7 +64,8 @@ APPLIES = {
         "pause-leader", "pause-follower", "pause-controller", "pause-zookeeper",
         "partition-leader-minority", "partition-leader-from-zookeeper", "clock-skew-leader",
         "clock-skew-follower", "disk-full-leader", "lose-unflushed-leader",
-        "lose-unflushed-follower", "slow-disk-leader",
+        "lose-unflushed-follower", "slow-disk-leader", "failing-disk-leader",
+        "partition-leader-one-way",
     ],
 }  # fmt: skip
 
