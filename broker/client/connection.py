@@ -29,6 +29,7 @@ from broker.protocol.apis import (
     API_VERSIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    END_TXN,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -77,6 +78,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # answers PRODUCER_FENCED. AddPartitionsToTxn v4+ is the brokers' batched form.
     INIT_PRODUCER_ID: (0, 4),
     ADD_PARTITIONS_TO_TXN: (0, 3),
+    # v5 bumps the epoch at every end (KIP-890 part 2), which this producer does not follow.
+    END_TXN: (0, 3),
     # The group consumer's requests, up to their last versions before the flexible
     # encoding (KIP-482). The newer ones add nothing the consumer needs (KIP-559's protocol
     # echo, KIP-800's reasons, OffsetFetch v8's several groups), and librdkafka's mock

@@ -869,6 +869,20 @@ SERVER_CONFIG = (
         group="transactions",
     )
     .define(
+        "transaction.version",
+        "int",
+        1,
+        "The finalized level of the `transaction.version` feature this broker advertises "
+        "in ApiVersions (supported 0-2). At 2 (KIP-890 part 2) clients may use EndTxn v5 "
+        "and Produce v12: every transaction end bumps the producer epoch, and a "
+        "transactional Produce v12 adds its partition to the transaction itself; below 2 "
+        "a Produce v12 is only verified, as v11, and clients keep to the older protocol. "
+        "1 by default: TxnOffsetCommit v5's implicit AddOffsetsToTxn is not served yet "
+        "(docs/contracts/transactions.md).",
+        validator=between(0, 2),
+        group="transactions",
+    )
+    .define(
         "zookeeper.connect",
         "string",
         "",
