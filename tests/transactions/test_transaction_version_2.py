@@ -23,7 +23,7 @@ from broker.transactions.coordinator import (
 from broker.transactions.state import INT16_MAX, TxnMetadata, TxnState
 from broker.transactions.state_topic import decode_value, encode_record
 from broker.transactions.verification import VerificationQueue, request_body, request_version
-from tests.transactions.test_coordinator import P, T0, TX, Ids, coord, meta_of, replicate
+from tests.transactions.test_coordinator import T0, TX, Ids, P, coord, meta_of, replicate
 
 S = TxnState
 __all__ = ["coord"]  # the fixture, shared with test_coordinator
