@@ -567,8 +567,9 @@ DELETE_TOPICS_API = Api(
     ),
 )
 
+# v5 may answer TRANSACTION_ABORTABLE (KIP-890); we never do, so it is v4.
 INIT_PRODUCER_ID_API = Api(
-    22, "InitProducerId", 0, 4, 2,
+    22, "InitProducerId", 0, 5, 2,
     request=Struct(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
@@ -628,8 +629,9 @@ ADD_PARTITIONS_TO_TXN_API = Api(
     ),
 )
 
+# v4 may answer TRANSACTION_ABORTABLE (KIP-890); we never do, so it is v3.
 ADD_OFFSETS_TO_TXN_API = Api(
-    25, "AddOffsetsToTxn", 0, 3, 3,
+    25, "AddOffsetsToTxn", 0, 4, 3,
     request=Struct(
         F("transactional_id", STRING),
         F("producer_id", INT64),
@@ -689,8 +691,11 @@ WRITE_TXN_MARKERS_API = Api(
     ),
 )
 
+# v4 may answer TRANSACTION_ABORTABLE (KIP-890); v5 (transaction version 2): the same
+# fields, the group's offsets partition is added to the transaction by the broker
+# (docs/contracts/transactions.md).
 TXN_OFFSET_COMMIT_API = Api(
-    28, "TxnOffsetCommit", 0, 3, 3,
+    28, "TxnOffsetCommit", 0, 5, 3,
     request=Struct(
         F("transactional_id", STRING),
         F("group_id", STRING),

@@ -11,9 +11,10 @@ partition is in the producer's ongoing transaction before appending such a first
 batches continuing a transaction already open here are appended without asking.
 verifier.py sends the questions.
 
-With transaction version 2 (KIP-890 part 2, a Produce v12 while `transaction.version` is
-2) the producer no longer adds its partitions itself: the same question, without
-verify_only (AddPartitionsToTxn v5), asks the coordinator to add them.
+With transaction version 2 (KIP-890 part 2, a Produce v12 or a TxnOffsetCommit v5 while
+`transaction.version` is 2) the producer no longer adds its partitions (nor its group's
+offsets partition) itself: the same question, without verify_only (AddPartitionsToTxn
+v5), asks the coordinator to add them.
 """
 
 from __future__ import annotations
@@ -128,6 +129,30 @@ def produce_error(code: ErrorCode) -> tuple[ErrorCode, str]:
             f"could not verify that the partition is in the transaction: {code.name}",
         )
     return code, f"transaction verification failed: {code.name}"
+
+
+# What a TxnOffsetCommit answers when the add of the group's offsets partition failed
+# (transaction version 2, docs/contracts/transactions.md): Kafka's offset commit mapping,
+# so that every client retries what it can (a lost answer as a coordinator still loading:
+# retried without a new coordinator lookup).
+_OFFSET_COMMIT_CODE = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+# TxnOffsetCommit versions below this one do not know TRANSACTION_ABORTABLE (KIP-890).
+OFFSET_COMMIT_ABORTABLE_SINCE = 4
+
+
+def offset_commit_error(code: ErrorCode, version: int) -> ErrorCode:
+    """A TxnOffsetCommit's code for every partition when the coordinator did not add the
+    group's offsets partition (`code`: as `coordinator_code` gave it)."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < OFFSET_COMMIT_ABORTABLE_SINCE:
+        return ErrorCode.INVALID_TXN_STATE
+    return _OFFSET_COMMIT_CODE.get(code, code)
 
 
 def coordinator_code(code: int) -> ErrorCode:
