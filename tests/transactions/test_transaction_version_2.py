@@ -1,13 +1,16 @@
 """KIP-890 part 2 (transaction version 2) in the coordinator's decisions, without sockets:
 a partition added by a Produce v12's leader, the epoch bump at every EndTxn v5, its
 retries and fencing, the epoch overflow onto a new producer id, the state records that
-carry it through a failover, and the leader's AddPartitionsToTxn v5 question. Against a
-broker process: test_transactional_clients.py (raw requests at Produce v12/EndTxn v5)."""
+carry it through a failover, the leader's AddPartitionsToTxn v5 question, and a
+TxnOffsetCommit v5's add of the group's offsets partition (its markers, what the commit
+answers when the add fails). Against a broker process: test_transactional_clients.py
+(raw requests at Produce v12/TxnOffsetCommit v5/EndTxn v5)."""
 
 from __future__ import annotations
 
 import pytest
 
+from broker.coordinator.offsets_topic import OFFSETS_TOPIC
 from broker.protocol.errors import ErrorCode as E
 from broker.transactions.coordinator import (
     AddPartitionsRequest,
@@ -22,7 +25,13 @@ from broker.transactions.coordinator import (
 )
 from broker.transactions.state import INT16_MAX, TxnMetadata, TxnState
 from broker.transactions.state_topic import decode_value, encode_record
-from broker.transactions.verification import VerificationQueue, request_body, request_version
+from broker.transactions.verification import (
+    VerificationQueue,
+    coordinator_code,
+    offset_commit_error,
+    request_body,
+    request_version,
+)
 from tests.transactions.test_coordinator import T0, TX, Ids, P, coord, meta_of, replicate
 
 S = TxnState
@@ -166,3 +175,43 @@ def test_the_leader_asks_to_add_for_a_v12_produce():
     ((_, body, sent),) = queue.take()
     assert (request_version(body), body["transactions"][0]["verify_only"]) == (5, False)
     assert body == request_body(sent)
+
+
+def test_a_v5_offset_commit_adds_the_offsets_partition_and_gets_its_marker(coord):
+    """TxnOffsetCommit v5 alone (no AddOffsetsToTxn): the broker's add opens the
+    transaction at the group's offsets partition, so EndTxn v5's marker reaches it."""
+    m = TxnMetadata(TX, 7, 7, 5, -1, 60000, S.COMPLETE_COMMIT, set(), -1, 0)
+    coord.partitions[P].transactions[TX] = m
+    offsets = (OFFSETS_TOPIC, 1)
+    add = AddPartitionsRequest(TX, 7, 5, frozenset({offsets}), client_tv=2)
+    assert replicate(coord, add_partitions(coord, add, 10), 10).error == E.NONE
+    assert (m.state, m.partitions, m.client_tv) == (S.ONGOING, {offsets}, 2)
+    answer = replicate(coord, _end(coord, 5), 60)
+    assert answer.markers.partitions == frozenset({offsets})
+    assert answer.markers.producer_epoch == 6
+    # A commit of the ended transaction's epoch is fenced at the add.
+    late = AddPartitionsRequest(TX, 7, 5, frozenset({offsets}), client_tv=2)
+    assert coordinator_code(add_partitions(coord, late, 80).error) == E.INVALID_PRODUCER_EPOCH
+
+
+@pytest.mark.parametrize(
+    ("failed", "version", "answered"),
+    [
+        # No answer from the coordinator: retried as a loading coordinator (no lookup).
+        (E.NETWORK_EXCEPTION, 5, E.COORDINATOR_LOAD_IN_PROGRESS),
+        (E.NOT_ENOUGH_REPLICAS, 5, E.COORDINATOR_NOT_AVAILABLE),
+        (E.UNKNOWN_TOPIC_OR_PARTITION, 5, E.COORDINATOR_NOT_AVAILABLE),
+        (E.NOT_LEADER_OR_FOLLOWER, 5, E.NOT_COORDINATOR),
+        # The coordinator's own answers reach the producer as they are.
+        (E.COORDINATOR_NOT_AVAILABLE, 5, E.COORDINATOR_NOT_AVAILABLE),
+        (E.CONCURRENT_TRANSACTIONS, 5, E.CONCURRENT_TRANSACTIONS),
+        (E.INVALID_PRODUCER_EPOCH, 5, E.INVALID_PRODUCER_EPOCH),
+        (E.INVALID_PRODUCER_ID_MAPPING, 5, E.INVALID_PRODUCER_ID_MAPPING),
+        (E.TRANSACTION_ABORTABLE, 5, E.TRANSACTION_ABORTABLE),
+        (E.TRANSACTION_ABORTABLE, 4, E.TRANSACTION_ABORTABLE),
+        # Not known below v4 (KIP-890).
+        (E.TRANSACTION_ABORTABLE, 3, E.INVALID_TXN_STATE),
+    ],
+)
+def test_what_a_txn_offset_commit_answers_when_the_add_failed(failed, version, answered):
+    assert offset_commit_error(failed, version) == answered
