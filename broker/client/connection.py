@@ -24,11 +24,13 @@ from typing import NamedTuple
 
 from broker.client.security import PLAINTEXT, SecurityConfig, TlsError
 from broker.protocol.apis import (
+    ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
     API_BY_KEY,
     API_VERSIONS,
     CREATE_TOPICS,
     DELETE_TOPICS,
+    END_TXN,
     FETCH,
     FIND_COORDINATOR,
     HEARTBEAT,
@@ -43,6 +45,7 @@ from broker.protocol.apis import (
     SASL_AUTHENTICATE,
     SASL_HANDSHAKE,
     SYNC_GROUP,
+    TXN_OFFSET_COMMIT,
 )
 from broker.protocol.client_connection import (
     MAX_FRAME_BYTES,
@@ -77,6 +80,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     # answers PRODUCER_FENCED. AddPartitionsToTxn v4+ is the brokers' batched form.
     INIT_PRODUCER_ID: (0, 4),
     ADD_PARTITIONS_TO_TXN: (0, 3),
+    # v5 bumps the epoch at every end (KIP-890 part 2), which this producer does not follow.
+    END_TXN: (0, 3),
+    # This producer adds its group's offsets partition itself (AddOffsetsToTxn): a
+    # TxnOffsetCommit v5 is a version 2 producer's (KIP-890 part 2); v4 only adds
+    # TRANSACTION_ABORTABLE.
+    ADD_OFFSETS_TO_TXN: (0, 3),
+    TXN_OFFSET_COMMIT: (0, 3),
     # The group consumer's requests, up to their last versions before the flexible
     # encoding (KIP-482). The newer ones add nothing the consumer needs (KIP-559's protocol
     # echo, KIP-800's reasons, OffsetFetch v8's several groups), and librdkafka's mock

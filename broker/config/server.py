@@ -869,6 +869,20 @@ SERVER_CONFIG = (
         group="transactions",
     )
     .define(
+        "transaction.version",
+        "int",
+        2,
+        "The finalized level of the `transaction.version` feature this broker advertises "
+        "in ApiVersions (supported 0-2). At 2 (KIP-890 part 2, Kafka 4's default) clients "
+        "may use EndTxn v5, Produce v12 and TxnOffsetCommit v5: every transaction end "
+        "bumps the producer epoch, and a transactional Produce v12 or TxnOffsetCommit v5 "
+        "adds its partition (the group's offsets partition) to the transaction itself; "
+        "below 2 those are served as Produce v11 and TxnOffsetCommit v4, and clients keep "
+        "to the older protocol (docs/contracts/transactions.md).",
+        validator=between(0, 2),
+        group="transactions",
+    )
+    .define(
         "zookeeper.connect",
         "string",
         "",

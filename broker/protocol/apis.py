@@ -60,8 +60,11 @@ THROTTLE_1 = F("throttle_time_ms", INT32, "1+")
 # The declarations are laid out like the JSON they come from; keep the formatter off them.
 # fmt: off
 
+# v9 is flexible, v10 (KIP-951) adds tagged leader hints we do not send, v11 may answer
+# TRANSACTION_ABORTABLE (KIP-890), v12 (transaction version 2): a transactional batch
+# adds its partition to the transaction (docs/contracts/transactions.md).
 PRODUCE_API = Api(
-    0, "Produce", 0, 8, 9,
+    0, "Produce", 0, 12, 9,
     request=Struct(
         F("transactional_id", STRING, "3+", nullable="3+", default=None),
         F("acks", INT16),
@@ -564,8 +567,9 @@ DELETE_TOPICS_API = Api(
     ),
 )
 
+# v5 may answer TRANSACTION_ABORTABLE (KIP-890); we never do, so it is v4.
 INIT_PRODUCER_ID_API = Api(
-    22, "InitProducerId", 0, 4, 2,
+    22, "InitProducerId", 0, 5, 2,
     request=Struct(
         F("transactional_id", STRING, nullable="0+"),
         F("transaction_timeout_ms", INT32),
@@ -591,8 +595,10 @@ TXN_TOPIC_RESULTS = Array(Struct(
     ))),
 ))
 
+# v5: may answer TRANSACTION_ABORTABLE; a broker's non-verify_only v5 request is a
+# transaction version 2 Produce adding its partition (KIP-890 part 2).
 ADD_PARTITIONS_TO_TXN_API = Api(
-    24, "AddPartitionsToTxn", 0, 4, 3,
+    24, "AddPartitionsToTxn", 0, 5, 3,
     request=Struct(
         F("transactions", Array(Struct(
             F("transactional_id", STRING),
@@ -623,8 +629,9 @@ ADD_PARTITIONS_TO_TXN_API = Api(
     ),
 )
 
+# v4 may answer TRANSACTION_ABORTABLE (KIP-890); we never do, so it is v3.
 ADD_OFFSETS_TO_TXN_API = Api(
-    25, "AddOffsetsToTxn", 0, 3, 3,
+    25, "AddOffsetsToTxn", 0, 4, 3,
     request=Struct(
         F("transactional_id", STRING),
         F("producer_id", INT64),
@@ -637,8 +644,10 @@ ADD_OFFSETS_TO_TXN_API = Api(
     ),
 )
 
+# v4 may answer TRANSACTION_ABORTABLE; v5 (KIP-890 part 2): every end bumps the epoch,
+# and the answer carries the producer id and epoch to use next.
 END_TXN_API = Api(
-    26, "EndTxn", 0, 3, 3,
+    26, "EndTxn", 0, 5, 3,
     request=Struct(
         F("transactional_id", STRING),
         F("producer_id", INT64),
@@ -648,6 +657,8 @@ END_TXN_API = Api(
     response=Struct(
         F("throttle_time_ms", INT32),
         F("error_code", INT16),
+        F("producer_id", INT64, "5+", default=-1),
+        F("producer_epoch", INT16, "5+", default=-1),
     ),
 )
 
@@ -680,8 +691,11 @@ WRITE_TXN_MARKERS_API = Api(
     ),
 )
 
+# v4 may answer TRANSACTION_ABORTABLE (KIP-890); v5 (transaction version 2): the same
+# fields, the group's offsets partition is added to the transaction by the broker
+# (docs/contracts/transactions.md).
 TXN_OFFSET_COMMIT_API = Api(
-    28, "TxnOffsetCommit", 0, 3, 3,
+    28, "TxnOffsetCommit", 0, 5, 3,
     request=Struct(
         F("transactional_id", STRING),
         F("group_id", STRING),

@@ -6,8 +6,8 @@ the caller reports back (`record_written`, `markers_answered`). The broker wirin
 purgatories and the inter-broker sends are later steps (docs/contracts/transactions.md).
 
 The order of checks and the error of each case are Kafka's (ZooKeeper-era
-TransactionCoordinator, before KIP-890's server-side epoch bumps), so clients see the
-codes their retry logic expects.
+TransactionCoordinator; with a client of transaction version 2, KIP-890 part 2's epoch
+bump at every EndTxn), so clients see the codes their retry logic expects.
 """
 
 from __future__ import annotations
@@ -20,8 +20,10 @@ from broker.coordinator.offsets_topic import partition_for as offsets_partition_
 from broker.protocol.errors import ErrorCode
 from broker.protocol.types import DecodeError
 from broker.transactions.state import (
+    INT16_MAX,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_EPOCH_BUMP,
     IllegalStateTransition,
     TopicPartition,
     TxnMetadata,
@@ -244,6 +246,9 @@ class AddPartitionsRequest:
     producer_id: int
     producer_epoch: int
     partitions: frozenset[TopicPartition]
+    # 2: a transaction version 2 Produce adding its partition (AddPartitionsToTxn v5
+    # from its leader, not verify_only); the transaction's end will bump the epoch.
+    client_tv: int = 0
 
 
 def add_partitions(
@@ -315,7 +320,8 @@ def _add(state: TxnCoordinatorState, req: AddPartitionsRequest, now_ms: int) -> 
         return Decision(E.CONCURRENT_TRANSACTIONS)
     if meta.state == S.ONGOING and req.partitions <= meta.partitions:
         return Decision(E.NONE)  # already in the transaction: nothing to write
-    return Decision(write=_write(owner, meta, meta.prepare_add_partitions(req.partitions, now_ms)))
+    transit = meta.prepare_add_partitions(req.partitions, now_ms, req.client_tv)
+    return Decision(write=_write(owner, meta, transit))
 
 
 @dataclass(frozen=True)
@@ -343,28 +349,70 @@ class EndTxnRequest:
     producer_id: int
     producer_epoch: int
     commit: bool
+    client_tv: int = 0  # 2 from EndTxn v5 on (KIP-890 part 2): the end bumps the epoch
 
 
-def end_txn(state: TxnCoordinatorState, req: EndTxnRequest, now_ms: int) -> Decision:
-    found = _transaction_of(state, req)
-    if isinstance(found, Decision):
-        return found
+def end_txn(
+    state: TxnCoordinatorState,
+    req: EndTxnRequest,
+    now_ms: int,
+    new_producer_id: Callable[[], int] = lambda: NO_PRODUCER_ID,
+) -> Decision:
+    """`new_producer_id`: called only when a transaction version 2 end finds the epoch
+    exhausted; the completion then moves the producer to that id at epoch 0."""
+    if not req.transactional_id:
+        return Decision(E.INVALID_REQUEST)
+    found = state.lookup(req.transactional_id)
+    if isinstance(found, ErrorCode):
+        return Decision(found)
     owner, meta = found
+    if meta is None:
+        return Decision(E.INVALID_PRODUCER_ID_MAPPING)
+    retry_on_overflow = (
+        meta.bumps_at_end
+        and req.producer_id == meta.last_producer_id
+        and req.producer_epoch == INT16_MAX - 1
+        and meta.producer_epoch == 0
+    )
+    if meta.producer_id != req.producer_id and not retry_on_overflow:
+        return Decision(E.INVALID_PRODUCER_ID_MAPPING)
+    if not _end_epoch_valid(meta, req, retry_on_overflow):
+        return Decision(E.PRODUCER_FENCED)
     if meta.pending is not None:
         return Decision(E.CONCURRENT_TRANSACTIONS)
     done, preparing = (
         (S.COMPLETE_COMMIT, S.PREPARE_COMMIT) if req.commit else (S.COMPLETE_ABORT, S.PREPARE_ABORT)
     )
     if meta.state == S.ONGOING:
-        transit = meta.prepare_end(req.commit, now_ms)
+        next_producer_id = NO_PRODUCER_ID
+        if req.client_tv >= TV_EPOCH_BUMP and is_epoch_exhausted(meta.producer_epoch):
+            next_producer_id = new_producer_id()  # before any change: it may raise
+        transit = meta.prepare_end(req.commit, now_ms, req.client_tv, next_producer_id)
         return Decision(write=_write(owner, meta, transit, then_markers=True))
     if meta.state == done:
-        return Decision(E.NONE)  # a retry of an EndTxn that completed
+        # A retry of an EndTxn that completed: the producer id and epoch to go on with.
+        return Decision(E.NONE, meta.producer_id, meta.producer_epoch)
     if meta.state == preparing:
         return Decision(E.CONCURRENT_TRANSACTIONS)  # a retry while the markers go out
     if meta.state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
         raise _never(meta)
     return Decision(E.INVALID_TXN_STATE)
+
+
+def _end_epoch_valid(meta: TxnMetadata, req: EndTxnRequest, retry_on_overflow: bool) -> bool:
+    """Kafka's rule. Before transaction version 2 the epoch must be the current one. From
+    2 on, the end bumped it: in Prepare*/Complete* only the epoch just before the bump
+    (a retry of that EndTxn, answered as the first) or, after an overflow, the last
+    epoch of the previous producer id is valid; the current epoch there would be the
+    next transaction's end, which has nothing to end (fenced, as Kafka)."""
+    if not meta.bumps_at_end:
+        return req.producer_epoch == meta.producer_epoch
+    retry_on_bump = meta.producer_epoch == req.producer_epoch + 1
+    if meta.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
+        return retry_on_bump
+    if meta.state in (S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
+        return retry_on_bump or retry_on_overflow
+    return req.producer_epoch == meta.producer_epoch
 
 
 # -- after a write ---------------------------------------------------------------------------
@@ -403,13 +451,19 @@ def record_written(
             del owner.transactions[write.transactional_id]
         return Decision()
     meta.complete(write.transit)
+    producer_id, producer_epoch = write.transit.producer_id, write.transit.producer_epoch
+    if write.transit.next_producer_id != NO_PRODUCER_ID:
+        # The end used the last epoch: the producer goes on under the new id (what the
+        # completion will hold), as a retry after it would be told too.
+        producer_id, producer_epoch = write.transit.next_producer_id, 0
     if not write.then_markers:
-        return Decision(
-            write.answer,
-            producer_id=write.transit.producer_id,
-            producer_epoch=write.transit.producer_epoch,
-        )
-    return Decision(write.answer, markers=_markers(owner, meta, now_ms))
+        return Decision(write.answer, producer_id=producer_id, producer_epoch=producer_epoch)
+    return Decision(
+        write.answer,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        markers=_markers(owner, meta, now_ms),
+    )
 
 
 def _markers(owner: TxnPartition, meta: TxnMetadata, now_ms: int) -> SendMarkers:

@@ -87,8 +87,9 @@ class TransactionManager:
     def add_offsets(self, req: core.AddOffsetsRequest) -> Answer:
         return self.carry_out(core.add_offsets(self.state, req, self.ctx.now_ms()))
 
-    def end_txn(self, req: core.EndTxnRequest) -> Answer:
-        return self.carry_out(core.end_txn(self.state, req, self.ctx.now_ms()))
+    def end_txn(self, req: core.EndTxnRequest, new_producer_id: Callable[[], int]) -> Answer:
+        now = self.ctx.now_ms()
+        return self.carry_out(core.end_txn(self.state, req, now, new_producer_id))
 
     # -- carrying decisions out -------------------------------------------------------------
     def carry_out(self, decision: Decision) -> Answer:

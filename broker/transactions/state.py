@@ -25,6 +25,9 @@ from dataclasses import dataclass, field
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 INT16_MAX = 0x7FFF
+# The transaction.version a transaction's client used (Kafka's TransactionVersion): from 2
+# on (KIP-890 part 2) every transaction end bumps the producer epoch.
+TV_EPOCH_BUMP = 2
 
 TopicPartition = tuple[str, int]
 
@@ -88,6 +91,10 @@ class TxnTransit:
     partitions: frozenset[TopicPartition]
     start_ms: int
     update_ms: int
+    # Transaction version 2: the producer id the completion moves to when this end used
+    # the last epoch (else -1), and the client's transaction version.
+    next_producer_id: int = NO_PRODUCER_ID
+    client_tv: int = 0
 
 
 @dataclass
@@ -102,6 +109,8 @@ class TxnMetadata:
     partitions: set[TopicPartition] = field(default_factory=set)
     start_ms: int = -1  # when the open transaction added its first partition
     update_ms: int = -1  # last change; the expiry of the id counts from here
+    next_producer_id: int = NO_PRODUCER_ID
+    client_tv: int = 0  # the transaction version of the client of the last change
     pending: TxnState | None = None
     # The record of an epoch fence failed to write, but the bumped epoch stayed in memory:
     # the next fence must not bump again (the client never saw this epoch).
@@ -120,9 +129,12 @@ class TxnMetadata:
         partitions: frozenset[TopicPartition] | None = None,
         start_ms: int | None = None,
         update_ms: int,
+        next_producer_id: int = NO_PRODUCER_ID,
+        client_tv: int = 0,
     ) -> TxnTransit:
         """Check the move against `TRANSITIONS`, mark it pending, return what to write.
-        Fields not given keep their current value."""
+        Fields not given keep their current value, except the next producer id and the
+        client's transaction version, which each move states (as Kafka)."""
         if self.pending is not None:
             raise IllegalStateTransition(
                 f"transactional id {self.transactional_id}: {target.kafka_name} prepared while "
@@ -145,6 +157,8 @@ class TxnMetadata:
             partitions=frozenset(self.partitions) if partitions is None else partitions,
             start_ms=self.start_ms if start_ms is None else start_ms,
             update_ms=update_ms,
+            next_producer_id=next_producer_id,
+            client_tv=client_tv,
         )
         if transit.producer_id < 0:
             raise ValueError(f"illegal producer id {transit.producer_id}")
@@ -198,18 +212,48 @@ class TxnMetadata:
             update_ms=now_ms,
         )
 
-    def prepare_add_partitions(self, added: frozenset[TopicPartition], now_ms: int) -> TxnTransit:
+    def prepare_add_partitions(
+        self, added: frozenset[TopicPartition], now_ms: int, client_tv: int = 0
+    ) -> TxnTransit:
+        """`client_tv`: 2 when a transaction version 2 Produce adds the partition; the
+        transaction's end then bumps the epoch."""
         opening = self.state in (TxnState.EMPTY, TxnState.COMPLETE_COMMIT, TxnState.COMPLETE_ABORT)
         return self.prepare_transition(
             TxnState.ONGOING,
             partitions=frozenset(self.partitions) | added,
             start_ms=now_ms if opening else self.start_ms,
             update_ms=now_ms,
+            client_tv=client_tv,
         )
 
-    def prepare_end(self, commit: bool, now_ms: int) -> TxnTransit:
+    @property
+    def bumps_at_end(self) -> bool:
+        """The open transaction's client speaks transaction version 2 (KIP-890 part 2)."""
+        return self.client_tv >= TV_EPOCH_BUMP
+
+    def prepare_end(
+        self,
+        commit: bool,
+        now_ms: int,
+        client_tv: int = 0,
+        next_producer_id: int = NO_PRODUCER_ID,
+    ) -> TxnTransit:
+        """PrepareCommit/PrepareAbort. With transaction version 2 the epoch is bumped now,
+        so the markers carry the new one and fence every batch of the ended transaction;
+        `next_producer_id` (the epoch reached 32767): the id the completion moves to."""
         target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-        return self.prepare_transition(target, update_ms=now_ms)
+        if client_tv < TV_EPOCH_BUMP:
+            return self.prepare_transition(target, update_ms=now_ms)
+        if self.producer_epoch >= INT16_MAX:
+            raise IllegalStateTransition(f"producer id {self.producer_id}: cannot bump epoch")
+        return self.prepare_transition(
+            target,
+            producer_epoch=self.producer_epoch + 1,
+            last_producer_epoch=self.producer_epoch,
+            update_ms=now_ms,
+            next_producer_id=next_producer_id,
+            client_tv=client_tv,
+        )
 
     def prepare_epoch_fence(self, now_ms: int) -> TxnTransit:
         """Abort the open transaction under a bumped epoch, so its producer is fenced (a
@@ -239,7 +283,21 @@ class TxnMetadata:
             else TxnState.COMPLETE_ABORT
         )
         self.failed_epoch_fence = False
-        return self.prepare_transition(target, partitions=frozenset(), update_ms=now_ms)
+        if not self.bumps_at_end:
+            return self.prepare_transition(target, partitions=frozenset(), update_ms=now_ms)
+        producer_id, epoch = self.producer_id, self.producer_epoch
+        if self.next_producer_id != NO_PRODUCER_ID:
+            # The end used the last epoch: the producer continues under the new id.
+            producer_id, epoch = self.next_producer_id, 0
+        return self.prepare_transition(
+            target,
+            producer_id=producer_id,
+            producer_epoch=epoch,
+            last_producer_epoch=self.producer_epoch,
+            partitions=frozenset(),
+            update_ms=now_ms,
+            client_tv=self.client_tv,
+        )
 
     def prepare_dead(self) -> TxnTransit:
         return self.prepare_transition(
@@ -266,6 +324,8 @@ class TxnMetadata:
         self.partitions = set(transit.partitions)
         self.start_ms = transit.start_ms
         self.update_ms = transit.update_ms
+        self.next_producer_id = transit.next_producer_id
+        self.client_tv = transit.client_tv
         self.state = transit.state
         self.pending = None
         self._pending_is_fence = False
@@ -299,6 +359,8 @@ class TxnMetadata:
             frozenset(self.partitions),
             self.start_ms,
             self.update_ms,
+            self.next_producer_id,
+            self.client_tv,
         )
 
     @classmethod
@@ -314,4 +376,6 @@ class TxnMetadata:
             set(transit.partitions),
             transit.start_ms,
             transit.update_ms,
+            transit.next_producer_id,
+            transit.client_tv,
         )

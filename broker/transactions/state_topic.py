@@ -35,8 +35,11 @@ TRANSACTION_STATE_TOPIC = "__transaction_state"
 
 KEY_VERSION = 0
 # Kafka writes v0 until the transaction.version feature (Kafka 4) enables v1; ZooKeeper-era
-# readers know only v0, so it is what we write. Both are read.
+# readers know only v0, so it is what we write, except for a transaction version 2 client:
+# its next producer id and version live only in v1's tagged fields, and a new coordinator
+# needs them to complete the transaction. Both are read.
 VALUE_VERSION = 0
+TV2_VALUE_VERSION = 1
 _VALUE_VERSIONS = (0, 1)
 _FLEXIBLE_FROM = 1
 
@@ -84,7 +87,10 @@ def encode_key(transactional_id: str) -> bytes:
     return w.getvalue()
 
 
-def encode_value(transit: TxnTransit, version: int = VALUE_VERSION) -> bytes:
+def encode_value(transit: TxnTransit, version: int | None = None) -> bytes:
+    """`version` None: v1 for a transaction version 2 client's record, else v0."""
+    if version is None:
+        version = TV2_VALUE_VERSION if transit.client_tv >= 2 else VALUE_VERSION
     if transit.state == TxnState.EMPTY and transit.partitions:
         raise ValueError("an Empty transaction has no partitions")
     if version not in _VALUE_VERSIONS:
@@ -104,7 +110,7 @@ def encode_value(transit: TxnTransit, version: int = VALUE_VERSION) -> bytes:
                 if transit.last_producer_id != transit.producer_id
                 else NO_PRODUCER_ID
             ),
-            "next_producer_id": NO_PRODUCER_ID,
+            "next_producer_id": transit.next_producer_id,
             "producer_epoch": transit.producer_epoch,
             "transaction_timeout_ms": transit.timeout_ms,
             "transaction_status": int(transit.state),
@@ -116,7 +122,7 @@ def encode_value(transit: TxnTransit, version: int = VALUE_VERSION) -> bytes:
             ),
             "transaction_last_update_timestamp_ms": transit.update_ms,
             "transaction_start_timestamp_ms": transit.start_ms,
-            "client_transaction_version": 0,
+            "client_transaction_version": transit.client_tv,
         },
     )
     return w.getvalue()
@@ -158,10 +164,12 @@ def decode_value(data: bytes) -> TxnTransit:
         partitions=partitions,
         start_ms=v["transaction_start_timestamp_ms"],
         update_ms=v["transaction_last_update_timestamp_ms"],
+        next_producer_id=v["next_producer_id"],
+        client_tv=v["client_transaction_version"],
     )
 
 
-def encode_record(record: TxnRecord, version: int = VALUE_VERSION) -> tuple[bytes, bytes | None]:
+def encode_record(record: TxnRecord, version: int | None = None) -> tuple[bytes, bytes | None]:
     """(key, value) bytes; a tombstone's value is None."""
     value = None if record.value is None else encode_value(record.value, version)
     return encode_key(record.transactional_id), value

@@ -10,6 +10,11 @@ the leader asks the coordinator (AddPartitionsToTxn v4, verify_only) whether the
 partition is in the producer's ongoing transaction before appending such a first batch;
 batches continuing a transaction already open here are appended without asking.
 verifier.py sends the questions.
+
+With transaction version 2 (KIP-890 part 2, a Produce v12 or a TxnOffsetCommit v5 while
+`transaction.version` is 2) the producer no longer adds its partitions (nor its group's
+offsets partition) itself: the same question, without verify_only (AddPartitionsToTxn
+v5), asks the coordinator to add them.
 """
 
 from __future__ import annotations
@@ -126,6 +131,30 @@ def produce_error(code: ErrorCode) -> tuple[ErrorCode, str]:
     return code, f"transaction verification failed: {code.name}"
 
 
+# What a TxnOffsetCommit answers when the add of the group's offsets partition failed
+# (transaction version 2, docs/contracts/transactions.md): Kafka's offset commit mapping,
+# so that every client retries what it can (a lost answer as a coordinator still loading:
+# retried without a new coordinator lookup).
+_OFFSET_COMMIT_CODE = {
+    ErrorCode.NETWORK_EXCEPTION: ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND: ErrorCode.COORDINATOR_NOT_AVAILABLE,
+    ErrorCode.NOT_LEADER_OR_FOLLOWER: ErrorCode.NOT_COORDINATOR,
+    ErrorCode.KAFKA_STORAGE_ERROR: ErrorCode.NOT_COORDINATOR,
+}
+# TxnOffsetCommit versions below this one do not know TRANSACTION_ABORTABLE (KIP-890).
+OFFSET_COMMIT_ABORTABLE_SINCE = 4
+
+
+def offset_commit_error(code: ErrorCode, version: int) -> ErrorCode:
+    """A TxnOffsetCommit's code for every partition when the coordinator did not add the
+    group's offsets partition (`code`: as `coordinator_code` gave it)."""
+    if code == ErrorCode.TRANSACTION_ABORTABLE and version < OFFSET_COMMIT_ABORTABLE_SINCE:
+        return ErrorCode.INVALID_TXN_STATE
+    return _OFFSET_COMMIT_CODE.get(code, code)
+
+
 def coordinator_code(code: int) -> ErrorCode:
     """A partition's code in the coordinator's answer, as the leader takes it: producers
     expect INVALID_PRODUCER_EPOCH on a Produce, not PRODUCER_FENCED (as Kafka)."""
@@ -149,6 +178,10 @@ class _Txn:
     producer_id: int
     producer_epoch: int
     partitions: set[TopicPartition] = field(default_factory=set)
+    # False once a transaction version 2 Produce asks: the coordinator adds the
+    # partitions. One producer at one epoch asks one way; should both come, adding
+    # covers the verifying Produce too (the same producer's batches, the same answer).
+    verify_only: bool = True
     # Each waiting Produce: its partitions and its callback, in arrival order, so the
     # batches of one producer are appended in the order they came.
     waiting: list[tuple[frozenset[TopicPartition], Callback]] = field(default_factory=list)
@@ -175,6 +208,7 @@ class VerificationQueue:
         producer_epoch: int,
         partitions: frozenset[TopicPartition],
         callback: Callback,
+        add: bool = False,
     ) -> Calls:
         """Queue a question; returns the callbacks failed by it. A request carries one
         entry per transactional id: the same producer and epoch join the entry; a newer
@@ -200,11 +234,12 @@ class VerificationQueue:
         if txn is None:
             txn = queued[transactional_id] = _Txn(producer_id, producer_epoch)
         txn.partitions |= partitions
+        txn.verify_only = txn.verify_only and not add
         txn.waiting.append((partitions, callback))
         return failed
 
     def take(self) -> list[tuple[int, dict, Sent]]:
-        """The requests to send now: (broker, AddPartitionsToTxn v4 body, what it asks)
+        """The requests to send now: (broker, AddPartitionsToTxn body, what it asks)
         for each broker with questions and none in flight."""
         ready = []
         for broker in [b for b in self.pending if b not in self.in_flight]:
@@ -238,6 +273,16 @@ class _Skip:
 SKIP = _Skip()  # the answer of a coordinator that cannot verify
 
 
+VERIFY_VERSION = 4  # the first AddPartitionsToTxn version with verify_only
+ADD_VERSION = 5  # a broker's request adding for a transaction version 2 Produce
+
+
+def request_version(body: dict) -> int:
+    """The AddPartitionsToTxn version a request body goes at."""
+    adds = any(not txn["verify_only"] for txn in body["transactions"])
+    return ADD_VERSION if adds else VERIFY_VERSION
+
+
 def request_body(sent: Sent) -> dict:
     return {
         "transactions": [
@@ -245,7 +290,7 @@ def request_body(sent: Sent) -> dict:
                 "transactional_id": txn_id,
                 "producer_id": txn.producer_id,
                 "producer_epoch": txn.producer_epoch,
-                "verify_only": True,
+                "verify_only": txn.verify_only,
                 "topics": [
                     {
                         "name": topic,

@@ -21,11 +21,17 @@ from broker.protocol.errors import ErrorCode, UnsupportedVersionError
 from broker.transactions.peers import PeerClients
 from broker.transactions.state import TopicPartition
 from broker.transactions.state_topic import TRANSACTION_STATE_TOPIC, partition_for
-from broker.transactions.verification import SKIP, Calls, Sent, VerificationQueue
+from broker.transactions.verification import (
+    SKIP,
+    VERIFY_VERSION,
+    Calls,
+    Sent,
+    VerificationQueue,
+    request_version,
+)
 
 log = logging.getLogger(__name__)
 
-VERIFY_VERSION = 4  # the first AddPartitionsToTxn version with verify_only
 REQUEST_TIMEOUT_S = 30.0  # Kafka's inter-broker request.timeout.ms
 
 # (broker id, request body) -> response body; raises when no answer came.
@@ -68,16 +74,18 @@ class PartitionVerifier:
         producer_id: int,
         producer_epoch: int,
         partitions: frozenset[TopicPartition],
+        add: bool = False,
     ) -> Waiter:
         """An operation completing with the partitions NOT verified and their codes
-        (verification.Errors; empty: all verified)."""
+        (verification.Errors; empty: all verified). `add`: a transaction version 2
+        Produce, the coordinator adds the partitions instead of only checking them."""
         waiter = Waiter()
         broker = self.coordinator_of(transactional_id)
         if broker is None:
             waiter.complete(dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE))
             return waiter
         failed = self.queue.add(
-            broker, transactional_id, producer_id, producer_epoch, partitions, waiter.complete
+            broker, transactional_id, producer_id, producer_epoch, partitions, waiter.complete, add
         )
         self._call(failed)
         self._send_ready()
@@ -100,9 +108,17 @@ class PartitionVerifier:
         try:
             response = await self.transport(broker, body)
         except UnsupportedVersionError:
-            # A coordinator without v4 cannot verify: append unverified, as Kafka.
-            log.warning("broker %d cannot verify transactions (no AddPartitionsToTxn v4)", broker)
-            response = SKIP
+            if request_version(body) > VERIFY_VERSION:
+                # Cannot add for a transaction version 2 producer: it retries (its
+                # coordinator should not have advertised the version).
+                log.warning("broker %d cannot add partitions (no AddPartitionsToTxn v5)", broker)
+                response = None
+            else:
+                # A coordinator without v4 cannot verify: append unverified, as Kafka.
+                log.warning(
+                    "broker %d cannot verify transactions (no AddPartitionsToTxn v4)", broker
+                )
+                response = SKIP
         except Exception as exc:
             log.warning("verifying transactions at broker %d failed: %s", broker, exc)
             response = None
@@ -124,5 +140,5 @@ class PartitionVerifier:
 
     async def _over_network(self, broker: int, body: dict) -> dict:
         return await self.peers.request(
-            broker, ADD_PARTITIONS_TO_TXN_API.key, VERIFY_VERSION, body, REQUEST_TIMEOUT_S
+            broker, ADD_PARTITIONS_TO_TXN_API.key, request_version(body), body, REQUEST_TIMEOUT_S
         )

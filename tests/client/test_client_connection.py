@@ -74,10 +74,8 @@ def test_negotiates_the_highest_common_versions(kafka):
             if api_key in conn.versions:
                 assert conn.version_for(api_key) == min(ours, conn.versions[api_key][1])
         if kafka.kind == "ours":
-            assert conn.versions[PRODUCE] == (
-                0,
-                8,
-            )  # as advertised (docs/contracts/wire-protocol.md)
+            # as advertised (docs/contracts/wire-protocol.md)
+            assert conn.versions[PRODUCE] == (0, 12)
             assert conn.versions[API_VERSIONS] == (0, 3)
         assert conn.version_for(PRODUCE) == 8
         assert conn.version_for(FETCH) == 11

@@ -46,18 +46,18 @@ def _join(parts: list) -> bytes:
 
 def test_every_api_of_the_design_table_is_declared():
     expected = {
-        0: (0, 8), 1: (4, 11), 2: (1, 7), 3: (0, 9), 8: (2, 8), 9: (1, 7), 10: (0, 4),
+        0: (0, 12), 1: (4, 11), 2: (1, 7), 3: (0, 9), 8: (2, 8), 9: (1, 7), 10: (0, 4),
         11: (0, 7), 12: (0, 4), 13: (0, 5), 14: (0, 5), 15: (0, 5), 16: (0, 4),
-        17: (0, 1), 18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 4), 32: (0, 4), 33: (0, 2), 37: (0, 3),
+        17: (0, 1), 18: (0, 3), 19: (2, 4), 20: (1, 3), 22: (0, 5), 32: (0, 4), 33: (0, 2), 37: (0, 3),
         42: (0, 2), 43: (0, 2), 44: (0, 1), 47: (0, 0), 60: (0, 2), 35: (0, 4), 45: (0, 0),
         46: (0, 0), 36: (0, 2), 50: (0, 0), 51: (0, 0), 29: (1, 3), 30: (1, 3), 31: (1, 3),
         4: (3, 3), 5: (1, 1), 6: (5, 5), 7: (2, 2), 23: (0, 3),
-        24: (0, 4), 25: (0, 3), 26: (0, 3), 27: (0, 1), 28: (0, 3), 61: (0, 0),
+        24: (0, 5), 25: (0, 4), 26: (0, 5), 27: (0, 1), 28: (0, 5), 61: (0, 0),
         65: (0, 0), 66: (0, 1),
     }  # fmt: skip
     assert {k: (a.min_version, a.max_version) for k, a in API_BY_KEY.items()} == expected
     assert set(API_BY_KEY) == set(ApiKey)
-    # Within our ranges the flexible versions are ApiVersions v3, ListOffsets v6-v7 (v7
+    # Within our ranges the flexible versions are Produce v9-v12, ApiVersions v3, ListOffsets v6-v7 (v7
     # carries the max-timestamp lookup, KIP-734), Metadata v9 (with which librdkafka
     # trusts leader epochs), the later versions of the group APIs, CreatePartitions v2+,
     # InitProducerId v2+, the transactional APIs v3+ (WriteTxnMarkers v1), ElectLeaders v2, DescribeConfigs v4, AlterConfigs v2, IncrementalAlterConfigs v1,
@@ -66,9 +66,10 @@ def test_every_api_of_the_design_table_is_declared():
     # DescribeTransactions, ListTransactions: flexible from their first version).
     flexible = [(k, v) for k, v in ALL if API_BY_KEY[k].is_flexible(v)]
     assert flexible == [
-        (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
+        (0, 9), (0, 10), (0, 11), (0, 12), (2, 6), (2, 7), (3, 9), (8, 8), (9, 6), (9, 7), (10, 3), (10, 4), (11, 6), (11, 7),
         (12, 4), (13, 4), (13, 5), (14, 4), (14, 5), (15, 5), (16, 3), (16, 4), (18, 3),
-        (22, 2), (22, 3), (22, 4), (24, 3), (24, 4), (25, 3), (26, 3), (27, 1), (28, 3), (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3), (32, 4), (33, 2), (35, 2), (35, 3), (35, 4), (36, 2), (37, 2), (37, 3), (42, 2),
+        (22, 2), (22, 3), (22, 4), (22, 5), (24, 3), (24, 4), (24, 5), (25, 3), (25, 4),
+        (26, 3), (26, 4), (26, 5), (27, 1), (28, 3), (28, 4), (28, 5), (29, 2), (29, 3), (30, 2), (30, 3), (31, 2), (31, 3), (32, 4), (33, 2), (35, 2), (35, 3), (35, 4), (36, 2), (37, 2), (37, 3), (42, 2),
         (43, 2), (44, 1), (45, 0), (46, 0), (50, 0), (51, 0), (60, 0), (60, 1), (60, 2), (61, 0),
         (65, 0), (66, 0), (66, 1),
     ]  # fmt: skip
@@ -199,7 +200,7 @@ def test_encode_errors_name_the_field():
     with pytest.raises(EncodeError):
         encode_request_body(99, 0, {})
     with pytest.raises(EncodeError):
-        encode_request_body(PRODUCE, 9, {})
+        encode_request_body(PRODUCE, 13, {})
 
 
 def test_unknown_api_or_version_is_a_decode_error():

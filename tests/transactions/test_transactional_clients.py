@@ -1,6 +1,9 @@
 """Transactions against a broker process: confluent-kafka's transactional producer
 (commit, abort, zombie fencing), kafka-python's (commit, abort), and raw requests (Kafka's errors for bad input, the
-transaction timeout's abort), one broker shared by the module."""
+transaction timeout's abort; transaction version 2 at Produce v12, TxnOffsetCommit v5 and EndTxn v5, which
+none of these clients speaks), one broker shared by the module. It finalizes
+`transaction.version` 2 (the default), so the clients are seen to keep to their older
+protocol."""
 
 from __future__ import annotations
 
@@ -14,14 +17,22 @@ from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
 from broker.protocol.apis import (
     ADD_PARTITIONS_TO_TXN,
+    API_VERSIONS,
     CREATE_TOPICS,
     END_TXN,
+    FETCH,
     FIND_COORDINATOR,
     INIT_PRODUCER_ID,
+    OFFSET_FETCH,
+    PRODUCE,
+    TXN_OFFSET_COMMIT,
 )
 from broker.protocol.errors import ErrorCode as E
+from broker.records.batch import iter_records
 from tests.helpers import transactions as tx
 from tests.helpers.cluster import wait_for
+from tests.helpers.groups import partition_errors, txn_commit_body
+from tests.helpers.server_requests import fetch_body, txn_records
 
 SETTINGS = {
     "transaction.state.log.num.partitions": "4",
@@ -202,3 +213,100 @@ def test_kafka_python_commit_and_abort(txn_broker):
     # In log order: the aborted record lies between the committed ones, so the first two
     # a read_committed consumer gets show it skipped.
     assert seen == {"read_uncommitted": [b"c1", b"a1", b"c2"], "read_committed": [b"c1", b"c2"]}
+
+
+def test_transaction_version_2_with_raw_requests(txn_broker):
+    """KIP-890 part 2 as a Kafka 4 producer speaks it: the feature finalized in
+    ApiVersions; a Produce v12 opens the transaction at its partition without
+    AddPartitionsToTxn (a v11 one is refused, part 1); EndTxn v5 bumps the epoch and
+    names it, its retry is answered the same, the old epoch's batch and EndTxn are
+    fenced; the commit is read by read_committed. TxnOffsetCommit v5 without
+    AddOffsetsToTxn: the offsets committed with the transaction are fetched, the aborted
+    ones never."""
+    address = txn_broker.bootstrap
+    versions = _request(
+        address,
+        API_VERSIONS,
+        {"client_software_name": "t", "client_software_version": "1"},
+        version=3,
+    )
+    assert {"name": "transaction.version", "min_version": 0, "max_version": 2} in (
+        versions["supported_features"]
+    )
+    assert {"name": "transaction.version", "max_version_level": 2, "min_version_level": 2} in (
+        versions["finalized_features"]
+    )
+    txn_id = f"tv2-{uuid.uuid4().hex[:8]}"
+    find = {"key": txn_id, "key_type": tx.TRANSACTION_KEY, "coordinator_keys": [txn_id]}
+    wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
+    init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id))
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    topic = _topic()
+    created = _request(address, CREATE_TOPICS, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False,
+    })  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+
+    def produce(version: int, value: bytes, epoch: int, sequence: int = 0) -> dict:
+        body = {
+            "transactional_id": txn_id, "acks": -1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [{
+                "index": 0, "records": txn_records(pid, value, epoch=epoch, sequence=sequence),
+            }]}],
+        }  # fmt: skip
+        (p,) = _request(address, PRODUCE, body, version)["responses"][0]["partition_responses"]
+        return p
+
+    group = f"tv2-group-{topic}"
+    find_group = {"key": group, "key_type": 0, "coordinator_keys": [group]}
+    wait_for(lambda: _request(address, FIND_COORDINATOR, find_group)["error_code"] == 0, "group")
+
+    def commit_offset(offset: int, epoch: int) -> dict:
+        body = txn_commit_body(group, {(topic, 0): offset}, pid, epoch, transactional_id=txn_id)
+        return partition_errors(_request(address, TXN_OFFSET_COMMIT, body, version=5))
+
+    def stable_offset() -> tuple[int, int]:
+        body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
+        answer = _request(address, OFFSET_FETCH, {**body, "require_stable": True}, 7)
+        (partition,) = answer["topics"][0]["partitions"]
+        return partition["committed_offset"], partition["error_code"]
+
+    assert produce(11, b"v11", epoch)["error_code"] == E.INVALID_TXN_STATE  # not added
+    assert produce(12, b"one", epoch)["error_code"] == E.NONE
+    # No AddOffsetsToTxn: the group's broker has its offsets partition added.
+    assert commit_offset(1, epoch) == {(topic, 0): E.NONE}
+    assert stable_offset()[1] == E.UNSTABLE_OFFSET_COMMIT  # pending in the transaction
+    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
+    assert (end["error_code"], end["producer_id"], end["producer_epoch"]) == (0, pid, epoch + 1)
+    # The retry (the answer was lost): the same answer, once the markers are written.
+    wait_for(
+        lambda: _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5) == end,
+        "the retried EndTxn answered as the first",
+    )
+    # The marker carried the new epoch: a late batch of the old one is fenced.
+    assert produce(12, b"late", epoch, sequence=1)["error_code"] == E.INVALID_PRODUCER_EPOCH
+    wait_for(lambda: stable_offset() == (1, E.NONE), "the offset committed with the transaction")
+    # The next transaction at the new epoch (sequences from 0), aborted.
+    assert produce(12, b"two", epoch + 1)["error_code"] == E.NONE
+    assert commit_offset(3, epoch + 1) == {(topic, 0): E.NONE}
+    assert stable_offset()[1] == E.UNSTABLE_OFFSET_COMMIT
+    aborted = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 1, False), version=5)
+    assert (aborted["error_code"], aborted["producer_epoch"]) == (0, epoch + 2)
+    stale = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
+    assert stale["error_code"] == E.PRODUCER_FENCED
+
+    def read_committed() -> tuple[list, list]:
+        body = fetch_body(topic, 0, isolation_level=1)
+        (part,) = _request(address, FETCH, body, 11)["responses"][0]["partitions"]
+        aborted = [(a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"]]
+        return [(r.offset, r.value) for r in iter_records(part["records"] or b"")], aborted
+
+    # one@0, its marker@1, two@2 (aborted: the consumer skips it), its marker@3.
+    wait_for(
+        lambda: read_committed() == ([(0, b"one"), (2, b"two")], [(pid, 2)]),
+        "the commit and the abort read_committed",
+    )
+    # The aborted offset is dropped once the marker is written (pending until then).
+    wait_for(lambda: stable_offset() == (1, E.NONE), "the aborted offset never seen")

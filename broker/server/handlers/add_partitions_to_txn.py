@@ -24,6 +24,9 @@ from broker.transactions.coordinator import AddPartitionsRequest, Decision, for_
 from broker.util.purgatory import DelayedOperation
 
 KEY = ADD_PARTITIONS_TO_TXN_API.key
+# A leader's v5 request without verify_only adds the partitions of a transaction
+# version 2 Produce (KIP-890 part 2): the transaction's end will bump the epoch.
+TV2_ADD_SINCE = 5
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -53,9 +56,13 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     )
 
 
-def _request(transactional_id, producer_id, producer_epoch, topics) -> AddPartitionsRequest:
+def _request(
+    transactional_id, producer_id, producer_epoch, topics, client_tv=0
+) -> AddPartitionsRequest:
     partitions = frozenset((t["name"], p) for t in topics for p in t["partitions"])
-    return AddPartitionsRequest(transactional_id, producer_id, producer_epoch, partitions)
+    return AddPartitionsRequest(
+        transactional_id, producer_id, producer_epoch, partitions, client_tv
+    )
 
 
 def _decide(ctx: BrokerContext, request: RequestContext, req: AddPartitionsRequest, verify_only):
@@ -90,8 +97,11 @@ def _batched(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     if ctx.transactions is None:
         return error_response(body, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     requests = []
+    client_tv = 2 if request.api_version >= TV2_ADD_SINCE else 0
     for t in body["transactions"]:
-        req = _request(t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"])
+        req = _request(
+            t["transactional_id"], t["producer_id"], t["producer_epoch"], t["topics"], client_tv
+        )
         requests.append((req, _decide(ctx, request, req, t["verify_only"])))
     waiting = [r for _, r in requests if isinstance(r, DelayedOperation)]
 

@@ -14,23 +14,50 @@ from broker.server.handlers.base import Answer, ApiHandler, respond
 from broker.server.request import RequestContext
 from broker.transactions.coordinator import EndTxnRequest, for_version
 
+# From v5 the client speaks transaction version 2 (KIP-890 part 2): the end bumps the
+# producer epoch and the answer names the id and epoch to go on with (Kafka decides by
+# the request's version alone).
+TV2_SINCE = 5
+
+
+class _NoId(Exception):
+    """No producer id at hand for an epoch overflow (a cluster broker between blocks)."""
+
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     if ctx.transactions is None:
         return error_response(body, ErrorCode.COORDINATOR_NOT_AVAILABLE)
     req = EndTxnRequest(
-        body["transactional_id"], body["producer_id"], body["producer_epoch"], body["committed"]
+        body["transactional_id"],
+        body["producer_id"],
+        body["producer_epoch"],
+        body["committed"],
+        client_tv=2 if request.api_version >= TV2_SINCE else 0,
     )
-    return respond(
-        ctx.transactions.end_txn(req),
-        lambda decision: error_response(
-            body, for_version(END_TXN_API.key, request.api_version, decision.error)
-        ),
-    )
+
+    def new_producer_id() -> int:
+        pid = ctx.producer_ids.allocate()
+        if pid is None:
+            raise _NoId
+        return pid
+
+    def build(decision) -> dict:
+        code = for_version(END_TXN_API.key, request.api_version, decision.error)
+        answer = error_response(body, code)
+        if code == ErrorCode.NONE:
+            answer["producer_id"] = decision.producer_id
+            answer["producer_epoch"] = decision.producer_epoch
+        return answer
+
+    try:
+        return respond(ctx.transactions.end_txn(req, new_producer_id), build)
+    except _NoId:
+        # Nothing changed (the id is asked for first); the client retries.
+        return error_response(body, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 
 
 def error_response(body: dict, code: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code}
+    return {"throttle_time_ms": 0, "error_code": code, "producer_id": -1, "producer_epoch": -1}
 
 
 HANDLER = ApiHandler(END_TXN_API, handle, error_response)

@@ -10,7 +10,9 @@ that clients probing for overlap find Produce, but answered with UNSUPPORTED_VER
 
 A transactional producer's batch that would open its transaction at a partition is first
 verified with the transaction coordinator (KIP-890 part 1, broker/transactions/
-verification.py); the whole request waits for that answer, then appends as above.
+verification.py); the whole request waits for that answer, then appends as above. From
+v12, while `transaction.version` is 2 (KIP-890 part 2), the coordinator is asked to add
+the partition to the transaction instead: such a producer sends no AddPartitionsToTxn.
 """
 
 from __future__ import annotations
@@ -70,10 +72,11 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
     ):
         refused = error_response(body, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return NO_RESPONSE if acks == 0 else refused
-    if transactional_id is not None and _verifying(ctx, acks):
+    adding = _adds_partitions(ctx, request)
+    if transactional_id is not None and _verifying(ctx, acks, adding):
         found = verification.plan(_led_batches(ctx, request, body), _transaction_open(ctx))
         if isinstance(found, verification.Plan):
-            return _after_verification(ctx, request, body, transactional_id, found)
+            return _after_verification(ctx, request, body, transactional_id, found, adding)
         if found is not None:
             return NO_RESPONSE if acks == 0 else error_response(body, found)
     return _produce(ctx, request, body, {})
@@ -248,11 +251,21 @@ def _has_transactional_batch(body: dict) -> bool:
     return False
 
 
-def _verifying(ctx: BrokerContext, acks: int) -> bool:
+# The first Produce version of a transaction version 2 producer (KIP-890 part 2).
+TV2_SINCE = 12
+
+
+def _adds_partitions(ctx: BrokerContext, request: RequestContext) -> bool:
+    """A transactional batch of this request adds its partition to the transaction."""
+    return request.api_version >= TV2_SINCE and ctx.config["transaction.version"] >= 2
+
+
+def _verifying(ctx: BrokerContext, acks: int, adding: bool) -> bool:
+    # Adding is not optional: the producer relies on it (whatever verification's switch).
     return (
         acks in (0, 1, -1)
         and ctx.transactions is not None
-        and ctx.config["transaction.partition.verification.enable"]
+        and (adding or ctx.config["transaction.partition.verification.enable"])
     )
 
 
@@ -291,6 +304,7 @@ def _after_verification(
     body: dict,
     transactional_id: str,
     plan: verification.Plan,
+    adding: bool,
 ) -> Answer:
     """Ask the coordinator, then produce: partitions not verified are refused with what
     its answer means for a Produce, the verified ones appended if no marker of the
@@ -301,7 +315,7 @@ def _after_verification(
     }
     verifier = ctx.transactions.verifier
     verifier.hold(pid, plan.holding)
-    asked = verifier.verify(transactional_id, pid, plan.producer_epoch, plan.partitions)
+    asked = verifier.verify(transactional_id, pid, plan.producer_epoch, plan.partitions, adding)
     answer = Waiter()
 
     def refuse(code: ErrorCode):
