@@ -23,14 +23,14 @@ producer sends them, to the last acknowledgement, acks=all RF=3 against acks=1 R
         [--rates 200,1000,2000,5000,10000] [--lingers 0,5] [--seconds 60] [--quick]
         [--targets cluster,mock] [--messages 200000] [--profile DIR] [--idempotence]
     .venv/bin/python -m bench.bench_latency --only requests [--requests 20000]
-        [--depths 1,8] [--broker-root DIR] [--profile DIR]
+        [--depths 1,8] [--compare DIR] [--profile DIR]
 
 requests: the broker's own CPU per request, which wall-clock latency on a shared machine
 hides: one broker process, a raw socket sending unbatched requests (a Produce of one 100 B
-record, acks=1; a Fetch of the next record, max.wait 0, max bytes 1: the first batch only), `depth` of them in flight, each
-written on its own; CPU-seconds of the broker process (/proc) over the requests. With
---broker-root the broker runs from another checkout (the baseline of a change, same
-client); run the two alternately.
+record, acks=1; a Fetch of one record: max.wait 0, max bytes 1, so the first batch only),
+`depth` of them in flight, each written on its own; CPU-seconds of the broker process (/proc) over the requests. With
+--compare DIR a second broker runs from another checkout (the baseline of a change, same
+client), the two served in turn, blocks of 500 requests each.
 
 Results: docs/benchmarks.md, "Cluster: partitions, latency and replication at scale".
 """
@@ -439,48 +439,63 @@ def _requests_cpu(
         if sent < count:
             client.send(*next_body(sent))
             sent += 1
-    time.sleep(0.2)  # the broker's work after its last answer (metrics, timers)
+    time.sleep(0.05)  # the broker's work after its last answer (metrics, timers)
     after = cpu_times(pid)
     return after[0] - before[0], after[1] - before[1]
 
 
-def measure_requests(count: int, depths: list[int], root: Path | None, profile: Path | None):
+BLOCK = 500  # requests per broker in turn (--compare): both see the same load of others
+
+
+def measure_requests(count: int, depths: list[int], roots: list[Path | None], profile):
+    """Each root's broker (None: this checkout) served `count` requests of each kind and
+    depth, in blocks taken in turn, so a change in the machine's load falls on all alike."""
     import tempfile
 
-    host = LOCALHOST if root is None else Host(command_prefix=("env", "-C", str(root)))
-    with tempfile.TemporaryDirectory(prefix="bench-requests-") as work:
-        broker = BrokerProcess(Path(work) / "logs", {"log.flush.interval.messages": "1000000"},
-                               host=host)  # fmt: skip
-        with broker:
-            pid = broker.proc.pid
+    with tempfile.TemporaryDirectory(prefix="bench-requests-") as work, ExitStack() as stack:
+        runs = []
+        for n, root in enumerate(roots):
+            host = LOCALHOST if root is None else Host(command_prefix=("env", "-C", str(root)))
+            broker = BrokerProcess(Path(work) / f"logs{n}", {"log.flush.interval.messages": "1000000"},
+                                   host=host)  # fmt: skip
+            stack.enter_context(broker)
             client = _RawClient(broker.bootstrap)
-            topic = "requests"
+            stack.callback(client.close)
             client.call(CREATE_TOPICS, 4, {
-                "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                "topics": [{"name": "requests", "num_partitions": 1, "replication_factor": 1,
                             "assignments": [], "configs": []}],
                 "timeout_ms": 10000, "validate_only": False,
             })  # fmt: skip
-            produce = _produce_body(topic)
-            # Warm up: imports, caches, the first segment.
-            _requests_cpu(pid, client, 2000, 8, lambda i: (PRODUCE, 8, produce))
-            _requests_cpu(pid, client, 2000, 8, lambda i: (FETCH, 11, _fetch_body(topic, i)))
-            print(f"\n== broker CPU per request ({root or 'this checkout'}), {count:,} each ==")
-            print("| API | depth | broker CPU s (user + system) | us per request (user + system) |")
-            for depth in depths:
-                for api, body in (
-                    ("Produce v8 acks=1, 1 record", lambda i: (PRODUCE, 8, produce)),
-                    ("Fetch v11, 1 record", lambda i: (FETCH, 11, _fetch_body(topic, i))),
-                ):
-                    name = f"requests-{api.split()[0].lower()}-depth{depth}"
-                    with profiled_pids({name: pid}, profile):
-                        user, system = _requests_cpu(pid, client, count, depth, body)
-                    us = 1e6 / count
+            runs.append((str(root or "this checkout"), broker.proc.pid, client))
+        produce = _produce_body("requests")
+        kinds = (
+            ("Produce v8 acks=1, 1 record", lambda i: (PRODUCE, 8, produce)),
+            ("Fetch v11, 1 record", lambda i: (FETCH, 11, _fetch_body("requests", i))),
+        )
+        for _, pid, client in runs:  # warm up: imports, caches, the first segment
+            for _, body in kinds:
+                _requests_cpu(pid, client, 2000, 8, body)
+        print(f"\n== broker CPU per request, {count:,} each, in blocks of {BLOCK} in turn ==")
+        print("| broker | API | depth | CPU s (user + system) | us per request (user + system) |")
+        for depth in depths:
+            for api, body in kinds:
+                used = {name: [0.0, 0.0] for name, _, _ in runs}
+                name = f"requests-{api.split()[0].lower()}-depth{depth}"
+                spied = {f"{name}-{n}": pid for n, (_, pid, _) in enumerate(runs)}
+                with profiled_pids(spied, profile):
+                    for _ in range(0, count, BLOCK):
+                        for run, pid, client in runs:
+                            user, system = _requests_cpu(pid, client, BLOCK, depth, body)
+                            used[run][0] += user
+                            used[run][1] += system
+                us = 1e6 / count
+                for run, (user, system) in used.items():
                     print(
-                        f"| {api} | {depth} | {user + system:.2f} ({user:.2f} + {system:.2f}) | "
-                        f"{(user + system) * us:,.0f} ({user * us:,.0f} + {system * us:,.0f}) |",
+                        f"| {run} | {api} | {depth} | {user + system:.2f} ({user:.2f} + "
+                        f"{system:.2f}) | {(user + system) * us:,.0f} ({user * us:,.0f} + "
+                        f"{system * us:,.0f}) |",
                         flush=True,
                     )
-            client.close()
 
 
 # -- main -------------------------------------------------------------------------------------
@@ -499,7 +514,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2, help="throughput runs, alternating")
     parser.add_argument("--requests", type=int, default=20_000, help="per API and depth")
     parser.add_argument("--depths", default="1,8", help="requests in flight (--only requests)")
-    parser.add_argument("--broker-root", type=Path, help="run the broker from this checkout")
+    parser.add_argument(
+        "--compare", type=Path, help="--only requests: also a broker from this checkout, in turn"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy the brokers during each cluster latency point"
     )
@@ -525,7 +542,8 @@ def main() -> None:
     only = set(args.only.split(","))
     if "requests" in only:
         depths = [int(d) for d in args.depths.split(",")]
-        measure_requests(args.requests, depths, args.broker_root, args.profile)
+        roots = [args.compare, None] if args.compare else [None]
+        measure_requests(args.requests, depths, roots, args.profile)
         only.discard("requests")
         if not only:
             return
