@@ -22,6 +22,15 @@ producer sends them, to the last acknowledgement, acks=all RF=3 against acks=1 R
     .venv/bin/python -m bench.bench_latency [--only latency,throughput]
         [--rates 200,1000,2000,5000,10000] [--lingers 0,5] [--seconds 60] [--quick]
         [--targets cluster,mock] [--messages 200000] [--profile DIR] [--idempotence]
+    .venv/bin/python -m bench.bench_latency --only requests [--requests 20000]
+        [--depths 1,8] [--compare DIR] [--profile DIR]
+
+requests: the broker's own CPU per request, which wall-clock latency on a shared machine
+hides: one broker process, a raw socket sending unbatched requests (a Produce of one 100 B
+record, acks=1; a Fetch of one record: max.wait 0, max bytes 1, so the first batch only),
+`depth` of them in flight, each written on its own; CPU-seconds of the broker process (/proc) over the requests. With
+--compare DIR a second broker runs from another checkout (the baseline of a change, same
+client), the two served in turn, blocks of 500 requests each.
 
 Results: docs/benchmarks.md, "Cluster: partitions, latency and replication at scale".
 """
@@ -44,8 +53,19 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.bench_cluster import percentile
 from bench.common import running_cluster
-from bench.probes import metrics_overrides, profiled, snapshot, usage_between, wait_until
-from broker.processes import Cluster
+from bench.probes import (
+    cpu_times,
+    metrics_overrides,
+    profiled,
+    profiled_pids,
+    snapshot,
+    usage_between,
+    wait_until,
+)
+from broker.processes import LOCALHOST, BrokerProcess, Cluster, Host
+from broker.protocol.apis import CREATE_TOPICS, FETCH, PRODUCE
+from broker.protocol.framing import decode_response, encode_request
+from broker.records.batch import build_batch
 
 PARTITIONS = 6
 VALUE_BYTES = 100
@@ -345,6 +365,139 @@ def measure_throughput(cluster: Cluster, targets: list[Target], messages: int, r
         )
 
 
+# -- CPU per request ---------------------------------------------------------------------------
+
+
+class _RawClient:
+    """A blocking socket speaking frames: requests written one by one, answers read back."""
+
+    def __init__(self, address: str) -> None:
+        import socket
+
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._buf = bytearray()
+        self._correlation = 0
+
+    def send(self, api_key: int, version: int, body: dict) -> None:
+        self._correlation += 1
+        self.sock.sendall(encode_request(api_key, version, self._correlation, "bench", body))
+
+    def receive(self) -> bytes:
+        while True:
+            if len(self._buf) >= 4:
+                size = int.from_bytes(self._buf[:4], "big")
+                if len(self._buf) >= 4 + size:
+                    frame = bytes(self._buf[4 : 4 + size])
+                    del self._buf[: 4 + size]
+                    return frame
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise ConnectionError("broker closed the connection")
+            self._buf += data
+
+    def call(self, api_key: int, version: int, body: dict) -> dict:
+        self.send(api_key, version, body)
+        return decode_response(api_key, version, self.receive())[1]
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def _produce_body(topic: str) -> dict:
+    records = build_batch([(None, b"x" * VALUE_BYTES, None, [])])
+    return {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": records}]}],
+    }  # fmt: skip
+
+
+def _fetch_body(topic: str, offset: int) -> dict:
+    return {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+            "log_start_offset": -1, "partition_max_bytes": 1,
+        }]}],
+        "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+
+
+def _requests_cpu(
+    pid: int, client: _RawClient, count: int, depth: int, next_body
+) -> tuple[float, float]:
+    """Broker CPU-seconds (user, system) for `count` requests, `depth` in flight."""
+    before = cpu_times(pid)
+    sent = 0
+    for _ in range(min(depth, count)):
+        client.send(*next_body(sent))
+        sent += 1
+    for _ in range(count):
+        client.receive()
+        if sent < count:
+            client.send(*next_body(sent))
+            sent += 1
+    time.sleep(0.05)  # the broker's work after its last answer (metrics, timers)
+    after = cpu_times(pid)
+    return after[0] - before[0], after[1] - before[1]
+
+
+BLOCK = 500  # requests per broker in turn (--compare): both see the same load of others
+
+
+def measure_requests(count: int, depths: list[int], roots: list[Path | None], profile):
+    """Each root's broker (None: this checkout) served `count` requests of each kind and
+    depth, in blocks taken in turn, so a change in the machine's load falls on all alike."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="bench-requests-") as work, ExitStack() as stack:
+        runs = []
+        for n, root in enumerate(roots):
+            host = LOCALHOST if root is None else Host(command_prefix=("env", "-C", str(root)))
+            broker = BrokerProcess(Path(work) / f"logs{n}", {"log.flush.interval.messages": "1000000"},
+                                   host=host)  # fmt: skip
+            stack.enter_context(broker)
+            client = _RawClient(broker.bootstrap)
+            stack.callback(client.close)
+            client.call(CREATE_TOPICS, 4, {
+                "topics": [{"name": "requests", "num_partitions": 1, "replication_factor": 1,
+                            "assignments": [], "configs": []}],
+                "timeout_ms": 10000, "validate_only": False,
+            })  # fmt: skip
+            runs.append((str(root or "this checkout"), broker.proc.pid, client))
+        produce = _produce_body("requests")
+        kinds = (
+            ("Produce v8 acks=1, 1 record", lambda i: (PRODUCE, 8, produce)),
+            ("Fetch v11, 1 record", lambda i: (FETCH, 11, _fetch_body("requests", i))),
+        )
+        for _, pid, client in runs:  # warm up: imports, caches, the first segment
+            for _, body in kinds:
+                _requests_cpu(pid, client, 2000, 8, body)
+        print(f"\n== broker CPU per request, {count:,} each, in blocks of {BLOCK} in turn ==")
+        print("| broker | API | depth | CPU s (user + system) | us per request (user + system) |")
+        for depth in depths:
+            for api, body in kinds:
+                used = {name: [0.0, 0.0] for name, _, _ in runs}
+                name = f"requests-{api.split()[0].lower()}-depth{depth}"
+                spied = {f"{name}-{n}": pid for n, (_, pid, _) in enumerate(runs)}
+                with profiled_pids(spied, profile):
+                    for _ in range(0, count, BLOCK):
+                        for run, pid, client in runs:
+                            user, system = _requests_cpu(pid, client, BLOCK, depth, body)
+                            used[run][0] += user
+                            used[run][1] += system
+                us = 1e6 / count
+                for run, (user, system) in used.items():
+                    print(
+                        f"| {run} | {api} | {depth} | {user + system:.2f} ({user:.2f} + "
+                        f"{system:.2f}) | {(user + system) * us:,.0f} ({user * us:,.0f} + "
+                        f"{system * us:,.0f}) |",
+                        flush=True,
+                    )
+
+
 # -- main -------------------------------------------------------------------------------------
 
 
@@ -359,6 +512,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="20 s per point, 2 s warm-up")
     parser.add_argument("--messages", type=int, default=200_000, help="per throughput run")
     parser.add_argument("--runs", type=int, default=2, help="throughput runs, alternating")
+    parser.add_argument("--requests", type=int, default=20_000, help="per API and depth")
+    parser.add_argument("--depths", default="1,8", help="requests in flight (--only requests)")
+    parser.add_argument(
+        "--compare", type=Path, help="--only requests: also a broker from this checkout, in turn"
+    )
     parser.add_argument(
         "--profile", type=Path, help="py-spy the brokers during each cluster latency point"
     )
@@ -382,6 +540,13 @@ def main() -> None:
         args.seconds, args.warmup_s = 20.0, 2.0
         args.messages = min(args.messages, 50_000)
     only = set(args.only.split(","))
+    if "requests" in only:
+        depths = [int(d) for d in args.depths.split(",")]
+        roots = [args.compare, None] if args.compare else [None]
+        measure_requests(args.requests, depths, roots, args.profile)
+        only.discard("requests")
+        if not only:
+            return
     rates = [int(r) for r in args.rates.split(",")]
     lingers = [int(v) for v in args.lingers.split(",")]
     wanted = set(args.targets.split(","))

@@ -31,10 +31,15 @@ _REQUESTS = re.compile(r'^kafka_requests_total\{api="([^"]+)",version="[^"]*"\} 
 
 def cpu_seconds(pid: int) -> float:
     """User plus system CPU time of the process so far (/proc/<pid>/stat utime, stime)."""
+    return sum(cpu_times(pid))
+
+
+def cpu_times(pid: int) -> tuple[float, float]:
+    """User and system CPU time of the process so far (/proc/<pid>/stat utime, stime)."""
     with open(f"/proc/{pid}/stat") as f:
         # The command name (field 2) may hold spaces: split after its closing parenthesis.
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    return int(fields[11]) / _TICKS, int(fields[12]) / _TICKS
 
 
 def rss_mib(pid: int) -> float:
@@ -181,19 +186,29 @@ def profiled(
     directory), each broker's collapsed stacks (`--format raw`: one line per distinct stack,
     `frame;frame;... count`) written to `<directory>/<name>-broker<id>.txt`. Idle threads are
     left out, so the samples are where CPU went (and the GIL was waited for)."""
+    procs = {}
+    for broker_id in cluster.ids:
+        proc = cluster.broker(broker_id).proc
+        if proc is not None and proc.poll() is None:
+            procs[f"{name}-broker{broker_id}"] = proc.pid
+    with profiled_pids(procs, directory, rate):
+        yield
+
+
+@contextmanager
+def profiled_pids(pids: dict[str, int], directory: Path | None, rate: int = 100) -> Iterator[None]:
+    """py-spy sampling each process of `pids` (file name -> pid) while the block runs, its
+    collapsed stacks written to `<directory>/<file name>.txt` (nothing without a directory)."""
     if directory is None:
         yield
         return
     directory.mkdir(parents=True, exist_ok=True)
     spies, logs = [], []
-    for broker_id in cluster.ids:
-        proc = cluster.broker(broker_id).proc
-        if proc is None or proc.poll() is not None:
-            continue
-        out = directory / f"{name}-broker{broker_id}.txt"
+    for file_name, pid in pids.items():
+        out = directory / f"{file_name}.txt"
         spies.append(
             subprocess.Popen(
-                [_py_spy(), "record", "--pid", str(proc.pid), "--rate", str(rate),
+                [_py_spy(), "record", "--pid", str(pid), "--rate", str(rate),
                  "--format", "raw", "--nonblocking", "-o", str(out)],
                 stdout=open(out.with_suffix(".log"), "wb"), stderr=subprocess.STDOUT,
                 # Ctrl-C is how py-spy is told to write its file: never inherit it ignored.

@@ -43,7 +43,6 @@ log = logging.getLogger(__name__)
 
 SOFTWARE_NAME = "kafka-hourly-broker"
 SOFTWARE_VERSION = "0.1.0"
-READ_CHUNK = 256 * 1024
 
 
 def check_security(endpoint: Endpoint, security: InterBrokerSecurity) -> None:
@@ -90,11 +89,12 @@ class BrokerConnection:
         self.closed_at: float | None = None  # time.monotonic() of close, for the backoff
         self.close_reason: str | None = None
         self._core = ClientConnection(self.peer, client_id, max_frame_bytes)
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
+        self._transport: asyncio.Transport | None = None
+        # Set while the socket's send buffer is over its high-water mark: senders wait.
+        self._drained: asyncio.Future | None = None
 
     def __repr__(self) -> str:
-        state = "closed" if self.closed else "open" if self._writer else "new"
+        state = "closed" if self.closed else "open" if self._transport else "new"
         return f"BrokerConnection({self.peer}, {state})"
 
     @property
@@ -111,15 +111,16 @@ class BrokerConnection:
         NetworkError when the peer cannot be reached within `timeout_s`, closes, or does
         not speak ApiVersions v3; the connection is then closed.
         """
-        if self._writer is not None or self.closed:
+        if self._transport is not None or self.closed:
             raise RuntimeError(f"{self!r} cannot connect twice")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         try:
             async with asyncio.timeout_at(deadline):
-                reader, self._writer = await asyncio.open_connection(
-                    self.endpoint.host, self.endpoint.port, ssl=self.security.ssl, limit=READ_CHUNK
-                )
+                self._transport, _ = await loop.create_connection(
+                    lambda: _Reader(self), self.endpoint.host, self.endpoint.port,
+                    ssl=self.security.ssl,
+                )  # fmt: skip
         except TimeoutError as exc:
             self._fail(f"no connection within {timeout_s:g}s")
             raise NetworkError(f"cannot connect to {self.peer}: timed out") from exc
@@ -129,7 +130,6 @@ class BrokerConnection:
         except BaseException:
             self._fail("connect cancelled")
             raise
-        self._reader_task = loop.create_task(self._read_loop(reader), name=f"read {self.peer}")
         body = {
             "client_software_name": SOFTWARE_NAME,
             "client_software_version": SOFTWARE_VERSION,
@@ -177,7 +177,7 @@ class BrokerConnection:
         a body that cannot be encoded, RequestTimedOutError when no answer came within
         `timeout_s` and NetworkError when the connection broke; both close the
         connection. Response-level errors are in the body, for the caller to read."""
-        if self._writer is None and not self.closed:
+        if self._transport is None and not self.closed:
             raise RuntimeError(f"{self!r}: connect() first")
         lo, hi = self.api_versions.get(api_key, (0, -1))
         if not self.closed and not lo <= version <= hi:
@@ -194,15 +194,16 @@ class BrokerConnection:
     async def _request(self, api_key: int, version: int, body: dict, timeout_s: float) -> dict:
         if self.closed:
             raise NetworkError(f"connection to {self.peer} is closed ({self.close_reason})")
-        assert self._writer is not None
+        assert self._transport is not None
         answer: asyncio.Future[dict] = asyncio.get_running_loop().create_future()
         _, frame = self._core.send_request(api_key, version, body, answer)
         # write() only buffers, so frames of concurrent callers never interleave and
         # their order on the wire is the order of the in-flight queue.
-        self._writer.write(frame)
+        self._transport.write(frame)
         try:
             async with asyncio.timeout(timeout_s):
-                await self._writer.drain()
+                if self._drained is not None:
+                    await asyncio.shield(self._drained)
                 return await answer
         except TimeoutError as exc:
             what = f"{api_name(api_key)} v{version}"
@@ -210,30 +211,22 @@ class BrokerConnection:
             raise RequestTimedOutError(
                 f"{self.peer} did not answer {what} within {timeout_s:g}s"
             ) from exc
-        except OSError as exc:  # drain() on a connection the peer reset
-            self._fail(f"send failed: {exc}")
-            raise NetworkError(f"send to {self.peer} failed: {exc}") from exc
         finally:
             if answer.done() and not answer.cancelled():
                 answer.exception()  # seen: a failure raised otherwise is not reported twice
 
-    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+    def _received(self, data: bytes) -> None:
+        """Bytes from the peer (`_Reader.data_received`): the answers they complete go to
+        their callers, in the callback, with no reading task to wake."""
         core = self._core
         try:
-            while True:
-                data = await reader.read(READ_CHUNK)
-                if not data:
-                    self._fail("the peer closed the connection")
-                    return
-                core.receive_data(data)
-                while (response := core.next_response()) is not None:
-                    answer = response.request.token
-                    if not answer.done():  # a caller that gave up (cancelled) is gone
-                        answer.set_result(response.body)
+            core.receive_data(data)
+            while (response := core.next_response()) is not None:
+                answer = response.request.token
+                if not answer.done():  # a caller that gave up (cancelled) is gone
+                    answer.set_result(response.body)
         except NetworkError as exc:  # the stream is out of sync (client_connection.py)
             self._fail(exc.detail)
-        except OSError as exc:
-            self._fail(f"receive failed: {exc}")
 
     def _fail(self, reason: str) -> None:
         if self.closed:
@@ -243,9 +236,38 @@ class BrokerConnection:
         for answer in self._core.drain():
             if not answer.done():
                 answer.set_exception(NetworkError(f"connection to {self.peer} closed: {reason}"))
-        if self._writer is not None:
-            self._writer.close()
-        task = self._reader_task
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        if self._transport is not None:
+            self._transport.close()
+        self._writable()
         log.debug("connection to %s closed: %s", self.peer, reason)
+
+    def _writable(self) -> None:
+        if self._drained is not None:
+            self._drained.set_result(None)
+            self._drained = None
+
+
+class _Reader(asyncio.Protocol):
+    """The socket's events for its BrokerConnection (an asyncio Protocol rather than a
+    stream reader and a task looping on it: a response costs no task switch)."""
+
+    def __init__(self, connection: BrokerConnection) -> None:
+        self.connection = connection
+
+    def data_received(self, data: bytes) -> None:
+        self.connection._received(data)
+
+    def eof_received(self) -> bool:
+        return False  # close; connection_lost says why
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = "the peer closed the connection" if exc is None else f"receive failed: {exc}"
+        self.connection._fail(reason)
+
+    def pause_writing(self) -> None:
+        connection = self.connection
+        if connection._drained is None:
+            connection._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        self.connection._writable()
