@@ -217,7 +217,7 @@ class ZkControllerStore:
         if found is None:
             return None
         try:
-            return z.decode_assignment(topic, found[0]), z.decode_reassignments(topic, found[0])
+            return z.decode_topic(topic, found[0])
         except z.ZkDataError as exc:
             log.error("ignoring topic %s: %s", topic, exc)
             return None
