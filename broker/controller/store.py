@@ -14,7 +14,7 @@ set, so the controller takes its place again once connected (`when_connected`).
 Partition states are read and written many at a time: an event that changes a thousand
 partitions costs a few requests, not a thousand round trips one after another. Writes go
 as multis of many partitions, each multi fenced once (broker/zk/client.py
-`commit_each`); reads are pipelined on the one connection. `counts` tallies the requests
+`commit_each`); reads are ZooKeeper multiReads of many znodes (`get_many`). `counts` tallies the requests
 and operations, which the controller reports per event (broker/controller/events.py).
 """
 
