@@ -199,7 +199,13 @@ class Sweep:
                 "message.timeout.ms": int(self.args.round_timeout_s * SECOND_MS),
             }
         )
+        # The broker answering may not have every topic's UpdateMetadata yet (100 topics
+        # created at once are 100 of them): ask again until it names them all.
+        give_up = time.monotonic() + 30
         md = producer.list_topics(timeout=30)
+        while any(t not in md.topics for t in self.topics) and time.monotonic() < give_up:
+            time.sleep(self.poll_s)
+            md = producer.list_topics(timeout=30)
         through: dict[int, tuple[str, int]] = {}
         for topic in self.topics:
             for p in md.topics[topic].partitions.values():

@@ -401,9 +401,9 @@ class Controller:
         for registration in self.ctx.live.values():
             self.channels.open(registration)
         # Every broker gets the whole picture, and each live replica its leadership.
+        # (One pass over the partitions builds every broker's LeaderAndIsr.)
         self.send_update_metadata(self.ctx.partitions())
-        for broker_id in self.ctx.live:
-            self.send_leader_and_isr(self.ctx.partitions_on(broker_id), only={broker_id})
+        self.send_leader_and_isr(self.ctx.partitions())
         # Brokers that died (or restarted) while nobody was controller: their leaderships
         # and ISR places.
         gone = {r for st in self.ctx.states.values() for r in (st.leader, *st.isr)}

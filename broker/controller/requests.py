@@ -43,14 +43,15 @@ def leader_and_isr(
         if state is None:
             continue
         replicas = ctx.replicas(tp)
-        moving = ctx.reassigning.get(tp)
+        entry = None  # the same for every replica: built once, shared by their requests
         for broker_id in replicas:
             if not ctx.is_live(broker_id) or (only is not None and broker_id not in only):
                 continue
             if broker_id in ctx.shutting_down:
                 continue
-            per_broker.setdefault(broker_id, {}).setdefault(tp[0], []).append(
-                {
+            if entry is None:
+                moving = ctx.reassigning.get(tp)
+                entry = {
                     "partition_index": tp[1],
                     "controller_epoch": state.controller_epoch,
                     "leader": state.leader,
@@ -62,7 +63,7 @@ def leader_and_isr(
                     "removing_replicas": list(moving.removing) if moving else [],
                     "is_new": tp in new,
                 }
-            )
+            per_broker.setdefault(broker_id, {}).setdefault(tp[0], []).append(entry)
             leaders.setdefault(broker_id, set()).add(state.leader)
     bodies: dict[int, dict] = {}
     for broker_id, topics in per_broker.items():

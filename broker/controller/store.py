@@ -14,7 +14,7 @@ set, so the controller takes its place again once connected (`when_connected`).
 Partition states are read and written many at a time: an event that changes a thousand
 partitions costs a few requests, not a thousand round trips one after another. Writes go
 as multis of many partitions, each multi fenced once (broker/zk/client.py
-`commit_each`); reads are pipelined on the one connection. `counts` tallies the requests
+`commit_each`); reads are ZooKeeper multiReads of many znodes (`get_many`). `counts` tallies the requests
 and operations, which the controller reports per event (broker/controller/events.py).
 """
 
@@ -217,7 +217,7 @@ class ZkControllerStore:
         if found is None:
             return None
         try:
-            return z.decode_assignment(topic, found[0]), z.decode_reassignments(topic, found[0])
+            return z.decode_topic(topic, found[0])
         except z.ZkDataError as exc:
             log.error("ignoring topic %s: %s", topic, exc)
             return None

@@ -55,8 +55,9 @@ def test_two_thousand_partitions_cost_work_bounded_by_brokers(cluster_factory):
         # Leaders keep a dead follower in their ISRs until the controller's BrokerChange
         # takes it out: with FAST_FAILOVER's 4 s lag under the 6 s session, their own ISR
         # writes could land while the controller writes (on a loaded machine, before it
-        # had read their notification), and each partition whose conditional write lost
-        # is read again, one request each: a race this count is not about.
+        # had read their notification), which costs the event a few requests more (its
+        # lost writes read and written again in batches): that race is forced, and
+        # counted, in tests/controller/test_controller.py, not left to timing here.
         overrides={**FAST_FAILOVER, "replica.lag.time.max.ms": "30000"},
         broker_overrides={i: {"metrics.port": str(port)} for i, port in ports.items()},
     )
@@ -140,12 +141,12 @@ def test_two_thousand_partitions_cost_work_bounded_by_brokers(cluster_factory):
     # one per partition (plus the notifications).
     assert sum(expanded.values()) >= PARTITIONS, expanded
     assert sum(writes.values()) <= 4 * ZK_REQUESTS_PER_EVENT, writes
-    # The controller reads each changed partition's state (pipelined, as Kafka's does):
-    # one read per partition at most, no per-partition writes.
+    # The controller reads the changed partitions' states in multiReads (a request per
+    # 1,000; one per partition before) and writes nothing per partition.
     isr = brokers.delta(
         {i: before.get(i, after[i]) for i in after},
         after,
         "kafka_controller_zookeeper_requests_total",
         event="IsrChangeNotification",
     )
-    assert isr[controller] <= PARTITIONS + ZK_REQUESTS_PER_EVENT, isr
+    assert isr[controller] <= ZK_REQUESTS_PER_EVENT, isr
