@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import signal
 import ssl
 import sys
 from pathlib import Path
@@ -108,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(registry, _forward_tls(config))
         if config.auth is not None:
             app = BasicAuthMiddleware(app, _policy(config))
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the
+        # handler it found: with the default one the process dies there, before the
+        # `finally` below, so the instance never left the group (the others, and its own
+        # restart, waited out its session timeout) nor closed its store.
+        signal.signal(signal.SIGTERM, _terminated)
         uvicorn.run(
             app,
             host=config.listener.host,
@@ -118,12 +124,22 @@ def main(argv: list[str] | None = None) -> int:
     except UsersFileError as exc:
         print(f"schema registry: {exc}", file=sys.stderr)
         return 2
+    except _Terminated:
+        logging.info("SIGTERM: leaving the group and closing the store")
     finally:
         if elector is not None:
             elector.close()
         registry.close()
         store.close()
     return 0
+
+
+class _Terminated(Exception):
+    """SIGTERM, once uvicorn has stopped serving: the clean-up in `main` runs."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
 
 
 def _policy(config: RegistryConfig) -> AuthPolicy:
