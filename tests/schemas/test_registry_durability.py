@@ -12,6 +12,7 @@ from broker.client.producer import Producer
 from broker.processes import RegistryProcess
 from schemas import catalog
 from schemas.store import KafkaTopicStore, StoreError
+from tests.helpers.cluster import NO_GROUP_DELAY
 
 SCHEMAS = {name: catalog.load_str(name) for name in catalog.names()}
 
@@ -105,7 +106,7 @@ def test_unreachable_broker_is_a_store_error():
 
 
 def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
-    broker = broker_factory()
+    broker = broker_factory(NO_GROUP_DELAY)  # each start's election settles at once
     registry = RegistryProcess(
         tmp_path,
         settings={
