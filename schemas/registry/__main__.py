@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             host=config.listener.host,
             port=config.listener.port,
             log_level="info",
+            timeout_graceful_shutdown=config.shutdown_graceful_ms / 1000,
             **_https(config),
         )
     except UsersFileError as exc:
