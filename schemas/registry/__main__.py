@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import os
 import signal
 import ssl
 import sys
+import threading
 from pathlib import Path
 
 import uvicorn
@@ -127,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except _Terminated:
         logging.info("SIGTERM: leaving the group and closing the store")
+        # The clean-up talks to the brokers; a stop must not hang on one that is gone.
+        watchdog = threading.Timer(config.timeout_ms / 1000, _clean_up_overdue)
+        watchdog.daemon = True
+        watchdog.start()
     finally:
         if elector is not None:
             elector.close()
@@ -141,6 +147,11 @@ class _Terminated(Exception):
 
 def _terminated(signum, frame) -> None:
     raise _Terminated
+
+
+def _clean_up_overdue() -> None:
+    logging.warning("clean-up after SIGTERM not done within kafkastore.timeout.ms: exiting")
+    os._exit(1)
 
 
 def _policy(config: RegistryConfig) -> AuthPolicy:
