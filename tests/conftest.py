@@ -10,6 +10,7 @@ import pytest
 
 from broker.processes import BrokerProcess, Cluster, RegistryProcess, ZooKeeperProcess
 from tests.helpers.acls import authorizer_settings
+from tests.helpers.cluster import NO_GROUP_DELAY
 
 
 @pytest.fixture
@@ -31,9 +32,15 @@ def broker_factory(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory):
+def broker_overrides() -> dict[str, str]:
+    """Settings of the module's `broker`; a package's conftest may override this."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory, broker_overrides):
     """One broker shared by a test module (start-up is not free)."""
-    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs") as b:
+    with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", broker_overrides) as b:
         yield b
 
 
@@ -41,7 +48,7 @@ def broker(tmp_path_factory):
 def group_broker(tmp_path_factory):
     """A broker shared by a test module of consumer groups: no initial rebalance delay, so
     each test's group forms at once."""
-    overrides = {"group.initial.rebalance.delay.ms": "0"}
+    overrides = dict(NO_GROUP_DELAY)
     with BrokerProcess(tmp_path_factory.mktemp("broker") / "logs", overrides) as b:
         yield b
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 import argparse
 import getpass
 import logging
+import os
+import signal
 import ssl
 import sys
+import threading
 from pathlib import Path
 
 import uvicorn
@@ -108,22 +111,47 @@ def main(argv: list[str] | None = None) -> int:
         app = create_app(registry, _forward_tls(config))
         if config.auth is not None:
             app = BasicAuthMiddleware(app, _policy(config))
+        # uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the
+        # handler it found: with the default one the process dies there, before the
+        # `finally` below, so the instance never left the group (the others, and its own
+        # restart, waited out its session timeout) nor closed its store.
+        signal.signal(signal.SIGTERM, _terminated)
         uvicorn.run(
             app,
             host=config.listener.host,
             port=config.listener.port,
             log_level="info",
+            timeout_graceful_shutdown=config.shutdown_graceful_ms / 1000,
             **_https(config),
         )
     except UsersFileError as exc:
         print(f"schema registry: {exc}", file=sys.stderr)
         return 2
+    except _Terminated:
+        logging.info("SIGTERM: leaving the group and closing the store")
+        # The clean-up talks to the brokers; a stop must not hang on one that is gone.
+        watchdog = threading.Timer(config.timeout_ms / 1000, _clean_up_overdue)
+        watchdog.daemon = True
+        watchdog.start()
     finally:
         if elector is not None:
             elector.close()
         registry.close()
         store.close()
     return 0
+
+
+class _Terminated(Exception):
+    """SIGTERM, once uvicorn has stopped serving: the clean-up in `main` runs."""
+
+
+def _terminated(signum, frame) -> None:
+    raise _Terminated
+
+
+def _clean_up_overdue() -> None:
+    logging.warning("clean-up after SIGTERM not done within kafkastore.timeout.ms: exiting")
+    os._exit(1)
 
 
 def _policy(config: RegistryConfig) -> AuthPolicy:

@@ -95,6 +95,17 @@ REGISTRY_CONFIG = (
         group="Listener",
     )
     .define(
+        "shutdown.graceful.ms",
+        "int",
+        1000,
+        "How long a stop (SIGTERM) waits for open connections, in ms: requests under way "
+        "finish, idle kept-alive connections close (an HTTPS one waits for its client's "
+        "TLS close, which a client that is not reading never sends); then the rest are "
+        "dropped.",
+        validator=at_least(0),
+        group="Listener",
+    )
+    .define(
         "kafkastore.type",
         "string",
         "kafka",
@@ -381,6 +392,7 @@ class RegistryConfig:
     host_name: str
     inter_instance_protocol: str
     session_timeout_ms: int
+    shutdown_graceful_ms: int = 1000
 
     tls: TlsSettings | None = None
     auth: AuthSettings | None = None
@@ -426,6 +438,7 @@ class RegistryConfig:
                 "https" if listener.scheme == "https" else values["inter.instance.protocol"]
             ),
             session_timeout_ms=values["schema.registry.group.session.timeout.ms"],
+            shutdown_graceful_ms=values["shutdown.graceful.ms"],
         )
 
     @classmethod

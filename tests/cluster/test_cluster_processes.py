@@ -32,6 +32,7 @@ from broker.zk.layout import (
     encode_broker,
     encode_controller,
 )
+from tests.helpers.cluster import FAST_FAILOVER
 
 
 def meta_properties(log_dir: Path) -> dict[str, str]:
@@ -80,7 +81,9 @@ def test_a_cluster_of_its_own_starts_and_stops_zookeeper_after_the_brokers(clust
 
 @pytest.mark.slow
 def test_kill_and_restart_keep_the_id_log_dir_log_and_port(cluster_factory):
-    c = cluster_factory(3)
+    # The restart waits for the killed broker's registration to go with its ZooKeeper
+    # session: a short session (not the 18 s default) keeps that wait short.
+    c = cluster_factory(3, overrides=FAST_FAILOVER)
     broker = c.broker(1)
     port, pid = broker.port, broker.proc.pid
     c.kill(1)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker.processes import ROOT
+from tests.helpers.cluster import broker_without_group_delay  # noqa: F401  (broker_overrides)
 
 DAGS = ROOT / "dags"
 

@@ -13,6 +13,7 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -32,6 +33,18 @@ FAST_FAILOVER = {
     "replica.lag.time.max.ms": "4000",
     "controlled.shutdown.retry.backoff.ms": "300",
 }
+
+# group.initial.rebalance.delay.ms off: a group's first members settle at once instead of
+# 3 s after the first join (a schema registry's election at each start, say).
+NO_GROUP_DELAY = {"group.initial.rebalance.delay.ms": "0"}
+
+
+@pytest.fixture(scope="module", name="broker_overrides")
+def broker_without_group_delay() -> dict[str, str]:
+    """`broker_overrides` (tests/conftest.py) for packages whose only group is a schema
+    registry's: its election need not wait the initial rebalance delay at each start.
+    Imported by their conftest.py."""
+    return dict(NO_GROUP_DELAY)
 
 
 def fresh(prefix: str) -> str:

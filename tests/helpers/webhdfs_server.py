@@ -55,6 +55,10 @@ def _file_status(p: Path, suffix: str) -> dict:
 class _Handler(BaseHTTPRequestHandler):
     server: WebHdfsServer
     protocol_version = "HTTP/1.1"
+    # TCP_NODELAY: an answer's headers and body go out in two writes; on a kept-alive
+    # connection Nagle's algorithm holds the body until the client's delayed ACK (~40 ms
+    # a request), as a real NameNode's server does not.
+    disable_nagle_algorithm = True
 
     def log_message(self, *args) -> None:  # keep pytest output quiet
         pass

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ingest.fs import HadoopFileSystem, LocalFileSystem, WebHdfsFileSystem
+from tests.helpers.cluster import broker_without_group_delay  # noqa: F401  (broker_overrides)
 from tests.helpers.webhdfs_server import WebHdfsServer
 
 KINDS = ["local", "hadoop", "webhdfs"]

@@ -35,7 +35,7 @@ from ingest.config import load_config
 from ingest.job import open_root, run_load
 from schemas.audited_producer import AuditedProducer
 from schemas.client import RegistryClient
-from tests.helpers.cluster import FAST_FAILOVER, wait_for
+from tests.helpers.cluster import FAST_FAILOVER, NO_GROUP_DELAY, wait_for
 from tests.helpers.secure_cluster import SCRAM, client_security, sasl_ssl_cluster
 from tests.ingest import test_end_to_end as e2e
 from tests.ingest.test_end_to_end import H0, TOPICS, Traffic, faults, spark  # noqa: F401
@@ -76,6 +76,7 @@ def deployment(zookeeper, tmp_path_factory):
         PASSWORDS,
         {
             **FAST_FAILOVER,
+            **NO_GROUP_DELAY,  # the registry's election: its only group
             "default.replication.factor": "3",
             "min.insync.replicas": "2",
             "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",

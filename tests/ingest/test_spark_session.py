@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pyspark
+import pytest
 
 from broker.processes import ROOT
 from ingest.spark_daemon import prefer_installed_pyspark
@@ -63,7 +64,9 @@ def test_workers_of_a_load_session_import_the_installed_pyspark():
 SHOW_OPTIONS = (
     "from ingest.spark_runner import spark_session\n"
     "spark = spark_session('local[1]', 'options-test')\n"
-    "print('OPTIONS=' + str(spark.sparkContext.getConf().get('spark.executor.extraJavaOptions')))\n"
+    "conf = spark.sparkContext.getConf()\n"
+    "print('OPTIONS=' + str(conf.get('spark.executor.extraJavaOptions')))\n"
+    "print('DRIVER=' + str(conf.get('spark.driver.extraJavaOptions')))\n"
     "spark.stop()\n"
 )
 
@@ -71,6 +74,11 @@ SHOW_OPTIONS = (
 def _printed(tmp_path, command: list[str], script: str, prefix: str, *argv: str) -> str:
     """What `script`, run by `command` (an interpreter or spark-submit), prints after
     `prefix`."""
+    return _printed_all(tmp_path, command, script, *argv)[prefix]
+
+
+def _printed_all(tmp_path, command: list[str], script: str, *argv: str) -> dict[str, str]:
+    """Each `PREFIX=value` line `script` prints, run by `command`, as {"PREFIX=": value}."""
     path = tmp_path / "script.py"
     path.write_text(script)
     done = subprocess.run(
@@ -82,8 +90,13 @@ def _printed(tmp_path, command: list[str], script: str, prefix: str, *argv: str)
         timeout=180,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    (line,) = [x for x in done.stdout.splitlines() if x.startswith(prefix)]
-    return line.removeprefix(prefix)
+    printed: dict[str, str] = {}
+    for line in done.stdout.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.isupper():
+            assert key + sep not in printed, f"{key} printed twice: {done.stdout[-3000:]}"
+            printed[key + sep] = value
+    return printed
 
 
 def _spark_submit(*conf: str) -> list[str]:
@@ -94,11 +107,18 @@ def _submitted_options(tmp_path, *conf: str) -> str:
     return _printed(tmp_path, _spark_submit(*conf), SHOW_OPTIONS, "OPTIONS=")
 
 
-def test_executor_java_options_given_to_spark_submit_are_kept(tmp_path):
+@pytest.fixture(scope="module")
+def plain_submission(tmp_path_factory) -> dict[str, str]:
+    """The session's executor and driver options under a spark-submit that sets neither
+    (one submission, a JVM start of several seconds, for the two tests that read it)."""
+    return _printed_all(tmp_path_factory.mktemp("plain"), _spark_submit(), SHOW_OPTIONS)
+
+
+def test_executor_java_options_given_to_spark_submit_are_kept(tmp_path, plain_submission):
     given = "-Dsome.site.setting=1"
     options = _submitted_options(tmp_path, "--conf", f"spark.executor.extraJavaOptions={given}")
     assert options.endswith(given) and JVM_OPTIONS not in options
-    assert _submitted_options(tmp_path).endswith(JVM_OPTIONS)
+    assert plain_submission["OPTIONS="].endswith(JVM_OPTIONS)
 
 
 def test_executor_java_options_given_to_the_session_are_kept():
@@ -141,15 +161,7 @@ def test_driver_java_options_given_to_the_session_are_kept(tmp_path):
     assert not set(JVM_OPTIONS.split()) & set(arguments)
 
 
-SHOW_DRIVER_CONF = (
-    "from ingest.spark_runner import spark_session\n"
-    "spark = spark_session('local[1]', 'driver-conf-test')\n"
-    "print('DRIVER=' + str(spark.sparkContext.getConf().get('spark.driver.extraJavaOptions')))\n"
-    "spark.stop()\n"
-)
-
-
-def test_under_spark_submit_the_session_claims_no_driver_options(tmp_path):
+def test_under_spark_submit_the_session_claims_no_driver_options(plain_submission):
     # spark-submit started the driver's JVM before the session: options set now would not
     # be the JVM's, so the session leaves the setting as the submission gave it.
-    assert JVM_OPTIONS not in _printed(tmp_path, _spark_submit(), SHOW_DRIVER_CONF, "DRIVER=")
+    assert JVM_OPTIONS not in plain_submission["DRIVER="]

@@ -9,6 +9,7 @@ import pytest
 
 from schemas.compatibility import Level
 from schemas.store import InMemoryStore, SchemaStore
+from tests.helpers.cluster import broker_without_group_delay  # noqa: F401  (broker_overrides)
 from tests.helpers.mock_cluster import kafka, mock_cluster  # noqa: F401  (fixtures)
 from tests.helpers.registry_server import RunningRegistry, ServerThread, start_registry
 

@@ -12,6 +12,7 @@ from broker.client.producer import Producer
 from broker.processes import RegistryProcess
 from schemas import catalog
 from schemas.store import KafkaTopicStore, StoreError
+from tests.helpers.cluster import NO_GROUP_DELAY
 
 SCHEMAS = {name: catalog.load_str(name) for name in catalog.names()}
 
@@ -105,7 +106,7 @@ def test_unreachable_broker_is_a_store_error():
 
 
 def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
-    broker = broker_factory()
+    broker = broker_factory(NO_GROUP_DELAY)  # each start's election settles at once
     registry = RegistryProcess(
         tmp_path,
         settings={
@@ -123,6 +124,9 @@ def test_start_command_with_the_kafka_store(broker_factory, tmp_path):
             f"{url}/subjects/clicks-value/versions", json={"schema": SCHEMAS["ClickEvent"]}
         ).json()["id"]
         assert registry.stop(timeout_s=20) != -signal.SIGKILL  # it stopped on SIGTERM
+    # ... past its clean-up: it left the group (its restart is elected without waiting
+    # out the old member's session).
+    assert "left the group: registry shutting down" in registry.log_text()
     with registry:
         assert httpx.get(f"{url}/subjects").json() == ["_audit-value", "clicks-value"]
         assert httpx.get(f"{url}/subjects/clicks-value/versions/latest").json()["id"] == second
