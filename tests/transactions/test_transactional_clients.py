@@ -64,6 +64,18 @@ def _topic() -> str:
     return f"txn-{uuid.uuid4().hex[:8]}"
 
 
+def _created_topic(address) -> str:
+    """A new one-partition topic, created with a raw CreateTopics."""
+    topic = _topic()
+    created = _request(address, CREATE_TOPICS, {
+        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False,
+    })  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+    return topic
+
+
 def test_commit_and_abort(txn_broker):
     topic = _topic()
     p = _producer(txn_broker.bootstrap, f"id-{topic}")
@@ -162,13 +174,7 @@ def test_bad_input_and_the_transaction_timeout_with_raw_requests(txn_broker):
     end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True))
     assert end["error_code"] == E.INVALID_TXN_STATE  # no transaction open
 
-    topic = _topic()
-    created = _request(address, CREATE_TOPICS, {
-        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 10000, "validate_only": False,
-    })  # fmt: skip
-    assert created["topics"][0]["error_code"] == 0
+    topic = _created_topic(address)
 
     def add() -> int:
         body = tx.add_partitions_body(txn_id, pid, epoch, {topic: [0]})
@@ -241,13 +247,7 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
     wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
     init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id))
     pid, epoch = init["producer_id"], init["producer_epoch"]
-    topic = _topic()
-    created = _request(address, CREATE_TOPICS, {
-        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 10000, "validate_only": False,
-    })  # fmt: skip
-    assert created["topics"][0]["error_code"] == 0
+    topic = _created_topic(address)
 
     def produce(version: int, value: bytes, epoch: int, sequence: int = 0) -> dict:
         body = {
