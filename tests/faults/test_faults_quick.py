@@ -28,7 +28,7 @@ def assert_clean(result) -> None:
 
 @pytest.mark.parametrize(
     "nemesis, seed",
-    [("pause-leader", 11), ("kill-controller", 12)],
+    [("pause-leader", 11), ("kill-controller", 12), ("kill-zookeeper", 13)],
 )
 def test_acknowledged_writes_survive(fault_cluster, nemesis, seed):
     assert_clean(campaign.run_producer(fault_cluster, NEMESES[nemesis], seed))
@@ -99,9 +99,12 @@ def test_clock_skew_of_the_leader(skewed_cluster):
     assert_clean(result)
 
 
-def test_leader_cut_off_in_a_minority(netns_cluster):
+@pytest.mark.parametrize("kind, seed", [("leader-minority", 51), ("leader-one-way", 52)])
+def test_leader_cut_off(netns_cluster, kind, seed):
+    """Two-way: the leader alone on one side. One-way: what the leader sends is lost, what
+    it is sent arrives (its ZooKeeper session ends; it still hears its followers)."""
     cluster, network = netns_cluster
     result = campaign.run_producer(
-        cluster, Partition("leader-minority"), 51, env_extra={"network": network}, fault_s=8.0
+        cluster, Partition(kind), seed, env_extra={"network": network}, fault_s=8.0
     )
     assert_clean(result)
