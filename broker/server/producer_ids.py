@@ -15,6 +15,20 @@ from broker.util.files import write_atomically
 BLOCK_SIZE = 1000
 
 
+class NoIdAtHand(Exception):
+    """No producer id can be given without waiting (a cluster broker between blocks)."""
+
+
+def allocate_now(allocator) -> int:
+    """An id from `allocator` (either class below) at once, or NoIdAtHand: for the
+    transaction coordinator's decisions, which ask for an id before changing anything,
+    so a caller can answer or decide again once an id is at hand."""
+    pid = allocator.allocate()
+    if pid is None:
+        raise NoIdAtHand
+    return pid
+
+
 class ProducerIdAllocator:
     def __init__(self, path: Path, block_size: int = BLOCK_SIZE) -> None:
         self.path = path

@@ -11,6 +11,7 @@ from broker.protocol.apis import END_TXN_API
 from broker.protocol.errors import ErrorCode
 from broker.server.context import BrokerContext
 from broker.server.handlers.base import Answer, ApiHandler, respond
+from broker.server.producer_ids import NoIdAtHand, allocate_now
 from broker.server.request import RequestContext
 from broker.transactions.coordinator import EndTxnRequest, for_version
 
@@ -18,10 +19,6 @@ from broker.transactions.coordinator import EndTxnRequest, for_version
 # producer epoch and the answer names the id and epoch to go on with (Kafka decides by
 # the request's version alone).
 TV2_SINCE = 5
-
-
-class _NoId(Exception):
-    """No producer id at hand for an epoch overflow (a cluster broker between blocks)."""
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -35,12 +32,6 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
         client_tv=2 if request.api_version >= TV2_SINCE else 0,
     )
 
-    def new_producer_id() -> int:
-        pid = ctx.producer_ids.allocate()
-        if pid is None:
-            raise _NoId
-        return pid
-
     def build(decision) -> dict:
         code = for_version(END_TXN_API.key, request.api_version, decision.error)
         answer = error_response(body, code)
@@ -50,8 +41,9 @@ def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
         return answer
 
     try:
-        return respond(ctx.transactions.end_txn(req, new_producer_id), build)
-    except _NoId:
+        # An id is needed only when the epoch overflows.
+        return respond(ctx.transactions.end_txn(req, lambda: allocate_now(ctx.producer_ids)), build)
+    except NoIdAtHand:
         # Nothing changed (the id is asked for first); the client retries.
         return error_response(body, ErrorCode.COORDINATOR_NOT_AVAILABLE)
 

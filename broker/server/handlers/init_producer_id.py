@@ -16,13 +16,10 @@ from broker.security.acl import Operation, ResourceType
 from broker.server.authorization import allowed, allowed_on_any, refused_code
 from broker.server.context import BrokerContext
 from broker.server.handlers.base import Answer, ApiHandler, respond, run_async
+from broker.server.producer_ids import NoIdAtHand, allocate_now
 from broker.server.request import RequestContext
 from broker.transactions.coordinator import InitProducerIdRequest, for_version
 from broker.util.purgatory import DelayedOperation
-
-
-class _NeedId(Exception):
-    """The allocator has no id at hand (a cluster broker between blocks)."""
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -56,12 +53,6 @@ def _transactional(ctx: BrokerContext, request: RequestContext, body: dict) -> A
         body.get("producer_epoch", -1),
     )
 
-    def allocate() -> int:
-        pid = ctx.producer_ids.allocate()
-        if pid is None:
-            raise _NeedId
-        return pid
-
     def build(decision) -> dict:
         error = for_version(INIT_PRODUCER_ID_API.key, request.api_version, decision.error)
         if error != ErrorCode.NONE:
@@ -69,8 +60,10 @@ def _transactional(ctx: BrokerContext, request: RequestContext, body: dict) -> A
         return _answer(decision.producer_id, decision.producer_epoch)
 
     try:
-        return respond(ctx.transactions.init_producer_id(req, allocate), build)
-    except _NeedId:
+        return respond(
+            ctx.transactions.init_producer_id(req, lambda: allocate_now(ctx.producer_ids)), build
+        )
+    except NoIdAtHand:
         # Nothing was changed (the id is asked for before any change): decide again
         # once an id is at hand.
         async def later() -> dict:
