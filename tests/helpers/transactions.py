@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+from broker.client.connection import BrokerConnection
 from broker.protocol.apis import (
     ADD_OFFSETS_TO_TXN,
     ADD_PARTITIONS_TO_TXN,
+    CREATE_TOPICS,
     END_TXN,
     INIT_PRODUCER_ID,
 )
@@ -16,6 +18,27 @@ from tests.helpers.groups import find_coordinator
 from tests.helpers.inprocess_broker import Respond, Wait
 
 TRANSACTION_KEY = 1
+
+
+def raw_request(address: str, api_key: int, body: dict, version: int | None = None) -> dict:
+    """One request to a broker process at `address` ("host:port") on its own connection."""
+    host, port = address.rsplit(":", 1)
+    connection = BrokerConnection(host, int(port))
+    try:
+        return connection.request(api_key, body, version)
+    finally:
+        connection.close()
+
+
+def raw_created_topic(address: str, topic: str, partitions: int = 1) -> str:
+    """`topic`, created (replication factor 1) with a raw CreateTopics."""
+    created = raw_request(address, CREATE_TOPICS, {
+        "topics": [{"name": topic, "num_partitions": partitions, "replication_factor": 1,
+                    "assignments": [], "configs": []}],
+        "timeout_ms": 10000, "validate_only": False,
+    })  # fmt: skip
+    assert created["topics"][0]["error_code"] == 0
+    return topic
 
 
 def init_body(txn_id: str | None, timeout_ms: int = 60000, pid: int = -1, epoch: int = -1) -> dict:

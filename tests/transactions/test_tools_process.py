@@ -12,9 +12,8 @@ import uuid
 import pytest
 from confluent_kafka import Producer
 
-from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
-from broker.protocol.apis import CREATE_TOPICS, INIT_PRODUCER_ID, PRODUCE
+from broker.protocol.apis import INIT_PRODUCER_ID, PRODUCE
 from broker.tools import transactions as tool
 from tests.helpers import transactions as tx
 from tests.helpers.server_requests import produce_body, txn_records, values
@@ -30,24 +29,8 @@ def txn_broker(tmp_path_factory):
         yield b
 
 
-def _request(address: str, api_key: int, body: dict) -> dict:
-    host, port = address.rsplit(":", 1)
-    connection = BrokerConnection(host, int(port))
-    try:
-        return connection.request(api_key, body)
-    finally:
-        connection.close()
-
-
 def _topic(address: str) -> str:
-    topic = f"tools-{uuid.uuid4().hex[:8]}"
-    created = _request(address, CREATE_TOPICS, {
-        "topics": [{"name": topic, "num_partitions": 2, "replication_factor": 1,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 10000, "validate_only": False,
-    })  # fmt: skip
-    assert created["topics"][0]["error_code"] == 0
-    return topic
+    return tx.raw_created_topic(address, f"tools-{uuid.uuid4().hex[:8]}", partitions=2)
 
 
 def _tool(capsys, address: str, *argv: str) -> tuple[int, list[list[str]], str]:
@@ -61,7 +44,7 @@ def _tool(capsys, address: str, *argv: str) -> tuple[int, list[list[str]], str]:
 def _produce(address: str, topic: str, records: bytes, txn_id: str | None = None) -> dict:
     body = produce_body(topic, records)
     body["transactional_id"] = txn_id
-    (p,) = _request(address, PRODUCE, body)["responses"][0]["partition_responses"]
+    (p,) = tx.raw_request(address, PRODUCE, body)["responses"][0]["partition_responses"]
     return p
 
 
@@ -70,7 +53,7 @@ def test_a_hanging_transaction_is_found_and_aborted(txn_broker, capsys):
     topic = _topic(address)
     # A producer id the coordinator gives out without a transactional id: no coordinator
     # will ever end a transaction it opens.
-    pid = _request(address, INIT_PRODUCER_ID, tx.init_body(None))["producer_id"]
+    pid = tx.raw_request(address, INIT_PRODUCER_ID, tx.init_body(None))["producer_id"]
     assert _produce(address, topic, txn_records(pid, b"h0", b"h1"), "ghost")["error_code"] == 0
     assert _produce(address, topic, values(b"after"))["error_code"] == 0
     # The open transaction holds the last stable offset: read_committed sees nothing.

@@ -13,12 +13,10 @@ import uuid
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from broker.client.connection import BrokerConnection
 from broker.processes import BrokerProcess
 from broker.protocol.apis import (
     ADD_PARTITIONS_TO_TXN,
     API_VERSIONS,
-    CREATE_TOPICS,
     END_TXN,
     FETCH,
     FIND_COORDINATOR,
@@ -62,18 +60,6 @@ def _producer(bootstrap: str, txn_id: str, **extra) -> Producer:
 
 def _topic() -> str:
     return f"txn-{uuid.uuid4().hex[:8]}"
-
-
-def _created_topic(address) -> str:
-    """A new one-partition topic, created with a raw CreateTopics."""
-    topic = _topic()
-    created = _request(address, CREATE_TOPICS, {
-        "topics": [{"name": topic, "num_partitions": 1, "replication_factor": 1,
-                    "assignments": [], "configs": []}],
-        "timeout_ms": 10000, "validate_only": False,
-    })  # fmt: skip
-    assert created["topics"][0]["error_code"] == 0
-    return topic
 
 
 def test_commit_and_abort(txn_broker):
@@ -150,35 +136,28 @@ def test_a_second_producer_fences_the_first(txn_broker):
     assert [m.value() for m in got] == [b"successor"]
 
 
-def _request(address: str, api_key: int, body: dict, version: int | None = None) -> dict:
-    host, port = address.rsplit(":", 1)
-    connection = BrokerConnection(host, int(port))
-    try:
-        return connection.request(api_key, body, version)
-    finally:
-        connection.close()
-
-
 def test_bad_input_and_the_transaction_timeout_with_raw_requests(txn_broker):
     address = txn_broker.bootstrap
     txn_id = f"raw-{uuid.uuid4().hex[:8]}"
     find = {"key": txn_id, "key_type": tx.TRANSACTION_KEY, "coordinator_keys": [txn_id]}
-    wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
-    init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id, timeout_ms=1000))
+    wait_for(
+        lambda: tx.raw_request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator"
+    )
+    init = tx.raw_request(address, INIT_PRODUCER_ID, tx.init_body(txn_id, timeout_ms=1000))
     assert init["error_code"] == 0
     pid, epoch = init["producer_id"], init["producer_epoch"]
-    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 5, True))
+    end = tx.raw_request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 5, True))
     assert end["error_code"] == E.PRODUCER_FENCED
-    end = _request(address, END_TXN, tx.end_body(f"{txn_id}-unknown", pid, epoch, True))
+    end = tx.raw_request(address, END_TXN, tx.end_body(f"{txn_id}-unknown", pid, epoch, True))
     assert end["error_code"] == E.INVALID_PRODUCER_ID_MAPPING
-    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True))
+    end = tx.raw_request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True))
     assert end["error_code"] == E.INVALID_TXN_STATE  # no transaction open
 
-    topic = _created_topic(address)
+    topic = tx.raw_created_topic(address, _topic())
 
     def add() -> int:
         body = tx.add_partitions_body(txn_id, pid, epoch, {topic: [0]})
-        got = _request(address, ADD_PARTITIONS_TO_TXN, body, version=3)  # a producer's
+        got = tx.raw_request(address, ADD_PARTITIONS_TO_TXN, body, version=3)  # a producer's
         return got["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
             "partition_error_code"
         ]
@@ -230,7 +209,7 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
     AddOffsetsToTxn: the offsets committed with the transaction are fetched, the aborted
     ones never."""
     address = txn_broker.bootstrap
-    versions = _request(
+    versions = tx.raw_request(
         address,
         API_VERSIONS,
         {"client_software_name": "t", "client_software_version": "1"},
@@ -244,10 +223,12 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
     )
     txn_id = f"tv2-{uuid.uuid4().hex[:8]}"
     find = {"key": txn_id, "key_type": tx.TRANSACTION_KEY, "coordinator_keys": [txn_id]}
-    wait_for(lambda: _request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator")
-    init = _request(address, INIT_PRODUCER_ID, tx.init_body(txn_id))
+    wait_for(
+        lambda: tx.raw_request(address, FIND_COORDINATOR, find)["error_code"] == 0, "coordinator"
+    )
+    init = tx.raw_request(address, INIT_PRODUCER_ID, tx.init_body(txn_id))
     pid, epoch = init["producer_id"], init["producer_epoch"]
-    topic = _created_topic(address)
+    topic = tx.raw_created_topic(address, _topic())
 
     def produce(version: int, value: bytes, epoch: int, sequence: int = 0) -> dict:
         body = {
@@ -256,20 +237,24 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
                 "index": 0, "records": txn_records(pid, value, epoch=epoch, sequence=sequence),
             }]}],
         }  # fmt: skip
-        (p,) = _request(address, PRODUCE, body, version)["responses"][0]["partition_responses"]
+        (p,) = tx.raw_request(address, PRODUCE, body, version)["responses"][0][
+            "partition_responses"
+        ]
         return p
 
     group = f"tv2-group-{topic}"
     find_group = {"key": group, "key_type": 0, "coordinator_keys": [group]}
-    wait_for(lambda: _request(address, FIND_COORDINATOR, find_group)["error_code"] == 0, "group")
+    wait_for(
+        lambda: tx.raw_request(address, FIND_COORDINATOR, find_group)["error_code"] == 0, "group"
+    )
 
     def commit_offset(offset: int, epoch: int) -> dict:
         body = txn_commit_body(group, {(topic, 0): offset}, pid, epoch, transactional_id=txn_id)
-        return partition_errors(_request(address, TXN_OFFSET_COMMIT, body, version=5))
+        return partition_errors(tx.raw_request(address, TXN_OFFSET_COMMIT, body, version=5))
 
     def stable_offset() -> tuple[int, int]:
         body = {"group_id": group, "topics": [{"name": topic, "partition_indexes": [0]}]}
-        answer = _request(address, OFFSET_FETCH, {**body, "require_stable": True}, 7)
+        answer = tx.raw_request(address, OFFSET_FETCH, {**body, "require_stable": True}, 7)
         (partition,) = answer["topics"][0]["partitions"]
         return partition["committed_offset"], partition["error_code"]
 
@@ -278,11 +263,14 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
     # No AddOffsetsToTxn: the group's broker has its offsets partition added.
     assert commit_offset(1, epoch) == {(topic, 0): E.NONE}
     assert stable_offset()[1] == E.UNSTABLE_OFFSET_COMMIT  # pending in the transaction
-    end = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
+    end = tx.raw_request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
     assert (end["error_code"], end["producer_id"], end["producer_epoch"]) == (0, pid, epoch + 1)
     # The retry (the answer was lost): the same answer, once the markers are written.
     wait_for(
-        lambda: _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5) == end,
+        lambda: (
+            tx.raw_request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
+            == end
+        ),
         "the retried EndTxn answered as the first",
     )
     # The marker carried the new epoch: a late batch of the old one is fenced.
@@ -292,14 +280,16 @@ def test_transaction_version_2_with_raw_requests(txn_broker):
     assert produce(12, b"two", epoch + 1)["error_code"] == E.NONE
     assert commit_offset(3, epoch + 1) == {(topic, 0): E.NONE}
     assert stable_offset()[1] == E.UNSTABLE_OFFSET_COMMIT
-    aborted = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch + 1, False), version=5)
+    aborted = tx.raw_request(
+        address, END_TXN, tx.end_body(txn_id, pid, epoch + 1, False), version=5
+    )
     assert (aborted["error_code"], aborted["producer_epoch"]) == (0, epoch + 2)
-    stale = _request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
+    stale = tx.raw_request(address, END_TXN, tx.end_body(txn_id, pid, epoch, True), version=5)
     assert stale["error_code"] == E.PRODUCER_FENCED
 
     def read_committed() -> tuple[list, list]:
         body = fetch_body(topic, 0, isolation_level=1)
-        (part,) = _request(address, FETCH, body, 11)["responses"][0]["partitions"]
+        (part,) = tx.raw_request(address, FETCH, body, 11)["responses"][0]["partitions"]
         aborted = [(a["producer_id"], a["first_offset"]) for a in part["aborted_transactions"]]
         return [(r.offset, r.value) for r in iter_records(part["records"] or b"")], aborted
 
