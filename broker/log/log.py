@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from broker.log.checkpoint import LEADER_EPOCH_FILE, CorruptCheckpoint
-from broker.log.config import INT32_MAX, LogConfig
+from broker.log.config import INT32_MAX, LONG_MAX, LogConfig
 from broker.log.flusher import DeferredSyncs, ThreadFlusher
 from broker.log.leader_epoch import LeaderEpochCache
 from broker.log.producer_snapshots import (
@@ -174,6 +174,10 @@ class Log:
         self._lowest_truncation: int | None = None
         # Told the seconds each flush that wrote anything took (its LogManager sets it).
         self.on_flush: Callable[[float], None] = lambda seconds: None
+        # Told when this log may have work for its LogManager's tick: a sealed segment to
+        # flush, deleted segments to collect, or (with a finite flush.ms) data to flush in
+        # time. The tick then looks at these logs only, not at every log each second.
+        self.on_due: Callable[[Log], None] = lambda log: None
         # Set when its log dir went offline (see `_storage`); the LogManager sets
         # `on_io_error` to take the whole dir offline.
         self.offline = False
@@ -284,6 +288,7 @@ class Log:
         self._window = _window_for(config)
         for segment in self._segments:
             segment.index_interval = config.index_interval_bytes
+        self.on_due(self)  # a new flush.ms may make unflushed data due
 
     @property
     def log_start_offset(self) -> int:
@@ -405,6 +410,8 @@ class Log:
         self._unflushed_messages += messages
         if self._unflushed_messages >= self._config.flush_interval_messages:
             self.flush(inline=inline_flush)
+        elif self._config.flush_interval_ms != LONG_MAX:
+            self.on_due(self)
         return AppendInfo(first, last, max_timestamp, offset_of_max)
 
     def _maybe_roll(self, size: int, first_offset: int, last_offset: int, now: int) -> LogSegment:
@@ -428,6 +435,7 @@ class Log:
             active.seal()
             self._snapshot_producers(first_offset)
             self._segments.append(self._new_segment(first_offset))
+            self.on_due(self)
         return self._segments[-1]
 
     @_storage
@@ -440,6 +448,7 @@ class Log:
         active.seal()
         self._snapshot_producers(self.log_end_offset)
         self._segments.append(self._new_segment(self.log_end_offset))
+        self.on_due(self)
         return self._segments[-1]
 
     def _snapshot_producers(self, offset: int) -> None:
@@ -900,6 +909,7 @@ class Log:
             if not renamed and not self._deleted:
                 segment.rename_deleted()
             self._pending_deletes.append((now_ms + self._config.file_delete_delay_ms, segment))
+        self.on_due(self)
 
     @_storage
     def collect_deleted(self, now_ms: int) -> int:

@@ -25,7 +25,7 @@ from broker.log.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from broker.log.config import LogConfig
+from broker.log.config import LONG_MAX, LogConfig
 from broker.log.flusher import ThreadFlusher, run_inline
 from broker.log.log import KafkaStorageError, Log
 from broker.util import clock
@@ -102,6 +102,8 @@ class LogManager:
         # Told a partition whose background flush returned (the produce purgatory).
         self.on_durable: Callable[[TopicPartition], None] = lambda tp: None
         self._flushers: dict[Path, ThreadFlusher] = {}
+        # Logs that may have work for the tick (`Log.on_due`), in the order they said so.
+        self._due: dict[Log, None] = {}
         if background_flush:
             self._flushers = {
                 d: ThreadFlusher(f"log-flusher-{i}", fsync) for i, d in enumerate(self.log_dirs)
@@ -203,6 +205,8 @@ class LogManager:
 
     def _watch(self, each: Log, log_dir: Path) -> None:
         each.on_io_error = lambda exc: self.dir_failed(log_dir, exc)
+        each.on_due = self._due.setdefault
+        self._due.setdefault(each)  # the first tick looks once at what it holds
         each.flusher = self._flushers.get(log_dir)
         key = (each.topic, each.partition)
         each.on_durable = lambda: self.on_durable(key)
@@ -294,6 +298,11 @@ class LogManager:
         return self._topic_configs.get(topic, self.default_config)
 
     # -- background duties ------------------------------------------------------------
+    @property
+    def due_logs(self) -> int:
+        """How many logs the next tick looks at (what the tests bound)."""
+        return len(self._due)
+
     def tick(self, now_ms: int | None = None) -> None:
         """Flush rolled segments and logs due by flush_interval_ms, apply retention every
         retention_check_interval_ms, finish delayed deletions, and write a slice of the
@@ -304,21 +313,33 @@ class LogManager:
             for each in self._online_logs():
                 with suppress(KafkaStorageError):
                     each.delete_expired(now)
-        # Once a second over every partition: only comparisons unless something is due.
-        for each in self._online_logs():
-            if each.offline:  # its dir failed during this loop
+        # Once a second over the logs that said they may have work (`Log.on_due`), not
+        # over every partition: 10,000 idle partitions cost a walk of them all each second.
+        for each in list(self._due):
+            if each.offline or each.deleted:  # its dir failed, or it is gone
+                self._due.pop(each, None)
                 continue
             with suppress(KafkaStorageError):
                 if each.has_unflushed_sealed_segments:
                     # Kafka flushes a rolled segment right after the roll.
                     each.flush(each.active_segment.base_offset)
+                timed = each.config.flush_interval_ms != LONG_MAX
                 if (
-                    each.log_end_offset > each.recovery_point
+                    timed
+                    and each.log_end_offset > each.recovery_point
                     and now - each.last_flush_ms >= each.config.flush_interval_ms
                 ):
                     each.flush()
                 if each.pending_deletions:
                     each.collect_deleted(now)
+                if not (
+                    each.has_unflushed_sealed_segments
+                    or each.pending_deletions
+                    or (timed and each.log_end_offset > each.recovery_point)
+                ):
+                    # Nothing left; a background flush still under way keeps it here
+                    # (its recovery point moves when the flush returns).
+                    self._due.pop(each, None)
         still_deleting = []
         for doomed in self._deleting:
             doomed.collect_deleted(now)

@@ -98,6 +98,36 @@ def test_tick_flushes_rolled_segments(tmp_path):
     assert log.recovery_point == log.active_segment.base_offset
 
 
+def test_tick_looks_only_at_logs_with_work(tmp_path):
+    """An idle broker's tick costs nothing per partition (issue 23: 10,000 idle
+    partitions were walked every second): a log is looked at after a roll, a scheduled
+    deletion or an append under a finite flush.ms, until that work is done."""
+    clock = Clock()
+    m = manager([tmp_path], clock, segment_bytes=200, file_delete_delay_ms=50)
+    logs = [m.create("t", p) for p in range(50)]
+    for log in logs:
+        append(log, batch(1))
+    m.tick(clock.now)  # the first tick looks once at every log it took on
+    assert m.due_logs == 0
+    for _ in range(3):
+        append(logs[7], batch(2))  # rolls
+    assert m.due_logs == 1
+    m.tick(clock.now)
+    assert logs[7].recovery_point == logs[7].active_segment.base_offset
+    assert m.due_logs == 0
+    logs[7].truncate_to(1)  # deletes segments after a delay
+    assert m.due_logs == 1
+    m.tick(clock.now + 50)
+    assert m.due_logs == 0 and not any(n.endswith(".deleted") for n in os.listdir(logs[7].dir))
+    timed = dataclasses.replace(m.default_config, flush_interval_ms=1000)
+    m.set_topic_config("t", timed)
+    assert m.due_logs == 50  # a new flush.ms may make unflushed data due
+    m.tick(clock.now + 1000)
+    assert m.due_logs == 0 and all(log.recovery_point == log.log_end_offset for log in logs)
+    append(logs[3], batch(1))
+    assert m.due_logs == 1
+
+
 def test_tick_applies_retention_when_due_and_finishes_deletions(tmp_path):
     clock = Clock(100_000)
     m = LogManager(
