@@ -3,8 +3,9 @@ and delayed deletes (`LogManager.tick`), the log dirs' checkpoints, expired prod
 expired committed offsets, transactions past their timeout and idle transactional ids. `Broker._duties` calls `run` about once a second.
 
 Each duty that walks every partition runs on its own interval (Kafka's keys), never
-every tick, and writes only what changed: an idle broker with thousands of partitions
-spends its ticks comparing numbers, not formatting files or fsyncing them.
+every tick, and writes only what changed; the tick's flushes and deletions look only at
+the logs that said they have some (`Log.on_due`): an idle broker with thousands of
+partitions spends its ticks on almost nothing, not formatting files or fsyncing them.
 """
 
 from __future__ import annotations
