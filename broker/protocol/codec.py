@@ -1,8 +1,10 @@
 """One generic encoder/decoder for every declared API and version.
 
 A declaration (`types.Struct`) is compiled once per (struct, version) into a pair
-of closures: the field list for that version is resolved up front, so the hot
-path is a loop over (name, function) pairs with no version checks. Compiled
+of functions generated as Python source (codegen.py: straight-line code, fixed-width
+runs in one struct call); the closure codec here -- a loop over (name, function)
+pairs with the field list resolved up front -- is the reference they fall back to on
+any input they do not handle, so every error message comes from one place. Compiled
 codecs are cached; Produce and Fetch pay the compilation once per version.
 """
 
@@ -14,6 +16,7 @@ from functools import cache
 from typing import Any
 
 from .apis import API_BY_KEY, Api
+from .codegen import generate
 from .types import (
     _MISSING,
     Array,
@@ -50,30 +53,40 @@ def encode_struct(s: Struct, version: int, flexible: bool, value: dict) -> Encod
 
 
 class Compiled:
-    """The decoder and encoder of one struct (or any type) at one version."""
+    """The decoder and encoder of one struct (or any type) at one version; for a
+    generated struct also its unchecked functions (`fast_*`: no fallback, for the
+    generated code of the structs around it)."""
 
-    __slots__ = ("decode", "encode", "min_size")
+    __slots__ = ("decode", "encode", "min_size", "fast_decode", "fast_encode")
 
     def __init__(self, decode: Decoder, encode: Encoder, min_size: int):
         self.decode = decode
         self.encode = encode
         self.min_size = min_size
+        self.fast_decode = decode
+        self.fast_encode = encode
 
 
-def compile_type(t: Type, version: int, flexible: bool, nullable: bool = False) -> Compiled:
+def compile_type(
+    t: Type, version: int, flexible: bool, nullable: bool = False, reference: bool = False
+) -> Compiled:
+    """`reference`: the closure codec all the way down (what generated code falls back
+    to and what the equivalence tests compare with)."""
     if isinstance(t, Struct):
         if nullable:
             raise TypeError("nullable struct fields are not supported")
-        return compile_struct(t, version, flexible)
+        return (reference_struct if reference else compile_struct)(t, version, flexible)
     if isinstance(t, Array):
-        return _compile_array(t, version, flexible, nullable)
+        return _compile_array(t, version, flexible, nullable, reference)
     return Compiled(
         t.decoder(flexible, nullable), t.encoder(flexible, nullable), t.min_size(flexible)
     )
 
 
-def _compile_array(t: Array, version: int, flexible: bool, nullable: bool) -> Compiled:
-    elem = compile_type(t.element, version, flexible)
+def _compile_array(
+    t: Array, version: int, flexible: bool, nullable: bool, reference: bool
+) -> Compiled:
+    elem = compile_type(t.element, version, flexible, reference=reference)
     elem_min = max(1, elem.min_size)
     read_elem = elem.decode
     write_elem = elem.encode
@@ -112,6 +125,53 @@ def _compile_array(t: Array, version: int, flexible: bool, nullable: bool) -> Co
 
 @cache
 def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
+    """The generated codec of `s` at `version`, falling back to the reference one."""
+    ref = reference_struct(s, version, flexible)
+    fast_decode, fast_encode = generate(
+        s,
+        version,
+        flexible,
+        child=lambda t: compile_struct(t, version, flexible),
+        element=lambda t, nullable: _pair(compile_type(t, version, flexible, nullable, True)),
+        tagged=(_read_tagged, _write_tagged, ref.tag_readers, ref.tag_writers),
+        encoded=Encoded,
+    )
+    slow_decode, slow_encode = ref.decode, ref.encode
+
+    def decode(r: Reader) -> dict:
+        start = r.pos
+        try:
+            return fast_decode(r)
+        except Exception:
+            r.pos = start
+            return slow_decode(r)  # raises the precise DecodeError
+
+    def encode(w: Writer, value: dict) -> None:
+        buf, size, parts = w.buf, len(w.buf), len(w._parts)
+        try:
+            fast_encode(w, value)
+        except Exception:
+            del w._parts[parts:]  # a part() pushed `buf` there and started a new one
+            del buf[size:]
+            w.buf = buf
+            slow_encode(w, value)  # raises the precise EncodeError
+
+    compiled = Compiled(decode, encode, ref.min_size)
+    compiled.fast_decode, compiled.fast_encode = fast_decode, fast_encode
+    return compiled
+
+
+def _pair(c: Compiled) -> tuple[Decoder, Encoder]:
+    return c.decode, c.encode
+
+
+class _Reference(Compiled):
+    __slots__ = ("tag_readers", "tag_writers")
+
+
+@cache
+def reference_struct(s: Struct, version: int, flexible: bool) -> _Reference:
+    """The closure codec of `s` at `version` (nested structs too)."""
     plain: list[tuple[str, Decoder, Encoder, Callable[[], Any]]] = []
     tagged: dict[int, tuple[str, Decoder, Encoder, Callable[[], Any]]] = {}
     absent: list[Field] = []
@@ -120,7 +180,7 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
         if not in_range(version, f.versions) or (f.tag is not None and not flexible):
             absent.append(f)
             continue
-        c = compile_type(f.type, version, flexible, in_range(version, f.nullable))
+        c = compile_type(f.type, version, flexible, in_range(version, f.nullable), True)
         entry = (f.name, c.decode, c.encode, _default_factory(f, version))
         if f.tag is not None:
             tagged[f.tag] = entry
@@ -170,7 +230,9 @@ def compile_struct(s: Struct, version: int, flexible: bool) -> Compiled:
             e.add_note(f"in field {name!r}")
             raise e from None
 
-    return Compiled(decode, encode, min_size)
+    compiled = _Reference(decode, encode, min_size)
+    compiled.tag_readers, compiled.tag_writers = tag_readers, tag_writers
+    return compiled
 
 
 def _default_factory(f: Field, version: int) -> Callable[[], Any]:

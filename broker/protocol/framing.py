@@ -14,6 +14,8 @@ response header then the body. Header versions follow the API's flexibility:
 
 from __future__ import annotations
 
+import functools
+import struct
 from typing import Any, NamedTuple
 
 from .apis import API_BY_KEY, API_VERSIONS
@@ -83,6 +85,10 @@ def decode_request_header(
 
     The header version follows the API and version in the frame unless given.
     """
+    if header_version is None and len(frame) >= 10:
+        fast = _fast_header(frame)
+        if fast is not None:
+            return fast
     r = Reader(frame)
     if header_version is None:
         if r.remaining() < 4:
@@ -91,6 +97,33 @@ def decode_request_header(
         r.pos = 0
     header = _read_request_header(r, header_version)
     return header, r.pos
+
+
+_HEADER_START = struct.Struct(">hhih")  # api_key, api_version, correlation_id, len(client_id)
+
+
+def _fast_header(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, int] | None:
+    """The common header (v1/v2, a client id, no tagged fields) in one unpack; None
+    for anything else, which `_read_request_header` reads (and refuses) instead."""
+    api_key, api_version, correlation_id, n = _HEADER_START.unpack_from(frame, 0)
+    header_version = _header_version(api_key, api_version)
+    pos = 10 + max(n, 0)
+    if n < -1 or pos > len(frame):
+        return None
+    try:
+        client_id = None if n == -1 else str(frame[10:pos], "utf-8")
+    except UnicodeDecodeError:
+        return None
+    if header_version >= 2:
+        if pos >= len(frame) or frame[pos] != 0:
+            return None
+        pos += 1
+    return RequestHeader(api_key, api_version, correlation_id, client_id), pos
+
+
+@functools.cache
+def _header_version(api_key: int, api_version: int) -> int:
+    return request_header_version(api_key, api_version)
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader, dict]:
