@@ -243,10 +243,23 @@ class Sweep:
     def kill_one(self, victim: int) -> Callable[[Outcome, float, float], None]:
         def run(outcome: Outcome, start: float, deadline: float) -> None:
             self.cluster.kill(victim)
+            self.expired(victim, outcome, start, deadline)
             live = self.live()
             wait_until(lambda: self.all_led(live), deadline, "a partition unled", self.poll_s)
 
         return run
+
+    def expired(self, victim: int, outcome: Outcome, start: float, deadline: float) -> None:
+        """Mark when ZooKeeper dropped the victim's session (its registration gone): what
+        comes before is ZooKeeper's expiry (session timeout, rounded up to its tick), what
+        comes after is the cluster's work."""
+        wait_until(
+            lambda: victim not in read_registrations(self.zookeeper),
+            deadline,
+            "session never expired",
+            0.02,
+        )
+        self.mark(outcome, "expired", start)
 
     def start_again(self, broker_id: int) -> Callable[[Outcome, float, float], None]:
         """Start the stopped broker: to serving, registered, every ISR full."""
@@ -272,6 +285,7 @@ class Sweep:
         old = self.controller()
         outcome.note = f"controller was broker {old}"
         self.cluster.kill(old)
+        self.expired(old, outcome, start, deadline)
         wait_until(lambda: self.controller() not in (None, old), deadline, "no new controller")
         self.mark(outcome, "elected", start)
         live = self.live()

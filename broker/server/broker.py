@@ -34,6 +34,7 @@ from broker.server.replication_quota import LEADER_RATE, ReplicationQuota
 from broker.server.topic_config import TopicConfigs
 from broker.transactions.manager import start_transaction_coordinator
 from broker.util.clock import now_ms
+from broker.util.heap import HeapFreezer
 from broker.util.purgatory import Purgatory
 
 log = logging.getLogger(__name__)
@@ -289,9 +290,11 @@ class Broker:
         log.info("broker %d stopped cleanly", self.config.broker_id)
 
     async def run_until_signalled(self) -> None:
+        heap = HeapFreezer(now_ms())  # this process is the broker's (broker/util/heap.py)
         try:
             await self.start()
         except BaseException:
+            heap.close()
             # Leave nothing behind: a registration, a listener, open logs.
             if self.cluster is not None:
                 await self.cluster.stop()
@@ -304,5 +307,8 @@ class Broker:
         stop = asyncio.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        heap.freeze_now()  # what start-up loaded lives as long as the broker
+        thawing = asyncio.create_task(heap.run())
         await stop.wait()
+        thawing.cancel()
         await self.stop()
