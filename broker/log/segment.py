@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import logging
 import os
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +41,9 @@ SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 NAME_DIGITS = 20
 # Recovery reads the log sequentially in chunks this big.
 RECOVERY_CHUNK = 1 << 20
+# At most this many batches in a segment's tail (a large index.interval.bytes and tiny
+# batches): older ones are found through the index.
+_TAIL_MAX = 256
 MAGIC_V2 = 2
 
 
@@ -92,6 +97,12 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
+        # The batches appended since the last offset-index entry (base offsets and
+        # positions, contiguous to the segment end): a fetch at the log end (a follower,
+        # a consumer keeping up) finds its batch here with no index lookup and no walk
+        # over the headers in between. Bounded by index.interval.bytes (and _TAIL_MAX).
+        self._tail_offsets = array("q")
+        self._tail_positions = array("q")
         # Density of index entries when this segment rebuilds its indexes on its own.
         self.index_interval = index_interval
         # segment.jitter.ms: this segment rolls this much before segment.ms (chosen by
@@ -199,13 +210,18 @@ class LogSegment:
             raise
         if self.created_ms is None:
             self.created_ms = now_ms
+        offsets, positions, interval = self._tail_offsets, self._tail_positions, self.index_interval
         for pos, header in batches:
-            self._index_batch(header, start + pos, self.index_interval)
+            if self._index_batch(header, start + pos, interval) or len(offsets) >= _TAIL_MAX:
+                del offsets[:], positions[:]
+            offsets.append(header.base_offset)
+            positions.append(start + pos)
         self.size = start + len(data)
         self.next_offset = batches[-1][1].next_offset
         self.dirty = True
 
-    def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> None:
+    def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> bool:
+        """Account for a batch written at `position`; True when it got an index entry."""
         # An empty batch (the cleaner keeps some, see cleaner.py) has no record for a
         # timestamp lookup to land on: its maxTimestamp is not indexed.
         if header.records_count and header.max_timestamp > self._max_timestamp:
@@ -214,8 +230,10 @@ class LogSegment:
         if self._bytes_since_index_entry >= index_interval:
             self.offset_index.append_entry(header.base_offset, position)
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-            self._bytes_since_index_entry = 0
+            self._bytes_since_index_entry = header.size
+            return True
         self._bytes_since_index_entry += header.size
+        return False
 
     def seal(self) -> None:
         """Becoming inactive: record the final max timestamp and write the index files."""
@@ -255,6 +273,7 @@ class LogSegment:
         magic, offsets or CRC). Returns the number of bytes cut off."""
         self.offset_index.clear()
         self.time_index.clear()
+        del self._tail_offsets[:], self._tail_positions[:]
         self._first_batch_timestamp = None
         self._max_timestamp = self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
@@ -334,8 +353,14 @@ class LogSegment:
         """The batch holding `offset` (the first whose last offset is >= it), or None."""
         if offset >= self.next_offset:
             return None
-        self._ensure_indexes()
-        _, start = self.offset_index.lookup(offset)
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            # The batch holding it is the last one starting at or before it, or (in a gap
+            # of offsets) the one after.
+            start = self._tail_positions[bisect_right(tail, offset) - 1]
+        else:
+            self._ensure_indexes()
+            _, start = self.offset_index.lookup(offset)
         for position, header in self.headers(start, self.size, window):
             if header.next_offset > offset:
                 return position, header
@@ -345,6 +370,10 @@ class LogSegment:
         """Position of the first batch whose base offset is >= `offset` (size if none)."""
         if offset >= self.next_offset:
             return self.size
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            i = bisect_left(tail, offset)
+            return self._tail_positions[i] if i < len(tail) else self.size
         self._ensure_indexes()
         _, start = self.offset_index.lookup(offset)
         for position, header in self.headers(start, self.size, window):
@@ -357,8 +386,12 @@ class LogSegment:
         are boundaries: the index jumps near `limit`, then a short header walk."""
         if limit >= end:
             return end
-        self._ensure_indexes()
-        _, indexed = self.offset_index.lookup_position(limit)
+        positions = self._tail_positions
+        if positions and limit >= positions[0]:
+            indexed = positions[bisect_right(positions, limit) - 1]
+        else:
+            self._ensure_indexes()
+            _, indexed = self.offset_index.lookup_position(limit)
         for position, header in self.headers(max(indexed, start), end, window):
             if position + header.size > limit:
                 return position

@@ -237,3 +237,42 @@ def test_follower_offsets_far_past_the_segment_base_start_a_new_segment(tmp_path
     log.append_as_follower(*produced(build_batch([(None, b"w", 2, [])], base_offset=2 * far)))
     assert [s.base_offset for s in log.segments] == [far, 2 * far]
     assert batch_offsets(data_of(log.read(far, 1 << 20))) == [(far, far), (2 * far, 2 * far)]
+
+
+def test_reads_near_the_log_end_agree_with_a_reopened_log(tmp_path):
+    """The active segment finds batches appended since its last index entry from memory
+    (segment.py, the tail); a reopened log has none there and walks from the index: both
+    must give the same batches, across offset gaps, max_offset cuts and truncation."""
+    from broker.records.batch import build_batch
+
+    def follow(log, start: int, n: int) -> int:
+        for i in range(n):
+            base = start + i % 3  # a gap of 0-2 offsets before each batch
+            count = 1 + i % 4
+            records = [(None, b"v" * (i % 50), 1, [])] * count
+            log.append_as_follower(*produced(build_batch(records, base_offset=base)))
+            start = base + count
+        return start
+
+    def reads(log) -> list:
+        end = log.log_end_offset
+        return [
+            (batch_offsets(data_of(log.read(o, budget, max_offset=m))), log.read(o, 1).size)
+            for o in range(log.log_start_offset, end)
+            for m in (o + 1, o + 3, end)
+            for budget in (1, 150, 1 << 20)
+        ]
+
+    log = open_log(tmp_path, index_interval_bytes=400)
+    follow(log, 0, 40)
+    live = reads(log)
+    log.close()
+    log = open_log(tmp_path, index_interval_bytes=400)
+    assert reads(log) == live
+    end = follow(log, log.log_end_offset, 30)
+    log.truncate_to(end - 20)
+    follow(log, log.log_end_offset + 1, 10)
+    live = reads(log)
+    log.close()
+    log = open_log(tmp_path, index_interval_bytes=400)
+    assert reads(log) == live
