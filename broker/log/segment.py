@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
 from array import array
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ from broker.log.index import OffsetIndex, TimeIndex
 from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.records.header import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     crc_is_valid,
@@ -41,6 +43,9 @@ SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 NAME_DIGITS = 20
 # Recovery reads the log sequentially in chunks this big.
 RECOVERY_CHUNK = 1 << 20
+# baseOffset, batchLength, magic and lastOffsetDelta of a v2 batch header (skipping the
+# leader epoch, then the CRC and attributes).
+_WALKED = struct.Struct(">qi4xb6xi")
 # At most this many batches in a segment's tail (a large index.interval.bytes and tiny
 # batches): older ones are found through the index.
 _TAIL_MAX = 256
@@ -197,7 +202,8 @@ class LogSegment:
     def append(self, data, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write `data` (whole batches whose headers already carry their final offsets) with
         one write; `batches` are (position in data, header) for each batch."""
-        self._ensure_indexes()
+        if not self._indexes_ready:
+            self._ensure_indexes()
         start = self.size
         try:
             if self._preallocated:
@@ -217,7 +223,7 @@ class LogSegment:
             offsets.append(header.base_offset)
             positions.append(start + pos)
         self.size = start + len(data)
-        self.next_offset = batches[-1][1].next_offset
+        self.next_offset = header.base_offset + header.last_offset_delta + 1  # the last batch's
         self.dirty = True
 
     def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> bool:
@@ -361,10 +367,11 @@ class LogSegment:
         else:
             self._ensure_indexes()
             _, start = self.offset_index.lookup(offset)
-        for position, header in self.headers(start, self.size, window):
-            if header.next_offset > offset:
-                return position, header
-        return None
+        found = self._walk(start, window, offset, containing=True)
+        if found is None:
+            return None
+        position, buf, rel = found
+        return position, parse_header(buf, rel)
 
     def position_of(self, offset: int, window: int) -> int:
         """Position of the first batch whose base offset is >= `offset` (size if none)."""
@@ -376,10 +383,32 @@ class LogSegment:
             return self._tail_positions[i] if i < len(tail) else self.size
         self._ensure_indexes()
         _, start = self.offset_index.lookup(offset)
-        for position, header in self.headers(start, self.size, window):
-            if header.base_offset >= offset:
-                return position
-        return self.size
+        found = self._walk(start, window, offset, containing=False)
+        return self.size if found is None else found[0]
+
+    def _walk(
+        self, position: int, window: int, offset: int, containing: bool
+    ) -> tuple[int, bytes, int] | None:
+        """The first batch from `position` on that holds `offset` (`containing`) or starts
+        at or after it: its position, and the bytes read with its header at `rel`; or
+        None. What `headers` does, reading only the four fields a walk needs: an index
+        entry may be dozens of small batches before the one a fetch wants, and a whole
+        header each costs a NamedTuple."""
+        end = self.size
+        buf, buf_start = b"", 0
+        while position < end:
+            rel = position - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self.fd, window, position), position, 0
+                if len(buf) < HEADER_SIZE:
+                    raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+            base, length, magic, delta = _WALKED.unpack_from(buf, rel)
+            if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH:
+                raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
+            if (base + delta if containing else base) >= offset:
+                return position, buf, rel
+            position += LOG_OVERHEAD + length
+        return None
 
     def boundary_before(self, limit: int, start: int, end: int, window: int) -> int:
         """The last batch boundary in [start, end] that is <= limit, where `start` and `end`
