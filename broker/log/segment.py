@@ -46,6 +46,8 @@ RECOVERY_CHUNK = 1 << 20
 # baseOffset, batchLength, magic and lastOffsetDelta of a v2 batch header (skipping the
 # leader epoch, then the CRC and attributes).
 _WALKED = struct.Struct(">qi4xb6xi")
+# What a walk stops at (LogSegment._walk).
+_HOLDS, _STARTS_AT, _ENDS_PAST = range(3)
 # At most this many batches in a segment's tail (a large index.interval.bytes and tiny
 # batches): older ones are found through the index.
 _TAIL_MAX = 256
@@ -367,7 +369,7 @@ class LogSegment:
         else:
             self._ensure_indexes()
             _, start = self.offset_index.lookup(offset)
-        found = self._walk(start, window, offset, containing=True)
+        found = self._walk(start, self.size, window, _HOLDS, offset)
         if found is None:
             return None
         position, buf, rel = found
@@ -383,18 +385,18 @@ class LogSegment:
             return self._tail_positions[i] if i < len(tail) else self.size
         self._ensure_indexes()
         _, start = self.offset_index.lookup(offset)
-        found = self._walk(start, window, offset, containing=False)
+        found = self._walk(start, self.size, window, _STARTS_AT, offset)
         return self.size if found is None else found[0]
 
     def _walk(
-        self, position: int, window: int, offset: int, containing: bool
+        self, position: int, end: int, window: int, stop: int, target: int
     ) -> tuple[int, bytes, int] | None:
-        """The first batch from `position` on that holds `offset` (`containing`) or starts
-        at or after it: its position, and the bytes read with its header at `rel`; or
-        None. What `headers` does, reading only the four fields a walk needs: an index
-        entry may be dozens of small batches before the one a fetch wants, and a whole
-        header each costs a NamedTuple."""
-        end = self.size
+        """The first batch in [position, end) that holds offset `target` (stop=_HOLDS),
+        starts at or after it (_STARTS_AT) or ends past position `target` (_ENDS_PAST):
+        its position, and the bytes read with its header at `rel`; or None. What
+        `headers` does, reading only the four fields a walk needs: an index entry may be
+        dozens of small batches before the one a fetch wants, and a whole header each
+        costs a NamedTuple."""
         buf, buf_start = b"", 0
         while position < end:
             rel = position - buf_start
@@ -405,9 +407,16 @@ class LogSegment:
             base, length, magic, delta = _WALKED.unpack_from(buf, rel)
             if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH:
                 raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
-            if (base + delta if containing else base) >= offset:
+            following = position + LOG_OVERHEAD + length
+            if stop == _HOLDS:
+                found = base + delta >= target
+            elif stop == _STARTS_AT:
+                found = base >= target
+            else:
+                found = following > target
+            if found:
                 return position, buf, rel
-            position += LOG_OVERHEAD + length
+            position = following
         return None
 
     def boundary_before(self, limit: int, start: int, end: int, window: int) -> int:
@@ -421,10 +430,8 @@ class LogSegment:
         else:
             self._ensure_indexes()
             _, indexed = self.offset_index.lookup_position(limit)
-        for position, header in self.headers(max(indexed, start), end, window):
-            if position + header.size > limit:
-                return position
-        return end
+        found = self._walk(max(indexed, start), end, window, _ENDS_PAST, limit)
+        return end if found is None else found[0]
 
     def find_timestamp(self, timestamp: int, window: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch holding records whose max timestamp
