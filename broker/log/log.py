@@ -139,6 +139,8 @@ class Log:
         self._segments = segments
         self._config = config
         self._window = _window_for(config)
+        # Read at every append (a property of the config that looks at two keys).
+        self._max_segment_ms = config.max_segment_ms
         self._now_ms = now_ms
         self._log_start_offset = log_start_offset
         self._leader_epochs = leader_epochs
@@ -286,6 +288,8 @@ class Log:
     def config(self, config: LogConfig) -> None:
         self._config = config
         self._window = _window_for(config)
+        # Read at every append (a property of the config that looks at two keys).
+        self._max_segment_ms = config.max_segment_ms
         for segment in self._segments:
             segment.index_interval = config.index_interval_bytes
         self.on_due(self)  # a new flush.ms may make unflushed data due
@@ -344,14 +348,16 @@ class Log:
         if not batch_positions:
             raise ValueError("nothing to append")
         self._check_sizes(batch_positions)
-        offset = self.log_end_offset
+        offset = self._segments[-1].next_offset
         # Before the write: the epoch file must never miss an epoch the log holds.
         self._leader_epochs.assign(leader_epoch, offset)
         final = []
         for pos, header in batch_positions:
             set_base_offset(records, pos, offset)
             set_leader_epoch(records, pos, leader_epoch)
-            header = header._replace(base_offset=offset, partition_leader_epoch=leader_epoch)
+            # The header with its new base offset and epoch (fields 0 and 2), without
+            # NamedTuple._replace's keyword machinery: one per produced batch.
+            header = BatchHeader._make((offset, header[1], leader_epoch, *header[3:]))
             if log_append_time_ms is not None:
                 header = _stamp_log_append_time(records, pos, header, log_append_time_ms)
             final.append((pos, header))
@@ -426,9 +432,10 @@ class Log:
                     path.unlink(missing_ok=True)
                 self._move_log_start(self._segments[0].base_offset)
             return self._segments[-1]
+        config = self._config
         if (
-            active.size + size > self._config.segment_bytes
-            or now - active.created_ms > self._config.max_segment_ms - active.roll_jitter_ms
+            active.size + size > config.segment_bytes
+            or now - active.created_ms > self._max_segment_ms - active.roll_jitter_ms
             or active.indexes_full
             or overflow
         ):

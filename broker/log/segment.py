@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import struct
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from broker.log.index import OffsetIndex, TimeIndex
 from broker.log.txn_index import TXN_INDEX_SUFFIX, TransactionIndex
 from broker.records.header import (
     HEADER_SIZE,
+    LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     BatchHeader,
     crc_is_valid,
@@ -39,6 +43,14 @@ SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 NAME_DIGITS = 20
 # Recovery reads the log sequentially in chunks this big.
 RECOVERY_CHUNK = 1 << 20
+# baseOffset, batchLength, magic and lastOffsetDelta of a v2 batch header (skipping the
+# leader epoch, then the CRC and attributes).
+_WALKED = struct.Struct(">qi4xb6xi")
+# What a walk stops at (LogSegment._walk).
+_HOLDS, _STARTS_AT, _ENDS_PAST = range(3)
+# At most this many batches in a segment's tail (a large index.interval.bytes and tiny
+# batches): older ones are found through the index.
+_TAIL_MAX = 256
 MAGIC_V2 = 2
 
 
@@ -92,6 +104,12 @@ class LogSegment:
         self._max_timestamp = -1
         self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
+        # The batches appended since the last offset-index entry (base offsets and
+        # positions, contiguous to the segment end): a fetch at the log end (a follower,
+        # a consumer keeping up) finds its batch here with no index lookup and no walk
+        # over the headers in between. Bounded by index.interval.bytes (and _TAIL_MAX).
+        self._tail_offsets = array("q")
+        self._tail_positions = array("q")
         # Density of index entries when this segment rebuilds its indexes on its own.
         self.index_interval = index_interval
         # segment.jitter.ms: this segment rolls this much before segment.ms (chosen by
@@ -186,7 +204,8 @@ class LogSegment:
     def append(self, data, batches: list[tuple[int, BatchHeader]], now_ms: int) -> None:
         """Write `data` (whole batches whose headers already carry their final offsets) with
         one write; `batches` are (position in data, header) for each batch."""
-        self._ensure_indexes()
+        if not self._indexes_ready:
+            self._ensure_indexes()
         start = self.size
         try:
             if self._preallocated:
@@ -199,13 +218,18 @@ class LogSegment:
             raise
         if self.created_ms is None:
             self.created_ms = now_ms
+        offsets, positions, interval = self._tail_offsets, self._tail_positions, self.index_interval
         for pos, header in batches:
-            self._index_batch(header, start + pos, self.index_interval)
+            if self._index_batch(header, start + pos, interval) or len(offsets) >= _TAIL_MAX:
+                del offsets[:], positions[:]
+            offsets.append(header.base_offset)
+            positions.append(start + pos)
         self.size = start + len(data)
-        self.next_offset = batches[-1][1].next_offset
+        self.next_offset = header.base_offset + header.last_offset_delta + 1  # the last batch's
         self.dirty = True
 
-    def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> None:
+    def _index_batch(self, header: BatchHeader, position: int, index_interval: int) -> bool:
+        """Account for a batch written at `position`; True when it got an index entry."""
         # An empty batch (the cleaner keeps some, see cleaner.py) has no record for a
         # timestamp lookup to land on: its maxTimestamp is not indexed.
         if header.records_count and header.max_timestamp > self._max_timestamp:
@@ -214,8 +238,10 @@ class LogSegment:
         if self._bytes_since_index_entry >= index_interval:
             self.offset_index.append_entry(header.base_offset, position)
             self.time_index.maybe_append(self._max_timestamp, self._offset_of_max_timestamp)
-            self._bytes_since_index_entry = 0
+            self._bytes_since_index_entry = header.size
+            return True
         self._bytes_since_index_entry += header.size
+        return False
 
     def seal(self) -> None:
         """Becoming inactive: record the final max timestamp and write the index files."""
@@ -255,6 +281,7 @@ class LogSegment:
         magic, offsets or CRC). Returns the number of bytes cut off."""
         self.offset_index.clear()
         self.time_index.clear()
+        del self._tail_offsets[:], self._tail_positions[:]
         self._first_batch_timestamp = None
         self._max_timestamp = self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
@@ -334,35 +361,77 @@ class LogSegment:
         """The batch holding `offset` (the first whose last offset is >= it), or None."""
         if offset >= self.next_offset:
             return None
-        self._ensure_indexes()
-        _, start = self.offset_index.lookup(offset)
-        for position, header in self.headers(start, self.size, window):
-            if header.next_offset > offset:
-                return position, header
-        return None
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            # The batch holding it is the last one starting at or before it, or (in a gap
+            # of offsets) the one after.
+            start = self._tail_positions[bisect_right(tail, offset) - 1]
+        else:
+            self._ensure_indexes()
+            _, start = self.offset_index.lookup(offset)
+        found = self._walk(start, self.size, window, _HOLDS, offset)
+        if found is None:
+            return None
+        position, buf, rel = found
+        return position, parse_header(buf, rel)
 
     def position_of(self, offset: int, window: int) -> int:
         """Position of the first batch whose base offset is >= `offset` (size if none)."""
         if offset >= self.next_offset:
             return self.size
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            i = bisect_left(tail, offset)
+            return self._tail_positions[i] if i < len(tail) else self.size
         self._ensure_indexes()
         _, start = self.offset_index.lookup(offset)
-        for position, header in self.headers(start, self.size, window):
-            if header.base_offset >= offset:
-                return position
-        return self.size
+        found = self._walk(start, self.size, window, _STARTS_AT, offset)
+        return self.size if found is None else found[0]
+
+    def _walk(
+        self, position: int, end: int, window: int, stop: int, target: int
+    ) -> tuple[int, bytes, int] | None:
+        """The first batch in [position, end) that holds offset `target` (stop=_HOLDS),
+        starts at or after it (_STARTS_AT) or ends past position `target` (_ENDS_PAST):
+        its position, and the bytes read with its header at `rel`; or None. What
+        `headers` does, reading only the four fields a walk needs: an index entry may be
+        dozens of small batches before the one a fetch wants, and a whole header each
+        costs a NamedTuple."""
+        buf, buf_start = b"", 0
+        while position < end:
+            rel = position - buf_start
+            if rel + HEADER_SIZE > len(buf):
+                buf, buf_start, rel = os.pread(self.fd, window, position), position, 0
+                if len(buf) < HEADER_SIZE:
+                    raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+            base, length, magic, delta = _WALKED.unpack_from(buf, rel)
+            if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH:
+                raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
+            following = position + LOG_OVERHEAD + length
+            if stop == _HOLDS:
+                found = base + delta >= target
+            elif stop == _STARTS_AT:
+                found = base >= target
+            else:
+                found = following > target
+            if found:
+                return position, buf, rel
+            position = following
+        return None
 
     def boundary_before(self, limit: int, start: int, end: int, window: int) -> int:
         """The last batch boundary in [start, end] that is <= limit, where `start` and `end`
         are boundaries: the index jumps near `limit`, then a short header walk."""
         if limit >= end:
             return end
-        self._ensure_indexes()
-        _, indexed = self.offset_index.lookup_position(limit)
-        for position, header in self.headers(max(indexed, start), end, window):
-            if position + header.size > limit:
-                return position
-        return end
+        positions = self._tail_positions
+        if positions and limit >= positions[0]:
+            indexed = positions[bisect_right(positions, limit) - 1]
+        else:
+            self._ensure_indexes()
+            _, indexed = self.offset_index.lookup_position(limit)
+        found = self._walk(max(indexed, start), end, window, _ENDS_PAST, limit)
+        return end if found is None else found[0]
 
     def find_timestamp(self, timestamp: int, window: int) -> tuple[int, BatchHeader] | None:
         """(position, header) of the first batch holding records whose max timestamp

@@ -16,8 +16,10 @@ from broker.protocol.errors import ErrorCode
 from broker.records.batch import MAGIC_V2, CorruptRecordError, check_record_framing, parse_records
 from broker.records.compression import DEFAULT_MAX_SIZE, CompressionError, decompress
 from broker.records.header import (
+    CODEC_MASK,
     CODEC_NONE,
     CODEC_ZSTD,
+    CONTROL,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC_POS,
@@ -201,7 +203,7 @@ def _check_batch_fields(header: BatchHeader) -> None:
             ErrorCode.INVALID_RECORD,
             f"Inconsistent batch offset range [0, {header.last_offset_delta}] and count of records {header.records_count}",
         )
-    if header.is_control:
+    if header.attributes & CONTROL:  # (the properties is_control and codec cost a call)
         raise RecordsError(
             ErrorCode.INVALID_RECORD, "Clients are not allowed to write control records"
         )
@@ -210,7 +212,7 @@ def _check_batch_fields(header: BatchHeader) -> None:
             ErrorCode.INVALID_RECORD,
             f"Invalid sequence number {header.base_sequence} in record batch with producerId {header.producer_id}",
         )
-    if header.codec > CODEC_ZSTD:
+    if (header.attributes & CODEC_MASK) > CODEC_ZSTD:
         raise RecordsError(ErrorCode.INVALID_RECORD, f"Unknown compression codec {header.codec}")
 
 

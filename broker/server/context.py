@@ -103,10 +103,11 @@ class BrokerContext:
         produces waiting on it look at it."""
         now = self.now_ms()
         tp = (topic, partition)
+        check = self.fetch_purgatory.check_and_complete
         for session in self.fetch_sessions.partition_changed(tp):
-            self.fetch_purgatory.check_and_complete(session.key, now)
-        self.fetch_purgatory.check_and_complete(tp, now)
-        self.fetch_purgatory.check_and_complete(ReplicaKey(tp), now)
+            check(session.key, now)
+        check(tp, now)
+        check(ReplicaKey(tp), now)
         self.produce_purgatory.check_and_complete(tp, now)
 
     def partition_grew(self, topic: str, partition: int) -> None:
@@ -119,9 +120,10 @@ class BrokerContext:
         records a second)."""
         now = self.now_ms()
         tp = (topic, partition)
+        check = self.fetch_purgatory.check_and_complete
         for session in self.fetch_sessions.partition_grew(tp):
-            self.fetch_purgatory.check_and_complete(session.key, now)
-        self.fetch_purgatory.check_and_complete(ReplicaKey(tp), now)
+            check(session.key, now)
+        check(ReplicaKey(tp), now)
 
     def purgatories(self) -> list[Purgatory]:
         """Every purgatory, for the timer that expires their operations."""

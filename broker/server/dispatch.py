@@ -105,7 +105,7 @@ def handle_frame(ctx: BrokerContext, session: Session, frame: bytes) -> Outcome:
         body = decode_request_body(frame, header, body_at)
     except DecodeError as exc:
         return Close(f"malformed {handler.api.name} v{version} request: {exc}")
-    if not handler.accepts(version):
+    if version < (handler.accepted_from or 0):  # declared (above), not accepted
         return _encode(header, handler.error_response(body, ErrorCode.UNSUPPORTED_VERSION))
     request = RequestContext(header, session, ctx.now_ms())
     refusal = request_refusal(ctx, request, body)  # ACLs (authorization.py)

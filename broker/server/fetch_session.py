@@ -43,6 +43,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from broker.cluster import TopicPartition
 from broker.protocol.errors import ErrorCode
@@ -64,11 +65,11 @@ class SessionKey:
     session_id: int
 
 
-@dataclass(frozen=True)
-class ReplicaKey:
+class ReplicaKey(NamedTuple):
     """The purgatory key a follower's sessionless parked fetch waits on for one partition:
     apart from the consumers' (topic, partition) key, because an append that does not move
-    the high watermark has news for followers only (BrokerContext.partition_grew)."""
+    the high watermark has news for followers only (BrokerContext.partition_grew). A tuple
+    (made at every append, so cheaply) of one tuple: never equal to another key kind."""
 
     tp: TopicPartition
 

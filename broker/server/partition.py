@@ -25,7 +25,7 @@ from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.control import Marker, parse_marker
-from broker.records.header import BatchHeader, crc_is_valid
+from broker.records.header import CONTROL, BatchHeader, crc_is_valid
 from broker.server.producer_state import (
     CompletedTxn,
     CorruptSnapshot,
@@ -76,7 +76,11 @@ class Follower:
 
 def _markers(records, batches: list[tuple[int, BatchHeader]]) -> list[Marker | None]:
     """The transaction marker of each control batch of `records` (None for the others)."""
-    return [parse_marker(records, pos, h) if h.is_control else None for pos, h in batches]
+    return [parse_marker(records, pos, h) if h.attributes & CONTROL else None for pos, h in batches]
+
+
+# Compared with at every append (an enum member's lookup is not free).
+_NONE = ErrorCode.NONE
 
 
 class Partition:
@@ -190,22 +194,27 @@ class Partition:
         carries several, every batch is checked before any is written, so a refused
         request leaves the log untouched.
         """
-        if self.log.offline:
+        log = self.log
+        if log.offline:
             return AppendResult(*self.storage_error())
-        if not self.is_leader:
+        if self.leader_id != self.broker_id:
             return AppendResult(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER,
                 message=f"broker {self.broker_id} is not the leader (leader: {self.leader_id})",
             )
-        min_isr = self.log.config.min_insync_replicas
-        if acks == -1 and len(self.isr) < min_isr:
+        config = log.config
+        if acks == -1 and len(self.isr) < config.min_insync_replicas:
             return AppendResult(
                 ErrorCode.NOT_ENOUGH_REPLICAS,
-                message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas {min_isr}",
+                message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas "
+                f"{config.min_insync_replicas}",
             )
         markers = _markers(records, batches)
+        check = self.producers.check
         for (_, header), marker in zip(batches, markers, strict=True):
-            verdict = self.producers.check(header, marker)
+            verdict = check(header, marker)
+            if not verdict.error:
+                continue
             if verdict.error == ErrorCode.DUPLICATE_SEQUENCE_NUMBER and len(batches) == 1:
                 # A retry of a batch already in the log: answer with its original offset.
                 original = verdict.duplicate_of
@@ -214,27 +223,30 @@ class Partition:
                     original.first_offset,
                     next_offset=original.first_offset + header.last_offset_delta + 1,
                 )
-            if verdict.error != ErrorCode.NONE:
-                return AppendResult(
-                    verdict.error,
-                    message=f"producer {header.producer_id} sequence "
-                    f"{header.base_sequence} epoch {header.producer_epoch} refused",
-                )
-        append_time = now_ms if self.log.config.log_append_time else None
+            return AppendResult(
+                verdict.error,
+                message=f"producer {header.producer_id} sequence "
+                f"{header.base_sequence} epoch {header.producer_epoch} refused",
+            )
+        append_time = now_ms if config.log_append_time else None
         try:
-            info = self.log.append(records, batches, self.leader_epoch, append_time)
+            info = log.append(records, batches, self.leader_epoch, append_time)
         except KafkaStorageError as exc:  # its log dir is offline now; nothing acknowledged
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         offset = info.first_offset
+        record = self.producers.record
         for (_, header), marker in zip(batches, markers, strict=True):
-            self._transaction_ended(self.producers.record(header, offset, now_ms, marker))
+            completed = record(header, offset, now_ms, marker)
+            if completed is not None:
+                self._transaction_ended(completed)
             offset += header.last_offset_delta + 1
         self.maybe_advance_high_watermark()
         return AppendResult(
-            ErrorCode.NONE,
+            _NONE,
             info.first_offset,
             -1 if append_time is None else now_ms,
-            next_offset=info.last_offset + 1,
+            None,
+            info.last_offset + 1,
         )
 
     def append_as_follower(self, data, now_ms: int) -> int:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from broker.protocol.framing import RequestHeader
 
@@ -48,9 +48,9 @@ class Session:
             )
 
 
-@dataclass(frozen=True)
-class RequestContext:
-    """One request: its header, the session it came on, and when it arrived."""
+class RequestContext(NamedTuple):
+    """One request: its header, the session it came on, and when it arrived. Made for
+    every request: a tuple, not a frozen dataclass (whose __init__ costs a microsecond)."""
 
     header: RequestHeader
     session: Session

@@ -237,3 +237,56 @@ def test_follower_offsets_far_past_the_segment_base_start_a_new_segment(tmp_path
     log.append_as_follower(*produced(build_batch([(None, b"w", 2, [])], base_offset=2 * far)))
     assert [s.base_offset for s in log.segments] == [far, 2 * far]
     assert batch_offsets(data_of(log.read(far, 1 << 20))) == [(far, far), (2 * far, 2 * far)]
+
+
+def test_reads_near_the_log_end_agree_with_a_scan_and_a_reopened_log(tmp_path):
+    """The active segment finds batches appended since its last index entry from memory
+    (segment.py, the tail); a reopened log has none there and walks from the index: both
+    must read what a scan of every batch says, across offset gaps, max_offset cuts, byte
+    budgets ending at a batch boundary, and truncation."""
+    from broker.records.batch import build_batch, iter_batches
+
+    def follow(log, start: int, n: int) -> int:
+        for i in range(n):
+            base = start + i % 3  # a gap of 0-2 offsets before each batch
+            count = 1 + i % 4
+            records = [(None, b"v" * (i % 50), 1, [])] * count
+            log.append_as_follower(*produced(build_batch(records, base_offset=base)))
+            start = base + count
+        return start
+
+    def expected(scan, offset: int, max_offset: int, budget: int) -> list:
+        got, size = [], 0
+        for base, last, n in scan:
+            if last < offset:
+                continue
+            if base >= max_offset or (got and size + n > budget):
+                break
+            got.append((base, last))
+            size += n
+        return got
+
+    def check(log) -> None:
+        data = data_of(log.read(log.log_start_offset, 1 << 30))
+        scan = [(h.base_offset, h.last_offset, h.size) for _, h in iter_batches(data)]
+        end = log.log_end_offset
+        for o in range(log.log_start_offset, end):
+            for m in (o + 1, o + 3, end):
+                sizes = [n for base, last, n in scan if last >= o and base < m]
+                # Budgets ending exactly at a batch boundary, and just short of one.
+                for budget in {1, 150, sum(sizes[:2]), sum(sizes[:3]) - 1}:
+                    got = batch_offsets(data_of(log.read(o, budget, m)))
+                    assert got == expected(scan, o, m, budget), (o, m, budget)
+
+    log = open_log(tmp_path, index_interval_bytes=400)
+    follow(log, 0, 40)
+    check(log)
+    log.close()
+    log = open_log(tmp_path, index_interval_bytes=400)
+    check(log)
+    end = follow(log, log.log_end_offset, 30)
+    log.truncate_to(end - 20)
+    follow(log, log.log_end_offset + 1, 10)
+    check(log)
+    log.close()
+    check(open_log(tmp_path, index_interval_bytes=400))

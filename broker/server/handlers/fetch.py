@@ -226,7 +226,7 @@ class DelayedFetch(DelayedOperation):
         budget = ResponseBudget(self.body.get("max_bytes", 0x7FFFFFFF))
         total = 0
         any_error = False
-        read: list[tuple[TopicPartition, dict, dict]] = []
+        read: list[tuple[TopicPartition, dict, dict, int]] = []
         for tp, preq in self._covered():
             limit = budget.limit(preq["partition_max_bytes"])
             entry = self._read(tp, preq, limit, min_one=budget.min_one)
@@ -234,22 +234,21 @@ class DelayedFetch(DelayedOperation):
             budget.took(size)
             total += size
             any_error |= entry["error_code"] != ErrorCode.NONE
-            read.append((tp, preq, entry))
+            read.append((tp, preq, entry, size))
             self._bytes[tp] = size
         self._available = total
         if not final and total < self.body["min_bytes"] and not any_error:
             return None
         return self._settle(read)
 
-    def _settle(self, read: list[tuple[TopicPartition, dict, dict]]) -> dict:
+    def _settle(self, read: list[tuple[TopicPartition, dict, dict, int]]) -> dict:
         """The final answer: an incremental one carries only partitions with something new;
         the session learns what each partition was told."""
         session, full = self.plan.session, self.plan.full
         by_topic: dict[str, list[dict]] = {}
         sent: dict[str, int] = {}
-        for tp, preq, entry in read:
+        for tp, preq, entry, size in read:
             told = (entry["high_watermark"], entry["last_stable_offset"], entry["log_start_offset"])
-            size = sum(len(r) for r in entry["records"])
             if session is not None:
                 new = size or entry["error_code"] or session.told.get(tp) != told
                 session.settle(tp, told, self._more(tp, preq, entry), sent=bool(size))

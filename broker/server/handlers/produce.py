@@ -86,36 +86,32 @@ def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: 
     """Append every partition's batches; `verdicts`: the verified partitions' checks."""
     acks = body["acks"]
     now = ctx.now_ms()
+    version = request.api_version
+    every_record = ctx.config["produce.record.validation"] == "full"
     responses = []
     # acks=all, or an append whose flush.messages flush runs in the background: answer,
     # offset needed, acks, whether that flush must return first.
     waiting: dict[tuple[str, int], tuple[dict, int, int, bool]] = {}
     for topic in body["topic_data"]:
         name = topic["name"]
-        partitions = []
         if not allowed(ctx, request, Operation.WRITE, ResourceType.TOPIC, name):
             refused = ErrorCode.TOPIC_AUTHORIZATION_FAILED
             partitions = [_partition_response(p["index"], refused) for p in topic["partition_data"]]
             responses.append({"name": name, "partition_responses": partitions})
             continue
+        partitions = []
         for pdata in topic["partition_data"]:
-            answer, next_offset = _produce_partition(
-                ctx,
-                name,
-                pdata,
-                acks,
-                now,
-                request.api_version,
-                verdicts.get((name, pdata["index"])),
+            index = pdata["index"]
+            verdict = verdicts.get((name, index)) if verdicts else None
+            answer, next_offset, syncing = _produce_partition(
+                ctx, name, index, pdata["records"], acks, now, version, every_record, verdict
             )
             partitions.append(answer)
             if next_offset >= 0:
                 # Followers waiting at this leader fetch the new data now.
-                ctx.partition_grew(name, answer["index"])
-                tp = (name, answer["index"])
-                syncing = _syncing(ctx, tp, next_offset)
+                ctx.partition_grew(name, index)
                 if acks == -1 or (acks == 1 and syncing):
-                    waiting[tp] = (answer, next_offset, acks, syncing)
+                    waiting[(name, index)] = (answer, next_offset, acks, syncing)
         responses.append({"name": name, "partition_responses": partitions})
     if acks == 0:
         return NO_RESPONSE
@@ -126,14 +122,6 @@ def _produce(ctx: BrokerContext, request: RequestContext, body: dict, verdicts: 
     if ctx.produce_purgatory.try_complete_else_watch(operation, now):
         return operation.result
     return Delayed(operation)
-
-
-def _syncing(ctx: BrokerContext, tp: tuple[str, int], next_offset: int) -> bool:
-    """The append just made reached flush.messages and its fsync runs in the background
-    (broker/log/README.md, "Flushes and the event loop"): answered once it returned, as
-    Kafka answers after its synchronous flush."""
-    partition = ctx.replicas.get(*tp)
-    return partition is not None and partition.log.flush_pending(next_offset)
 
 
 class DelayedProduce(DelayedOperation):
@@ -186,21 +174,32 @@ def _fail(answer: dict, code: ErrorCode, message: str) -> None:
 
 
 def _produce_partition(
-    ctx: BrokerContext, topic: str, pdata: dict, acks: int, now: int, version: int, verdict=None
-) -> tuple[dict, int]:
-    """The partition's answer and, when appended, the offset after its records (else -1)."""
-    index = pdata["index"]
+    ctx: BrokerContext,
+    topic: str,
+    index: int,
+    records,
+    acks: int,
+    now: int,
+    version: int,
+    every_record: bool,
+    verdict=None,
+) -> tuple[dict, int, bool]:
+    """The partition's answer; when appended, the offset after its records (else -1) and
+    whether the append reached flush.messages and its fsync runs in the background
+    (broker/log/README.md, "Flushes and the event loop"): answered once it returned, as
+    Kafka answers after its synchronous flush."""
     if acks not in (0, 1, -1):
-        return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS), -1
+        return _partition_response(index, ErrorCode.INVALID_REQUIRED_ACKS), -1, False
     partition = ctx.replicas.get(topic, index)
     if partition is None:
-        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
+        return _partition_response(index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1, False
     refusal = verdict(partition) if verdict is not None else None
     if refusal is not None:
-        return _partition_response(index, refusal[0], message=refusal[1]), -1
-    records = pdata["records"] or b""  # null or empty: INVALID_RECORD, as Kafka
+        return _partition_response(index, refusal[0], message=refusal[1]), -1, False
+    records = records or b""  # null or empty: INVALID_RECORD, as Kafka
     received = len(records)
-    config = partition.log.config
+    log = partition.log
+    config = log.config
     try:
         # The topic's rules (docs/contracts/log.md, "Append validation") may rebuild the
         # batch with the topic's codec: `records` is then the rebuilt batch.
@@ -210,26 +209,36 @@ def _produce_partition(
             config.append_rules,
             now,
             produce_version=version,
-            parse_every_record=ctx.config["produce.record.validation"] == "full",
+            parse_every_record=every_record,
             partition_name=f"{topic}-{index}",
         )
     except RecordsError as exc:
         answer = _partition_response(
             index, ErrorCode(exc.error_code), message=str(exc), record_errors=exc.record_errors
         )
-        return answer, -1
+        return answer, -1, False
     result = partition.append_as_leader(bytearray(records), batches, now, acks)
-    if result.error != ErrorCode.NONE:
-        return _partition_response(index, result.error, message=result.message), -1
-    ctx.metrics.produced(topic, received, sum(h.last_offset_delta + 1 for _, h in batches))
-    answer = _partition_response(
-        index,
-        ErrorCode.NONE,
-        result.base_offset,
-        partition.log.log_start_offset,
-        log_append_time_ms=result.log_append_time_ms,
-    )
-    return answer, result.next_offset
+    if result.error:
+        return _partition_response(index, result.error, message=result.message), -1, False
+    count = 0
+    for _, header in batches:
+        count += header.last_offset_delta + 1
+    ctx.metrics.produced(topic, received, count)
+    next_offset = result.next_offset
+    answer = {
+        "index": index,
+        "error_code": _NONE,
+        "base_offset": result.base_offset,
+        "log_append_time_ms": result.log_append_time_ms,
+        "log_start_offset": log.log_start_offset,
+        "record_errors": [],
+        "error_message": None,
+    }
+    return answer, next_offset, log.flush_pending(next_offset)
+
+
+# Compared with at every produce (an enum member's lookup is not free).
+_NONE = ErrorCode.NONE
 
 
 # -- KIP-890 part 1: verification before a transaction opens here ------------------------------
