@@ -170,7 +170,7 @@ def operations() -> list[tuple[str, dict, int]]:
     ops.append(
         ("Produce v9 response encode", {k: _encode_op(c, answer) for k, c in pair.items()}, 3000)
     )
-    for version in (11, 12):
+    for version in (10, 11):
         for n, calls in ((1, 3000), (1000, 10)):
             pair = _pair(1, version, True)
             body = _fetch_response(n)
@@ -181,16 +181,16 @@ def operations() -> list[tuple[str, dict, int]]:
                     calls,
                 )
             )
-    pair = _pair(3, 12, True)
+    pair = _pair(3, 9, True)
     body = _metadata_response(10_000)
     ops.append(
         (
-            "Metadata v12 response encode, 10,000 partitions",
+            "Metadata v9 response encode, 10,000 partitions",
             {k: _encode_op(c, body) for k, c in pair.items()},
             2,
         )
     )
-    pair = _pair(4, 4, False) if API_BY_KEY[4].max_version >= 4 else _pair(4, 3, False)
+    pair = _pair(4, API_BY_KEY[4].max_version, False)
     body = _leader_and_isr(10_000)
     data = _bytes(pair["closure"], body)
     ops.append(
