@@ -339,6 +339,13 @@ class LogSegment:
         self.recover(verify_crc=False)
 
     # -- reading ----------------------------------------------------------------------
+    def _window_at(self, position: int, window: int) -> bytes:
+        """`window` bytes from `position`, at least a batch header's worth."""
+        buf = os.pread(self.fd, window, position)
+        if len(buf) < HEADER_SIZE:
+            raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+        return buf
+
     def headers(self, position: int, end: int, window: int) -> Iterator[tuple[int, BatchHeader]]:
         """(position, header) of each batch starting in [position, end), reading `window`
         bytes per pread so that the headers of many small batches come in one call."""
@@ -346,9 +353,7 @@ class LogSegment:
         while position < end:
             rel = position - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(self.fd, window, position), position, 0
-                if len(buf) < HEADER_SIZE:
-                    raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+                buf, buf_start, rel = self._window_at(position, window), position, 0
             header = parse_header(buf, rel)
             if header.magic != MAGIC_V2 or header.batch_length < MIN_BATCH_LENGTH:
                 raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
@@ -401,9 +406,7 @@ class LogSegment:
         while position < end:
             rel = position - buf_start
             if rel + HEADER_SIZE > len(buf):
-                buf, buf_start, rel = os.pread(self.fd, window, position), position, 0
-                if len(buf) < HEADER_SIZE:
-                    raise CorruptSegmentError(f"{self.log_path}: short batch header at {position}")
+                buf, buf_start, rel = self._window_at(position, window), position, 0
             base, length, magic, delta = _WALKED.unpack_from(buf, rel)
             if magic != MAGIC_V2 or length < MIN_BATCH_LENGTH:
                 raise CorruptSegmentError(f"{self.log_path}: no v2 batch at {position}")
