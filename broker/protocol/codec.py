@@ -30,6 +30,7 @@ from .types import (
     Writer,
     default_of,
     in_range,
+    on_the_wire,
 )
 
 Decoder = Callable[[Reader], Any]
@@ -177,7 +178,7 @@ def reference_struct(s: Struct, version: int, flexible: bool) -> _Reference:
     absent: list[Field] = []
     min_size = 1 if flexible else 0  # flexible structs end with a tag count
     for f in s.fields:
-        if not in_range(version, f.versions) or (f.tag is not None and not flexible):
+        if not on_the_wire(f, version, flexible):
             absent.append(f)
             continue
         c = compile_type(f.type, version, flexible, in_range(version, f.nullable), True)

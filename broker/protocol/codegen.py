@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import Any
 
 from .types import (
-    _MISSING,
     Array,
     Fixed,
     Reader,
@@ -35,6 +34,7 @@ from .types import (
     Writer,
     default_of,
     in_range,
+    on_the_wire,
 )
 
 # struct codes of the fixed-width types ('?' reads any non-zero byte as True, as
@@ -53,29 +53,6 @@ _CODES = {
 
 class Abandon(Exception):
     """The generated code met input it does not handle: the closure codec decides."""
-
-
-def uvarint_at(buf, pos: int, end: int) -> tuple[int, int]:
-    """An unsigned varint of at most 5 bytes at `pos`: (value, position after it)."""
-    value = 0
-    shift = 0
-    for _ in range(5):
-        if pos >= end:
-            raise Abandon
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-    raise Abandon
-
-
-def put_uvarint(buf: bytearray, v: int) -> None:
-    while v >= 0x80:
-        buf.append((v & 0x7F) | 0x80)
-        v >>= 7
-    buf.append(v)
 
 
 def _is_fixed(t: Type) -> bool:
@@ -113,19 +90,11 @@ def generate(
     `tagged` = (read_tagged, write_tagged, tag_readers, tag_writers) of the closure
     codec, which tagged fields (rare, flexible only) go through; `encoded` the class of
     values already encoded (copied as they are)."""
-    plain, absent = [], []
-    for f in s.fields:
-        if not in_range(version, f.versions) or (f.tag is not None and not flexible):
-            absent.append(f)
-        elif f.tag is not None:
-            absent.append(f)  # a default first, overwritten when present (as the closure)
-        else:
-            plain.append(f)
+    # Tagged fields start as their default, overwritten when present (as the closure).
+    plain = [f for f in s.fields if on_the_wire(f, version, flexible) and f.tag is None]
+    absent = [f for f in s.fields if f not in plain]
     ns: dict[str, Any] = {
         "Abandon": Abandon,
-        "uvarint_at": uvarint_at,
-        "put_uvarint": put_uvarint,
-        "MISSING": _MISSING,
         "UUID": uuid.UUID,
         "unpack_from": struct.unpack_from,
         "pack": struct.pack,
@@ -166,9 +135,9 @@ def _decoder(plain, absent, version, flexible, child, element, ns) -> _Source:
     def length(wide: bool) -> None:
         if flexible:
             flush()
-            # Most compact lengths are one byte: no call for them.
+            # Most compact lengths are one byte: no call for them; the Reader reads others.
             src.add("if pos < end and buf[pos] < 0x80: n = buf[pos] - 1; pos += 1")
-            src.add("else: n, pos = uvarint_at(buf, pos, end); n -= 1")
+            src.add("else: r.pos = pos; n = r.uvarint() - 1; pos = r.pos")
         else:
             flush("i" if wide else "h")
 
@@ -267,7 +236,6 @@ def _encoder(plain, version, flexible, child, element, ns) -> _Source:
     src.add("if value.__class__ is Encoded:")
     src.add("w.buf += value", 2)
     src.add("return", 2)
-    src.add("get = value.get")
     run: list[str] = []  # values of fixed fields not written yet
     codes: list[str] = []
 
@@ -283,7 +251,7 @@ def _encoder(plain, version, flexible, child, element, ns) -> _Source:
             flush()
             src.add(f"m = {n} + 1", 2)
             src.add("if m < 0x80: w.buf.append(m)", 2)
-            src.add("else: put_uvarint(w.buf, m)", 2)
+            src.add("else: w.uvarint(m)", 2)
         else:
             flush()
             code = "i" if wide else "h"
@@ -340,7 +308,7 @@ def _encoder(plain, version, flexible, child, element, ns) -> _Source:
             src.add(f"{src.name('E', element(t, nullable)[1])}(w, {var})")
     flush()
     if flexible and ns["TAG_WRITERS"]:
-        src.add("write_tagged(w, get, TAG_WRITERS)")
+        src.add("write_tagged(w, value.get, TAG_WRITERS)")
     elif flexible:
         src.add("w.buf.append(0)  # no tagged fields in this struct")
     return src

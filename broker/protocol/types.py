@@ -320,6 +320,12 @@ def in_range(version: int, rng: tuple[int, int] | None) -> bool:
     return rng is not None and rng[0] <= version <= rng[1]
 
 
+def on_the_wire(f: Field, version: int, flexible: bool) -> bool:
+    """Whether `f` is encoded at `version` (a tagged field only in flexible versions);
+    one that is not decodes to its default."""
+    return in_range(version, f.versions) and (f.tag is None or flexible)
+
+
 class Type:
     """A wire type. Primitive types produce their own read/write functions; Array and
     Struct are compiled by the codec because they depend on the version."""

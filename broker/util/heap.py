@@ -53,7 +53,7 @@ class HeapFreezer:
             self.freeze_now()
 
     def freeze_now(self) -> None:
-        """After start-up: what was loaded lives as long as the broker."""
+        """Move everything the collector tracks now to the permanent generation."""
         gc.freeze()
         self.freezes += 1
 
