@@ -225,20 +225,14 @@ def _produce_partition(
         count += header.last_offset_delta + 1
     ctx.metrics.produced(topic, received, count)
     next_offset = result.next_offset
-    answer = {
-        "index": index,
-        "error_code": _NONE,
-        "base_offset": result.base_offset,
-        "log_append_time_ms": result.log_append_time_ms,
-        "log_start_offset": log.log_start_offset,
-        "record_errors": [],
-        "error_message": None,
-    }
+    answer = _partition_response(
+        index,
+        ErrorCode.NONE,
+        result.base_offset,
+        log.log_start_offset,
+        log_append_time_ms=result.log_append_time_ms,
+    )
     return answer, next_offset, log.flush_pending(next_offset)
-
-
-# Compared with at every produce (an enum member's lookup is not free).
-_NONE = ErrorCode.NONE
 
 
 # -- KIP-890 part 1: verification before a transaction opens here ------------------------------
