@@ -169,18 +169,24 @@ class DelayedFetch(DelayedOperation):
             response = self._answer(final=False)
             return response is not None and self.complete(response)
         changed, self._changed = self._changed, set()
+        # What this check read, by partition: the answer made now reuses a read whose
+        # limits it would ask again, instead of reading the partition a second time (a
+        # parked follower fetch woken by an append read its batch twice; issue 23).
+        fresh: dict[TopicPartition, tuple[int, dict, int]] = {}
         for tp in changed:
             preq = self._request_of(tp)
             if preq is None:
                 continue
-            entry = self._read(tp, preq, preq["partition_max_bytes"], min_one=True)
-            if entry["error_code"] != ErrorCode.NONE:
-                return self.complete(self._answer(final=True))
+            limit = preq["partition_max_bytes"]
+            entry = self._read(tp, preq, limit, min_one=True)
             size = sum(len(r) for r in entry["records"])
+            fresh[tp] = (limit, entry, size)
+            if entry["error_code"] != ErrorCode.NONE:
+                return self.complete(self._answer(final=True, fresh=fresh))
             self._available += size - self._bytes.get(tp, 0)
             self._bytes[tp] = size
         if self._available >= self.body["min_bytes"]:
-            return self.complete(self._answer(final=True))
+            return self.complete(self._answer(final=True, fresh=fresh))
         return False
 
     def on_expiration(self, now_ms: int) -> dict:
@@ -221,16 +227,22 @@ class DelayedFetch(DelayedOperation):
             )
         return entry
 
-    def _answer(self, final: bool) -> dict | None:
-        """The response, or None when fewer than min_bytes are there and not `final`."""
+    def _answer(self, final: bool, fresh: dict | None = None) -> dict | None:
+        """The response, or None when fewer than min_bytes are there and not `final`.
+        `fresh`: partitions read at this same moment with (limit, min_one=True), their
+        entry and size, taken as they are where the answer asks the same."""
         budget = ResponseBudget(self.body.get("max_bytes", 0x7FFFFFFF))
         total = 0
         any_error = False
         read: list[tuple[TopicPartition, dict, dict, int]] = []
         for tp, preq in self._covered():
             limit = budget.limit(preq["partition_max_bytes"])
-            entry = self._read(tp, preq, limit, min_one=budget.min_one)
-            size = sum(len(r) for r in entry["records"])
+            done = fresh.get(tp) if fresh else None
+            if done is not None and done[0] == limit and budget.min_one:
+                _, entry, size = done
+            else:
+                entry = self._read(tp, preq, limit, min_one=budget.min_one)
+                size = sum(len(r) for r in entry["records"])
             budget.took(size)
             total += size
             any_error |= entry["error_code"] != ErrorCode.NONE
