@@ -25,7 +25,7 @@ from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.control import Marker, parse_marker
-from broker.records.header import CONTROL, BatchHeader, crc_is_valid
+from broker.records.header import CONTROL, NO_PRODUCER_ID, BatchHeader, crc_is_valid
 from broker.server.producer_state import (
     CompletedTxn,
     CorruptSnapshot,
@@ -209,9 +209,12 @@ class Partition:
                 message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas "
                 f"{config.min_insync_replicas}",
             )
-        markers = _markers(records, batches)
+        # A batch of no producer (producer id -1: not idempotent) has no sequence to check
+        # and no state to record: the common unbatched produce skips both loops.
+        stateful = len(batches) > 1 or batches[0][1].producer_id != NO_PRODUCER_ID
+        pairs = list(zip(batches, _markers(records, batches), strict=True)) if stateful else ()
         check = self.producers.check
-        for (_, header), marker in zip(batches, markers, strict=True):
+        for (_, header), marker in pairs:
             verdict = check(header, marker)
             if not verdict.error:
                 continue
@@ -235,7 +238,7 @@ class Partition:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         offset = info.first_offset
         record = self.producers.record
-        for (_, header), marker in zip(batches, markers, strict=True):
+        for (_, header), marker in pairs:
             completed = record(header, offset, now_ms, marker)
             if completed is not None:
                 self._transaction_ended(completed)
