@@ -258,11 +258,8 @@ class Partition:
         retried batch is still answered as a duplicate after a failover. Returns the
         number of bytes appended."""
         buf = bytearray(data)
-        batches = [
-            (pos, header)
-            for pos, header in iter_batches(buf)
-            if header.next_offset > self.log.log_end_offset
-        ]
+        log_end = self.log.log_end_offset
+        batches = [(pos, h) for pos, h in iter_batches(buf) if h.next_offset > log_end]
         if not batches:
             return 0
         for pos, header in batches:
@@ -275,9 +272,10 @@ class Partition:
         self.log.append_as_follower(
             memoryview(buf)[start:end], [(pos - start, header) for pos, header in batches]
         )
+        record = self.producers.record
         for (_, header), marker in zip(batches, _markers(buf, batches), strict=True):
-            completed = self.producers.record(header, header.base_offset, now_ms, marker)
-            self._transaction_ended(completed)
+            if header.producer_id != NO_PRODUCER_ID:  # (no state kept for no producer)
+                self._transaction_ended(record(header, header.base_offset, now_ms, marker))
         return end - start
 
     def storage_error(self) -> tuple[ErrorCode, str]:
