@@ -533,13 +533,13 @@ class Log:
                     break
                 start = 0
             else:
-                found = segment.locate(offset, window)
+                found = segment.locate_span(offset, window)
                 if found is None:  # only in a gap of offsets: go on with the next segment
                     continue
-                start, first = found
-                if first.base_offset >= limit_offset:
+                start, base, first_size = found
+                if base >= limit_offset:
                     break
-                first_batch_offset = first.base_offset
+                first_batch_offset = base
             stops_here = limit_offset < segment.next_offset
             end = segment.position_of(limit_offset, window) if stops_here else segment.size
             budget = max_bytes - total
@@ -548,7 +548,7 @@ class Log:
             else:
                 cut = segment.boundary_before(start + budget, start, end, window)
                 if cut == start and not regions and min_one:
-                    cut = start + first.size
+                    cut = start + first_size
                 stops_here = True
             if cut > start:
                 regions.append(FileRegion(segment.fd, start, cut - start))

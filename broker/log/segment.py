@@ -110,6 +110,8 @@ class LogSegment:
         # over the headers in between. Bounded by index.interval.bytes (and _TAIL_MAX).
         self._tail_offsets = array("q")
         self._tail_positions = array("q")
+        # ... and their last offsets: a read from the tail needs no header from the file.
+        self._tail_ends = array("q")
         # Density of index entries when this segment rebuilds its indexes on its own.
         self.index_interval = index_interval
         # segment.jitter.ms: this segment rolls this much before segment.ms (chosen by
@@ -219,11 +221,13 @@ class LogSegment:
         if self.created_ms is None:
             self.created_ms = now_ms
         offsets, positions, interval = self._tail_offsets, self._tail_positions, self.index_interval
+        ends = self._tail_ends
         for pos, header in batches:
             if self._index_batch(header, start + pos, interval) or len(offsets) >= _TAIL_MAX:
-                del offsets[:], positions[:]
+                del offsets[:], positions[:], ends[:]
             offsets.append(header.base_offset)
             positions.append(start + pos)
+            ends.append(header.base_offset + header.last_offset_delta)
         self.size = start + len(data)
         self.next_offset = header.base_offset + header.last_offset_delta + 1  # the last batch's
         self.dirty = True
@@ -281,7 +285,7 @@ class LogSegment:
         magic, offsets or CRC). Returns the number of bytes cut off."""
         self.offset_index.clear()
         self.time_index.clear()
-        del self._tail_offsets[:], self._tail_positions[:]
+        del self._tail_offsets[:], self._tail_positions[:], self._tail_ends[:]
         self._first_batch_timestamp = None
         self._max_timestamp = self._offset_of_max_timestamp = -1
         self._bytes_since_index_entry = 0
@@ -379,6 +383,25 @@ class LogSegment:
             return None
         position, buf, rel = found
         return position, parse_header(buf, rel)
+
+    def locate_span(
+        self, offset: int, window: int = 4096 + HEADER_SIZE
+    ) -> tuple[int, int, int] | None:
+        """What `locate` finds, as (position, base offset, size): from memory when the
+        batch is among the tail's (a fetch at the log end then reads no header)."""
+        if offset >= self.next_offset:
+            return None
+        tail = self._tail_offsets
+        if tail and offset >= tail[0]:
+            i = bisect_right(tail, offset) - 1
+            if self._tail_ends[i] < offset:  # in a gap of offsets: the batch after it
+                i += 1  # (one exists: offset < next_offset, the last batch's end + 1)
+            positions = self._tail_positions
+            position = positions[i]
+            end = positions[i + 1] if i + 1 < len(positions) else self.size
+            return position, tail[i], end - position
+        found = self.locate(offset, window)
+        return None if found is None else (found[0], found[1].base_offset, found[1].size)
 
     def position_of(self, offset: int, window: int) -> int:
         """Position of the first batch whose base offset is >= `offset` (size if none)."""

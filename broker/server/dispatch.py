@@ -108,9 +108,10 @@ def handle_frame(ctx: BrokerContext, session: Session, frame: bytes) -> Outcome:
     if version < (handler.accepted_from or 0):  # declared (above), not accepted
         return _encode(header, handler.error_response(body, ErrorCode.UNSUPPORTED_VERSION))
     request = RequestContext(header, session, ctx.now_ms())
-    refusal = request_refusal(ctx, request, body)  # ACLs (authorization.py)
-    if refusal:
-        return _encode(header, handler.error_response(body, refusal))
+    if ctx.authorizer is not None:  # ACLs (authorization.py); none configured: no call
+        refusal = request_refusal(ctx, request, body)
+        if refusal:
+            return _encode(header, handler.error_response(body, refusal))
     try:
         result = handler.handle(ctx, request, body)
     except Exception:  # a bug must cost one connection, never the broker

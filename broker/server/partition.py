@@ -25,7 +25,7 @@ from broker.log.txn_index import AbortedTxn
 from broker.protocol.errors import ErrorCode
 from broker.records.batch import CorruptRecordError, iter_batches
 from broker.records.control import Marker, parse_marker
-from broker.records.header import CONTROL, BatchHeader, crc_is_valid
+from broker.records.header import CONTROL, NO_PRODUCER_ID, BatchHeader, crc_is_valid
 from broker.server.producer_state import (
     CompletedTxn,
     CorruptSnapshot,
@@ -209,9 +209,12 @@ class Partition:
                 message=f"the ISR {list(self.isr)} is smaller than min.insync.replicas "
                 f"{config.min_insync_replicas}",
             )
-        markers = _markers(records, batches)
+        # A batch of no producer (producer id -1: not idempotent) has no sequence to check
+        # and no state to record: the common unbatched produce skips both loops.
+        stateful = len(batches) > 1 or batches[0][1].producer_id != NO_PRODUCER_ID
+        pairs = list(zip(batches, _markers(records, batches), strict=True)) if stateful else ()
         check = self.producers.check
-        for (_, header), marker in zip(batches, markers, strict=True):
+        for (_, header), marker in pairs:
             verdict = check(header, marker)
             if not verdict.error:
                 continue
@@ -235,7 +238,7 @@ class Partition:
             return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
         offset = info.first_offset
         record = self.producers.record
-        for (_, header), marker in zip(batches, markers, strict=True):
+        for (_, header), marker in pairs:
             completed = record(header, offset, now_ms, marker)
             if completed is not None:
                 self._transaction_ended(completed)
@@ -255,11 +258,8 @@ class Partition:
         retried batch is still answered as a duplicate after a failover. Returns the
         number of bytes appended."""
         buf = bytearray(data)
-        batches = [
-            (pos, header)
-            for pos, header in iter_batches(buf)
-            if header.next_offset > self.log.log_end_offset
-        ]
+        log_end = self.log.log_end_offset
+        batches = [(pos, h) for pos, h in iter_batches(buf) if h.next_offset > log_end]
         if not batches:
             return 0
         for pos, header in batches:
@@ -272,9 +272,10 @@ class Partition:
         self.log.append_as_follower(
             memoryview(buf)[start:end], [(pos - start, header) for pos, header in batches]
         )
+        record = self.producers.record
         for (_, header), marker in zip(batches, _markers(buf, batches), strict=True):
-            completed = self.producers.record(header, header.base_offset, now_ms, marker)
-            self._transaction_ended(completed)
+            if header.producer_id != NO_PRODUCER_ID:  # (no state kept for no producer)
+                self._transaction_ended(record(header, header.base_offset, now_ms, marker))
         return end - start
 
     def storage_error(self) -> tuple[ErrorCode, str]:

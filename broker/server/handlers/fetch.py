@@ -63,6 +63,8 @@ ZSTD_MIN_VERSION = 10
 # Fetch v7 brought fetch sessions (KIP-227).
 SESSIONS_MIN_VERSION = 7
 READ_COMMITTED = 1
+# Compared with for every partition answered (an enum member's lookup is not free).
+_NONE = ErrorCode.NONE
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -169,18 +171,24 @@ class DelayedFetch(DelayedOperation):
             response = self._answer(final=False)
             return response is not None and self.complete(response)
         changed, self._changed = self._changed, set()
+        # What this check read, by partition: the answer made now reuses a read whose
+        # limits it would ask again, instead of reading the partition a second time (a
+        # parked follower fetch woken by an append read its batch twice; issue 23).
+        fresh: dict[TopicPartition, tuple[int, dict, int]] = {}
         for tp in changed:
             preq = self._request_of(tp)
             if preq is None:
                 continue
-            entry = self._read(tp, preq, preq["partition_max_bytes"], min_one=True)
-            if entry["error_code"] != ErrorCode.NONE:
-                return self.complete(self._answer(final=True))
+            limit = preq["partition_max_bytes"]
+            entry = self._read(tp, preq, limit, min_one=True)
             size = sum(len(r) for r in entry["records"])
+            fresh[tp] = (limit, entry, size)
+            if entry["error_code"] != ErrorCode.NONE:
+                return self.complete(self._answer(final=True, fresh=fresh))
             self._available += size - self._bytes.get(tp, 0)
             self._bytes[tp] = size
         if self._available >= self.body["min_bytes"]:
-            return self.complete(self._answer(final=True))
+            return self.complete(self._answer(final=True, fresh=fresh))
         return False
 
     def on_expiration(self, now_ms: int) -> dict:
@@ -221,16 +229,22 @@ class DelayedFetch(DelayedOperation):
             )
         return entry
 
-    def _answer(self, final: bool) -> dict | None:
-        """The response, or None when fewer than min_bytes are there and not `final`."""
+    def _answer(self, final: bool, fresh: dict | None = None) -> dict | None:
+        """The response, or None when fewer than min_bytes are there and not `final`.
+        `fresh`: partitions read at this same moment with (limit, min_one=True), their
+        entry and size, taken as they are where the answer asks the same."""
         budget = ResponseBudget(self.body.get("max_bytes", 0x7FFFFFFF))
         total = 0
         any_error = False
         read: list[tuple[TopicPartition, dict, dict, int]] = []
         for tp, preq in self._covered():
             limit = budget.limit(preq["partition_max_bytes"])
-            entry = self._read(tp, preq, limit, min_one=budget.min_one)
-            size = sum(len(r) for r in entry["records"])
+            done = fresh.get(tp) if fresh else None
+            if done is not None and done[0] == limit and budget.min_one:
+                _, entry, size = done
+            else:
+                entry = self._read(tp, preq, limit, min_one=budget.min_one)
+                size = sum(len(r) for r in entry["records"])
             budget.took(size)
             total += size
             any_error |= entry["error_code"] != ErrorCode.NONE
@@ -245,22 +259,28 @@ class DelayedFetch(DelayedOperation):
         """The final answer: an incremental one carries only partitions with something new;
         the session learns what each partition was told."""
         session, full = self.plan.session, self.plan.full
+        metrics = self.ctx.metrics
         by_topic: dict[str, list[dict]] = {}
-        sent: dict[str, int] = {}
+        answered = 0
         for tp, preq, entry, size in read:
-            told = (entry["high_watermark"], entry["last_stable_offset"], entry["log_start_offset"])
             if session is not None:
+                told = (
+                    entry["high_watermark"],
+                    entry["last_stable_offset"],
+                    entry["log_start_offset"],
+                )
                 new = size or entry["error_code"] or session.told.get(tp) != told
                 session.settle(tp, told, self._more(tp, preq, entry), sent=bool(size))
                 if not (full or new):
                     continue
-            by_topic.setdefault(tp[0], []).append(entry)
+            answers = by_topic.get(tp[0])
+            if answers is None:
+                answers = by_topic[tp[0]] = []
+            answers.append(entry)
+            answered += 1
             if size:
-                sent[tp[0]] = sent.get(tp[0], 0) + size
-        for name, size in sent.items():
-            self.ctx.metrics.fetched(name, size)
-        answered = sum(len(p) for p in by_topic.values())
-        self.ctx.metrics.fetch_served(self.follower, _named(self.body), answered, self.reads)
+                metrics.fetched(tp[0], size)
+        metrics.fetch_served(self.follower, _named(self.body), answered, self.reads)
         return {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
@@ -271,12 +291,15 @@ class DelayedFetch(DelayedOperation):
     def _more(self, tp: TopicPartition, preq: dict, entry: dict) -> bool:
         """Whether the fetcher may still get data beyond the fetch offset the session
         holds for `tp` (then it stays among the session's news)."""
-        if entry["error_code"] != ErrorCode.NONE:
+        if entry["error_code"] != _NONE:
             return False
+        if not self.follower:  # a consumer's readable end is in its answer already
+            readable = entry["last_stable_offset" if self.read_committed else "high_watermark"]
+            return readable > preq["fetch_offset"]
         partition = self.ctx.replicas.get(*tp)
         if partition is None:
             return False
-        return _readable(partition, self.follower, self.read_committed) > preq["fetch_offset"]
+        return partition.log.log_end_offset > preq["fetch_offset"]
 
 
 class ResponseBudget:
