@@ -60,16 +60,30 @@ def metrics_overrides(cluster_ids: list[int]) -> dict[int, dict[str, str]]:
     }
 
 
-def requests_received(cluster: Cluster, broker_id: int) -> Counter[str] | None:
-    """Requests the broker has received since it started, by API (kafka_requests_total);
-    None if it does not answer."""
+def _scrape(cluster: Cluster, broker_id: int) -> str | None:
+    """The broker's /metrics text; None if it has no metrics port or does not answer."""
     port = cluster.broker(broker_id).overrides.get("metrics.port")
     if port is None:
         return None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as answer:
-            text = answer.read().decode()
+            return answer.read().decode()
     except OSError:
+        return None
+
+
+def gauge(cluster: Cluster, broker_id: int, name: str) -> float | None:
+    """One unlabelled gauge of the broker's /metrics; None if it cannot be read."""
+    text = _scrape(cluster, broker_id)
+    found = re.search(rf"^{re.escape(name)} ([0-9.e+-]+)$", text or "", re.M)
+    return float(found.group(1)) if found else None
+
+
+def requests_received(cluster: Cluster, broker_id: int) -> Counter[str] | None:
+    """Requests the broker has received since it started, by API (kafka_requests_total);
+    None if it does not answer."""
+    text = _scrape(cluster, broker_id)
+    if text is None:
         return None
     counts: Counter[str] = Counter()
     for api, value in _REQUESTS.findall(text):

@@ -399,6 +399,12 @@ class LogManager:
         else:
             flusher.submit(write, done)
 
+    @property
+    def leader_epoch_files_pending(self) -> int:
+        """Leader-epoch files changed in memory and not yet written (the ticks write them
+        in slices: after a create or failover of thousands of partitions, for a while)."""
+        return len(self._dirty_epochs)
+
     def write_leader_epochs(self, budget_s: float | None = None) -> int:
         """Write (without fsyncs) the leader-epoch files whose cache changed since they
         were last written, oldest change first, all of them or until `budget_s` seconds

@@ -99,6 +99,13 @@ class BrokerStateCollector(Collector):
         )
         fetchers = ctx.replicas.fetchers
         yield GaugeMetricFamily(
+            "kafka_log_leader_epoch_files_pending",
+            "Leader-epoch files changed in memory, not yet written: the log manager's ticks "
+            "write them in slices of 50 ms, so a create or failover of thousands of "
+            "partitions leaves some seconds of this background work.",
+            ctx.replicas.logs.leader_epoch_files_pending,
+        )
+        yield GaugeMetricFamily(
             "kafka_replica_fetcher_failed_partitions",
             "Followed partitions whose fetched data could not be taken: not fetched until "
             "a new leadership (Kafka's FailedPartitionsCount).",

@@ -124,6 +124,9 @@ def test_state_of_a_single_broker(metered):
     assert state.value("kafka_under_replicated_partitions") == 0
     assert state.value("kafka_offline_partitions") == 0
     assert state.value("kafka_leader_partitions") == state.value("kafka_partitions")
+    assert (
+        0 <= state.value("kafka_log_leader_epoch_files_pending") <= state.value("kafka_partitions")
+    )
     assert state.value("kafka_leader_elections_total") >= state.value("kafka_leader_partitions")
     assert {"Fetch", "Produce", "Rebalance", "Heartbeat"} <= {
         s.labels["purgatory"] for s in state.samples["kafka_purgatory_size"]

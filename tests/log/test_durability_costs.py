@@ -216,9 +216,12 @@ def test_a_failover_to_n_partitions_syncs_nothing(tmp_path, fsyncs, writes):
         partition.make_leader(Leadership(1, 4, (1, 2), (1, 2, 3)), now_ms=0)
     assert fsyncs == [] and writes == []
     assert all(p.log.leader_epochs.entries == [(3, 0), (4, 2)] for p in partitions)
+    assert m.leader_epoch_files_pending == N  # the gauge of the same name
     assert m.write_leader_epochs(budget_s=0) == 1  # a tick's slice: at least one
+    assert m.leader_epoch_files_pending == N - 1
     assert m.write_leader_epochs() == N - 1
     assert m.write_leader_epochs() == 0
+    assert m.leader_epoch_files_pending == 0
     assert fsyncs == [] and len(writes) == N
     append(m.get("t", 0), batch(1), epoch=4)
     m.get("t", 0).flush()
