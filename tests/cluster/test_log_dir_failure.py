@@ -47,7 +47,9 @@ def test_a_full_log_dir_moves_leadership_and_loses_nothing(cluster_factory, smal
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1, 2]])])[topic].result(30)
     wait_for(lambda: in_sync(admin, topic, 3), f"{topic} in sync")
-    assert (small_disk / f"{topic}-0").is_dir()
+    # The ISR is full from the creation on: broker 0 may not have made its log yet.
+    placed = lambda: [d for d in (small_disk, roomy) if (d / f"{topic}-0").is_dir()]  # noqa: E731
+    assert wait_for(placed, f"broker 0's log of {topic}-0") == [small_disk]
 
     seen_storage_errors: list[str] = []
     logged = threading.Lock()
