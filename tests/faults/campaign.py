@@ -76,7 +76,51 @@ def settle(env: Env, topics: list[str], timeout_s: float = 90.0) -> str | None:
         wait_for(settled, f"{', '.join(topics)} in sync", timeout_s)
         return None
     except AssertionError as exc:
-        return f"not settled: {exc}"
+        return f"not settled: {exc}; {unsettled_views(env, topics)}"
+
+
+def unsettled_views(env: Env, topics: list[str]) -> str:
+    """Where a settle that timed out stands, for the note: the partitions short of a full
+    ISR as ZooKeeper holds them, and as each broker's metadata answers (a stale broker
+    shows apart from an ISR that never grew back), with the registered brokers."""
+    from kazoo.client import KazooClient
+
+    from broker.client.cluster import ClusterMetadata
+    from broker.zk import layout as z
+
+    factor, views = len(env.cluster.ids), []
+    zk = KazooClient(hosts=env.cluster.zookeeper_connect, timeout=5)
+    try:
+        zk.start(timeout=5)
+        views.append(f"registered {sorted(int(b) for b in zk.get_children(z.BROKER_IDS))}")
+        for topic in topics:
+            for p in sorted(int(n) for n in zk.get_children(z.partitions_path(topic))):
+                state = z.decode_partition_state(zk.get(z.partition_state_path(topic, p))[0])
+                if len(state.isr) < factor:
+                    views.append(
+                        f"zk {topic}-{p} leader {state.leader} epoch {state.leader_epoch} "
+                        f"isr {list(state.isr)}"
+                    )
+    except Exception as exc:  # noqa: BLE001 - a diagnosis, never the run's failure
+        views.append(f"zk unread: {exc!r}")
+    finally:
+        with contextlib.suppress(Exception):
+            zk.stop()
+            zk.close()
+    for broker_id in env.cluster.ids:
+        try:
+            with ClusterMetadata(env.cluster.broker(broker_id).bootstrap, timeout_s=5) as meta:
+                meta.refresh(topics)
+                short = [
+                    f"{t}-{p.partition} leader {p.leader} epoch {p.leader_epoch} isr {p.isr}"
+                    for t in topics
+                    for p in meta.topics[t].partitions.values()
+                    if len(p.isr) < factor
+                ]
+            views.append(f"broker {broker_id} says {short or 'all in sync'}")
+        except Exception as exc:  # noqa: BLE001
+            views.append(f"broker {broker_id} unread: {exc!r}")
+    return "; ".join(views)
 
 
 @dataclass
