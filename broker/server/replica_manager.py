@@ -214,12 +214,23 @@ class ReplicaManager:
                     continue
             elif state.leader_epoch < partition.leader_epoch or (
                 state.leader_epoch == partition.leader_epoch
-                and partition.leader_id == state.leader
-                and partition.isr == state.isr
-                and partition.replicas == state.replicas
+                and (
+                    state.zk_version < partition.zk_version
+                    or (
+                        partition.leader_id == state.leader
+                        and partition.isr == state.isr
+                        and partition.replicas == state.replicas
+                    )
+                )
             ):
-                # Same or older: a re-sent or stale decision changes nothing. (A broker
-                # that just started knows no leader yet, so it takes an equal epoch.)
+                # Same or older: a re-sent or stale decision changes nothing. At the same
+                # epoch, a state older than the one this broker last took or wrote (its
+                # znode version is lower) is stale too: a controller taking over sends
+                # every state as it read them, and a leader that shrank its ISR meanwhile
+                # must keep its own (taken, the dropped follower was back "in sync" here
+                # while ZooKeeper said otherwise, and never rejoined: docs/faults.md,
+                # F12). A broker that just started knows no leader yet (version -1), so
+                # it takes an equal epoch.
                 errors[tp] = (
                     ErrorCode.STALE_CONTROLLER_EPOCH
                     if state.leader_epoch < partition.leader_epoch

@@ -33,12 +33,13 @@ def make_broker(tmp_path):
 EPOCH = 2**31 - 1
 
 
-def lead(broker, leader_epoch: int = 1, isr=(0, 1)) -> None:
+def lead(broker, leader_epoch: int = 1, isr=(0, 1), zk_version: int | None = None) -> None:
     """A LeaderAndIsr making this broker (0) leader of t-0, replicas [0, 1], at
-    `leader_epoch` with `isr`."""
+    `leader_epoch` with `isr` (the state znode at `zk_version`, by default the epoch)."""
     state = {
         "partition_index": 0, "controller_epoch": EPOCH, "leader": 0,
-        "leader_epoch": leader_epoch, "isr": list(isr), "zk_version": leader_epoch,
+        "leader_epoch": leader_epoch, "isr": list(isr),
+        "zk_version": leader_epoch if zk_version is None else zk_version,
         "replicas": [0, 1], "adding_replicas": [], "removing_replicas": [], "is_new": False,
     }  # fmt: skip
     body = {

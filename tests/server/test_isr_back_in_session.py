@@ -66,3 +66,24 @@ def test_a_follower_the_controller_dropped_comes_back_by_its_session(led):
     _fetch(led, session_id, 1, named=False)
     assert partition.isr == (0, FOLLOWER) and writer.written == [(0, FOLLOWER)]
     assert replicas.out_of_sync[FOLLOWER] == set()
+
+
+def test_a_state_read_before_the_leaders_own_shrink_does_not_undo_it(led):
+    """Found by the fault campaign (kill-controller, kill-coordinator; docs/faults.md,
+    F12): a controller taking over sends every partition's state as it read it, here
+    read before the leader shrank its ISR itself (the same epoch, an older znode
+    version). Taken, it put the dead follower back into the leader's ISR while ZooKeeper
+    held the shrunk one, so the follower, restarted and caught up, was never added back."""
+    replicas = led.state.replicas
+    writer = replicas.isr_writer = WrittenAtOnce()
+    partition = replicas.get("t", 0)
+    _fetch(led, 0, 0, named=True)
+    led.clock.now += led.state.config["replica.lag.time.max.ms"] + 1
+    replicas.shrink_isrs(led.state.config["replica.lag.time.max.ms"])
+    assert partition.isr == (0,) and partition.zk_version == 2
+
+    lead(led, leader_epoch=1, isr=(0, FOLLOWER), zk_version=1)  # the takeover's stale read
+    assert partition.isr == (0,) and partition.zk_version == 2
+
+    _fetch(led, 0, 0, named=True)  # the follower, restarted: a new session, caught up
+    assert partition.isr == (0, FOLLOWER) and writer.written == [(0,), (0, FOLLOWER)]
