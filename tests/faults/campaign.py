@@ -12,11 +12,19 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.client.coordinator import TRANSACTION_KEY_TYPE
 from broker.processes import Cluster, RegistryProcess
 from tests.faults import checkers, workloads
 from tests.faults.history import INFO, History
 from tests.faults.nemesis import Env, Nemesis, Schedule
-from tests.helpers.cluster import create_topic, fresh, in_sync, wait_for
+from tests.helpers.cluster import (
+    coordinator_of,
+    create_topic,
+    fresh,
+    group_coordinated_elsewhere,
+    in_sync,
+    wait_for,
+)
 
 # Settings a fault cluster runs with: quick failure detection (tests/helpers/cluster.py),
 # and what acks=all relies on: two in-sync replicas, no unclean elections.
@@ -219,9 +227,15 @@ def run_transactions(
     transactions; the nemesis's "leader" is the input's partition 0 leader, its
     "txn-coordinator" the copier's transaction coordinator."""
     source, target = fresh("faults-in"), fresh("faults-out")
-    group, txn_id = fresh("fault-copier"), fresh("fault-txn")
+    txn_id = fresh("fault-txn")
     for topic in (source, target):
         create_topic(cluster, topic, partitions, 3, config=TOPIC_CONFIG)
+    # The copier's group coordinated by another broker than its transactions: librdkafka
+    # never commits a transaction's offsets again once its cached group coordinator left
+    # the metadata (docs/client-behaviour.md, section 6; seen here as a stalled copier
+    # when kill-txn-coordinator struck a broker that was both).
+    txn_coordinator = coordinator_of(cluster.bootstrap, txn_id, TRANSACTION_KEY_TYPE)
+    group = group_coordinated_elsewhere(cluster.bootstrap, fresh("fault-copier"), txn_coordinator)
     run = Run.prepare("transactions", cluster, nemesis, seed, source, fault_s=fault_s,
                       faults=faults, env_extra=env_extra, group=group,
                       transactional_id=txn_id)  # fmt: skip

@@ -188,6 +188,38 @@ def partition_state(bootstrap: str, topic: str, partition: int):
         return p.leader, p.leader_epoch, sorted(p.isr)
 
 
+def coordinator_of(bootstrap: str, key: str, key_type: int) -> int:
+    """The broker coordinating a group or transactional id (FindCoordinator, which creates
+    the internal topic on first use: retried until it has a leader)."""
+    from broker.client.coordinator import GroupCoordinators
+    from broker.protocol.errors import KafkaError as BrokerError
+
+    deadline = time.monotonic() + WAIT_S
+    with ClusterMetadata(bootstrap) as cluster:
+        coordinators = GroupCoordinators(cluster, WAIT_S, key_type)
+        while True:
+            try:
+                return coordinators.node(key)
+            except BrokerError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def group_coordinated_elsewhere(bootstrap: str, prefix: str, avoid: int) -> str:
+    """A group name (`prefix`-N) whose coordinator is not broker `avoid`. librdkafka cannot
+    commit a transaction's offsets once its cached group coordinator left the metadata
+    (docs/client-behaviour.md, section 6): a test killing a transaction coordinator keeps
+    the copier's group elsewhere."""
+    from broker.client.coordinator import GROUP_KEY_TYPE
+
+    for i in range(50):
+        group = f"{prefix}-{i}"
+        if coordinator_of(bootstrap, group, GROUP_KEY_TYPE) != avoid:
+            return group
+    raise AssertionError(f"every offsets partition is led by broker {avoid}")
+
+
 def fully_replicated(bootstrap: str, topic: str, partitions: int) -> bool:
     with ClusterMetadata(bootstrap) as meta:
         meta.refresh([topic])

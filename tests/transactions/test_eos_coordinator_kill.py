@@ -13,19 +13,17 @@ dies are tested with their own clients in tests/groups/ and tests/client/."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
-from broker.client.cluster import ClusterMetadata
-from broker.client.coordinator import (
-    GROUP_KEY_TYPE,
-    TRANSACTION_KEY_TYPE,
-    GroupCoordinators,
-)
-from broker.protocol.errors import KafkaError
+from broker.client.coordinator import TRANSACTION_KEY_TYPE
 from broker.transactions.state_topic import TRANSACTION_STATE_TOPIC
-from tests.helpers.cluster import FAST_FAILOVER, WAIT_S, create_topic, partition_state
+from tests.helpers.cluster import (
+    FAST_FAILOVER,
+    coordinator_of,
+    create_topic,
+    group_coordinated_elsewhere,
+    partition_state,
+)
 from tests.transactions.test_eos_application_kill import (
     PARTITIONS,
     TOTAL,
@@ -56,8 +54,8 @@ def test_the_coordinator_killed_mid_transaction_copies_each_record_once(cluster_
     )
     bootstrap = cluster.bootstrap
     n = names()
-    txn_coordinator = _coordinator(bootstrap, n["txn_id"], TRANSACTION_KEY_TYPE)
-    n["group"] = _group_coordinated_elsewhere(bootstrap, n["group"], txn_coordinator)
+    txn_coordinator = coordinator_of(bootstrap, n["txn_id"], TRANSACTION_KEY_TYPE)
+    n["group"] = group_coordinated_elsewhere(bootstrap, n["group"], txn_coordinator)
     for topic in (n["input"], n["output"]):
         create_topic(cluster, topic, PARTITIONS, 3)
     fill_input(bootstrap, n["input"])
@@ -76,27 +74,3 @@ def test_the_coordinator_killed_mid_transaction_copies_each_record_once(cluster_
     moved = partition_state(survivor_bootstrap, TRANSACTION_STATE_TOPIC, 0)[0]
     assert moved not in (coordinator, -1)
     assert_exactly_once(survivor_bootstrap, n["output"])
-
-
-def _coordinator(bootstrap: str, key: str, key_type: int) -> int:
-    """The broker coordinating a group or transactional id (FindCoordinator, which creates
-    the internal topic on first use: retried until it has a leader)."""
-    deadline = time.monotonic() + WAIT_S
-    with ClusterMetadata(bootstrap) as cluster:
-        coordinators = GroupCoordinators(cluster, WAIT_S, key_type)
-        while True:
-            try:
-                return coordinators.node(key)
-            except KafkaError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-
-def _group_coordinated_elsewhere(bootstrap: str, prefix: str, avoid: int) -> str:
-    """A group name whose coordinator is not broker `avoid`."""
-    for i in range(50):
-        group = f"{prefix}-{i}"
-        if _coordinator(bootstrap, group, GROUP_KEY_TYPE) != avoid:
-            return group
-    raise AssertionError(f"every offsets partition is led by broker {avoid}")
