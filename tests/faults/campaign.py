@@ -91,30 +91,25 @@ def unsettled_views(env: Env, topics: list[str]) -> str:
     """Where a settle that timed out stands, for the note: the partitions short of a full
     ISR as ZooKeeper holds them, and as each broker's metadata answers (a stale broker
     shows apart from an ISR that never grew back), with the registered brokers."""
-    from kazoo.client import KazooClient
-
     from broker.client.cluster import ClusterMetadata
+    from broker.processes import kazoo_session
     from broker.zk import layout as z
 
     factor, views = len(env.cluster.ids), []
-    zk = KazooClient(hosts=env.cluster.zookeeper_connect, timeout=5)
     try:
-        zk.start(timeout=5)
-        views.append(f"registered {sorted(int(b) for b in zk.get_children(z.BROKER_IDS))}")
-        for topic in topics:
-            for p in sorted(int(n) for n in zk.get_children(z.partitions_path(topic))):
-                state = z.decode_partition_state(zk.get(z.partition_state_path(topic, p))[0])
-                if len(state.isr) < factor:
-                    views.append(
-                        f"zk {topic}-{p} leader {state.leader} epoch {state.leader_epoch} "
-                        f"isr {list(state.isr)}"
-                    )
+        views.append(f"registered {sorted(env.cluster.registrations())}")
+        with kazoo_session(env.cluster.zookeeper_connect, timeout_s=5) as zk:
+            for topic in topics:
+                for p in sorted(int(n) for n in zk.get_children(z.partitions_path(topic))):
+                    data = zk.get(z.partition_state_path(topic, p))[0]
+                    state = z.decode_partition_state(data)
+                    if len(state.isr) < factor:
+                        views.append(
+                            f"zk {topic}-{p} leader {state.leader} "
+                            f"epoch {state.leader_epoch} isr {list(state.isr)}"
+                        )
     except Exception as exc:  # noqa: BLE001 - a diagnosis, never the run's failure
         views.append(f"zk unread: {exc!r}")
-    finally:
-        with contextlib.suppress(Exception):
-            zk.stop()
-            zk.close()
     for broker_id in env.cluster.ids:
         try:
             with ClusterMetadata(env.cluster.broker(broker_id).bootstrap, timeout_s=5) as meta:
