@@ -63,6 +63,8 @@ ZSTD_MIN_VERSION = 10
 # Fetch v7 brought fetch sessions (KIP-227).
 SESSIONS_MIN_VERSION = 7
 READ_COMMITTED = 1
+# Compared with for every partition answered (an enum member's lookup is not free).
+_NONE = ErrorCode.NONE
 
 
 def handle(ctx: BrokerContext, request: RequestContext, body: dict) -> Answer:
@@ -289,7 +291,7 @@ class DelayedFetch(DelayedOperation):
     def _more(self, tp: TopicPartition, preq: dict, entry: dict) -> bool:
         """Whether the fetcher may still get data beyond the fetch offset the session
         holds for `tp` (then it stays among the session's news)."""
-        if entry["error_code"] != ErrorCode.NONE:
+        if entry["error_code"] != _NONE:
             return False
         if not self.follower:  # a consumer's readable end is in its answer already
             readable = entry["last_stable_offset" if self.read_committed else "high_watermark"]
